@@ -1,0 +1,209 @@
+"""compat on PyTorch: torch.distributed with Gloo (CPU) or NCCL (CUDA)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from compat import tables
+from compat.adapter import Adapter, GroupHandle, Pending
+from compat.types import ReduceOp
+
+# torch 2.13 deprecates reduce_scatter_tensor and all_gather_into_tensor in favour of these names;
+# older releases have only the old ones.
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
+_all_gather_single = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+
+
+def _dtype_names() -> dict[torch.dtype, str]:
+    names = {}
+    for name, entry in tables.lookup("dtypes", "dtypes").items():
+        spelling = entry.get("torch")
+        if spelling is not None:
+            names[getattr(torch, spelling)] = name
+    return names
+
+
+def _reduce_ops() -> dict[ReduceOp, Any]:
+    ops = tables.lookup("reduce_ops", "ops")
+    return {ReduceOp(value): getattr(dist.ReduceOp, entry["torch"]) for value, entry in ops.items()}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class TorchAdapter(Adapter):
+    framework = "torch"
+
+    def __init__(self) -> None:
+        self._dtype_names = _dtype_names()
+        self._ops = _reduce_ops()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def init(self, backend: str | None, timeout: timedelta | None) -> str:
+        if backend is None:
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+        kwargs: dict[str, Any] = {"backend": backend}
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            kwargs["init_method"] = "env://"
+        else:
+            # Not started by a launcher: a world of one process.
+            kwargs.update(init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(**kwargs)
+        return backend
+
+    def destroy(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def rank(self) -> int:
+        return dist.get_rank()
+
+    def world_size(self) -> int:
+        return dist.get_world_size()
+
+    def new_group(self, ranks: Sequence[int], name: str) -> GroupHandle:
+        handle = dist.new_group(list(ranks), group_desc=name)
+        return handle if dist.get_rank() in ranks else None
+
+    # -- local tensor facts and operations ------------------------------------------------
+    def shape(self, tensor: torch.Tensor) -> tuple[int, ...]:
+        return tuple(tensor.shape)
+
+    def dtype(self, tensor: torch.Tensor) -> str:
+        return self._dtype_names.get(tensor.dtype, str(tensor.dtype).removeprefix("torch."))
+
+    def device(self, tensor: torch.Tensor) -> str:
+        return str(tensor.device)
+
+    def empty(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
+        return torch.empty(tuple(shape), dtype=like.dtype, device=like.device)
+
+    def split(self, tensor: torch.Tensor, sizes: Sequence[int]) -> list[torch.Tensor]:
+        return list(torch.split(tensor, list(sizes), dim=0))
+
+    def copy_(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        dst.copy_(src)
+
+    def shares_memory(self, pieces: Sequence[torch.Tensor], whole: torch.Tensor) -> bool:
+        if not whole.is_contiguous():
+            return False
+        offset = whole.data_ptr()
+        for piece in pieces:
+            if not piece.is_contiguous() or piece.data_ptr() != offset:
+                return False
+            offset += piece.numel() * piece.element_size()
+        return offset == whole.data_ptr() + whole.numel() * whole.element_size()
+
+    # -- collectives -------------------------------------------------------------------------
+    def all_reduce(
+        self, tensor: torch.Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
+    ) -> Pending:
+        return dist.all_reduce(tensor, op=self._ops[op], group=group, async_op=async_op)
+
+    def all_gather(
+        self,
+        tensor_list: list[torch.Tensor],
+        tensor: torch.Tensor,
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        return dist.all_gather(tensor_list, tensor, group=group, async_op=async_op)
+
+    def all_gather_into_tensor(
+        self, output: torch.Tensor, tensor: torch.Tensor, group: GroupHandle, async_op: bool
+    ) -> Pending:
+        return _all_gather_single(output, tensor, group=group, async_op=async_op)
+
+    def reduce_scatter(
+        self,
+        output: torch.Tensor,
+        input_list: list[torch.Tensor],
+        op: ReduceOp,
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        return dist.reduce_scatter(
+            output, input_list, op=self._ops[op], group=group, async_op=async_op
+        )
+
+    def reduce_scatter_tensor(
+        self,
+        output: torch.Tensor,
+        tensor: torch.Tensor,
+        op: ReduceOp,
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        return _reduce_scatter_single(
+            output, tensor, op=self._ops[op], group=group, async_op=async_op
+        )
+
+    def broadcast(
+        self, tensor: torch.Tensor, src: int, group: GroupHandle, async_op: bool
+    ) -> Pending:
+        return dist.broadcast(tensor, src, group=group, async_op=async_op)
+
+    def scatter(
+        self,
+        tensor: torch.Tensor,
+        scatter_list: list[torch.Tensor] | None,
+        src: int,
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        return dist.scatter(tensor, scatter_list, src, group=group, async_op=async_op)
+
+    def gather(
+        self,
+        tensor: torch.Tensor,
+        gather_list: list[torch.Tensor] | None,
+        dst: int,
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        return dist.gather(tensor, gather_list, dst, group=group, async_op=async_op)
+
+    def reduce(
+        self, tensor: torch.Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
+    ) -> Pending:
+        return dist.reduce(tensor, dst, op=self._ops[op], group=group, async_op=async_op)
+
+    def all_to_all_single(
+        self,
+        output: torch.Tensor,
+        tensor: torch.Tensor,
+        output_split_sizes: list[int],
+        input_split_sizes: list[int],
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        return dist.all_to_all_single(
+            output, tensor, output_split_sizes, input_split_sizes, group=group, async_op=async_op
+        )
+
+    def send(self, tensor: torch.Tensor, dst: int, group: GroupHandle) -> None:
+        dist.send(tensor, dst, group=group)
+
+    def recv(self, tensor: torch.Tensor, src: int, group: GroupHandle) -> None:
+        dist.recv(tensor, src, group=group)
+
+    def barrier(self, group: GroupHandle, async_op: bool) -> Pending:
+        return dist.barrier(group=group, async_op=async_op)
+
+
+ADAPTER_CLASS = TorchAdapter

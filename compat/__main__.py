@@ -1,0 +1,5 @@
+import sys
+
+from compat.cli import main
+
+sys.exit(main())

@@ -1,0 +1,87 @@
+"""Argument checks that run on the calling rank before any communication.
+
+Each failure names the parameter, what was expected and what was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from compat.dispatch import framework_of
+
+
+def describe(obj: object) -> str:
+    """A short description of a value for error messages."""
+    framework = framework_of(obj)
+    if framework is not None:
+        shape = tuple(getattr(obj, "shape", ()))
+        return f"a {framework} tensor of shape {shape} and dtype {getattr(obj, 'dtype', '?')}"
+    text = repr(obj)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(obj).__name__} {text}"
+
+
+def check_bool(value: object, param: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{param}: expected a bool; got {describe(value)}")
+    return value
+
+
+def check_int(value: object, param: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{param}: expected an int; got {describe(value)}")
+    return value
+
+
+def check_list(value: object, param: str, length: int) -> list[Any]:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{param}: expected a list of {length} tensors; got {describe(value)}")
+    if len(value) != length:
+        raise ValueError(
+            f"{param}: expected a list of {length} tensors (one per rank of the group); "
+            f"got {len(value)}"
+        )
+    return list(value)
+
+
+def check_split_sizes(
+    sizes: object, param: str, parts: int, total: int, dim_param: str
+) -> list[int]:
+    """Split sizes: a sequence of ``parts`` non-negative ints that sum to ``total``."""
+    if not isinstance(sizes, Sequence) or isinstance(sizes, str):
+        raise TypeError(f"{param}: expected a list of {parts} ints; got {describe(sizes)}")
+    values = [check_int(size, f"{param}[{i}]") for i, size in enumerate(sizes)]
+    if len(values) != parts:
+        raise ValueError(
+            f"{param}: expected {parts} sizes (one per rank of the group); got {len(values)}: "
+            f"{values}"
+        )
+    negative = [size for size in values if size < 0]
+    if negative:
+        raise ValueError(f"{param}: expected sizes >= 0; got {values}")
+    if sum(values) != total:
+        raise ValueError(
+            f"{param}: expected sizes summing to {total} (dim 0 of {dim_param}); got {values} "
+            f"(sum {sum(values)})"
+        )
+    return values
+
+
+def even_split(total: int, parts: int, param: str) -> list[int]:
+    if total % parts:
+        raise ValueError(
+            f"{param}: expected dim 0 divisible by the group size {parts}; got {total}"
+        )
+    return [total // parts] * parts
+
+
+def check_shape(actual: tuple[int, ...], expected: tuple[int, ...], param: str, why: str) -> None:
+    if tuple(actual) != tuple(expected):
+        raise ValueError(f"{param}: expected shape {tuple(expected)} ({why}); got {tuple(actual)}")
+
+
+def check_dtype(actual: str, expected: str, param: str, why: str) -> None:
+    if actual != expected:
+        raise TypeError(f"{param}: expected dtype {expected} ({why}); got {actual}")

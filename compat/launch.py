@@ -1,0 +1,220 @@
+"""``compat launch``: start N local ranks of a script with the environment its framework expects.
+
+torch: the variables torchrun sets (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``LOCAL_RANK``,
+``WORLD_SIZE``, ...). MindSpore: a scheduler process plus N workers with ``MS_ROLE``,
+``MS_NODE_ID``, ``MS_SCHED_HOST``, ``MS_SCHED_PORT`` and ``MS_WORKER_NUM``, as msrun sets them.
+Each rank's output is prefixed with ``[rank i]``. When a rank fails, the others are stopped and
+the launch returns that rank's exit code; ``timeout`` stops a job that hangs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+TIMEOUT_EXIT_CODE = 124
+
+# The MindSpore scheduler: a process of its own that only hosts the cluster's rendezvous.
+_MINDSPORE_SCHEDULER = (
+    "import mindspore as ms; ms.set_device('CPU'); from mindspore.communication import init; init()"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def rank_environments(framework: str, nprocs: int, port: int) -> list[dict[str, str]]:
+    """The environment of each rank (and, for MindSpore, of the scheduler, last)."""
+    if framework == "torch":
+        return [
+            {
+                "COMPAT_FRAMEWORK": "torch",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "GROUP_RANK": "0",
+                "WORLD_SIZE": str(nprocs),
+                "LOCAL_WORLD_SIZE": str(nprocs),
+            }
+            for rank in range(nprocs)
+        ]
+    if framework == "mindspore":
+        common = {
+            "COMPAT_FRAMEWORK": "mindspore",
+            "MS_SCHED_HOST": "127.0.0.1",
+            "MS_SCHED_PORT": str(port),
+            "MS_WORKER_NUM": str(nprocs),
+        }
+        workers = [
+            {
+                **common,
+                "MS_ROLE": "MS_WORKER",
+                "MS_NODE_ID": str(rank),
+                "RANK_ID": str(rank),
+                "LOCAL_RANK": str(rank),
+            }
+            for rank in range(nprocs)
+        ]
+        return [*workers, {**common, "MS_ROLE": "MS_SCHED", "MS_NODE_ID": "sched"}]
+    raise ValueError(f"framework: expected 'torch' or 'mindspore'; got {framework!r}")
+
+
+@dataclass
+class _Process:
+    label: str
+    popen: subprocess.Popen[str]
+    is_rank: bool
+    pump: threading.Thread = field(init=False)
+
+
+def _pump(process: _Process, sink: TextIO, lock: threading.Lock, quiet: bool) -> None:
+    assert process.popen.stdout is not None
+    for line in process.popen.stdout:
+        if quiet:
+            continue
+        with lock:
+            sink.write(
+                f"[{process.label}] {line}"
+                if line.endswith("\n")
+                else f"[{process.label}] {line}\n"
+            )
+            sink.flush()
+
+
+def _stop(processes: Sequence[_Process], grace: float = 3.0) -> None:
+    for process in processes:
+        if process.popen.poll() is None:
+            try:
+                os.killpg(process.popen.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace
+    for process in processes:
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            process.popen.wait(remaining)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(process.popen.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.popen.wait()
+
+
+def launch(
+    nprocs: int,
+    command: Sequence[str],
+    framework: str = "torch",
+    *,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    sink: TextIO | None = None,
+    python: str = sys.executable,
+) -> int:
+    """Run ``python command...`` as ``nprocs`` ranks and return the job's exit code.
+
+    Parameters
+    ----------
+    nprocs
+        Number of ranks (>= 1).
+    command
+        A script and its arguments, or ``["-m", module, *args]``.
+    framework
+        ``"torch"`` or ``"mindspore"``: which launcher environment to set.
+    timeout
+        Seconds after which a job still running is stopped (exit code 124).
+    env
+        Extra environment for every rank.
+    sink
+        Where the prefixed output goes (default ``sys.stdout``).
+
+    Returns
+    -------
+    int
+        0 if every rank exited 0; else the exit code of the first rank that failed, or 124 on
+        timeout.
+    """
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
+        raise ValueError(f"nprocs: expected an int >= 1; got {nprocs!r}")
+    if not command:
+        raise ValueError("command: expected a script (and its arguments); got nothing")
+    out = sink if sink is not None else sys.stdout
+    lock = threading.Lock()
+    port = free_port()
+    base_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    if nprocs > 1:
+        base_env.setdefault("OMP_NUM_THREADS", "1")
+    processes: list[_Process] = []
+    for index, rank_env in enumerate(rank_environments(framework, nprocs, port)):
+        is_rank = index < nprocs
+        argv = [python, *command] if is_rank else [python, "-c", _MINDSPORE_SCHEDULER]
+        popen = subprocess.Popen(
+            argv,
+            env={**base_env, **rank_env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        process = _Process(f"rank {index}" if is_rank else "scheduler", popen, is_rank)
+        process.pump = threading.Thread(
+            target=_pump, args=(process, out, lock, not is_rank), daemon=True
+        )
+        process.pump.start()
+        processes.append(process)
+    ranks = [process for process in processes if process.is_rank]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    code = 0
+    try:
+        while True:
+            failed = [p for p in ranks if p.popen.poll() not in (None, 0)]
+            if failed:
+                first = failed[0]
+                code = first.popen.returncode if first.popen.returncode > 0 else 1
+                with lock:
+                    out.write(
+                        f"compat launch: {first.label} exited with code {first.popen.returncode}; "
+                        "stopping the other ranks\n"
+                    )
+                break
+            if all(p.popen.poll() == 0 for p in ranks):
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                running = [p.label for p in ranks if p.popen.poll() is None]
+                with lock:
+                    out.write(
+                        f"compat launch: timed out after {timeout:g} s; still running: "
+                        f"{', '.join(running)}; stopping the job\n"
+                    )
+                code = TIMEOUT_EXIT_CODE
+                break
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        # The MindSpore scheduler ends by itself once the workers have; give it a moment.
+        if code == 0:
+            for process in processes:
+                try:
+                    process.popen.wait(10)
+                except subprocess.TimeoutExpired:
+                    break
+        _stop(processes)
+        for process in processes:
+            process.pump.join(5)
+    return code

@@ -1,0 +1,180 @@
+"""The types of compat's public API: ReduceOp, Work and Group."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any, Protocol
+
+from compat import tables
+from compat.errors import TableError
+
+
+class ReduceOp(str, enum.Enum):
+    """The reduction of a collective.
+
+    ``PROD`` is an alias of ``PRODUCT``. Every collective also accepts the strings of
+    ``mapping_tables/reduce_ops.toml`` (``"sum"``, ``"prod"``/``"product"``, ``"min"``, ``"max"``,
+    ``"avg"``) and each framework's native op (``torch.distributed.ReduceOp.SUM``,
+    ``mindspore.communication.ReduceOp.SUM``).
+    """
+
+    SUM = "sum"
+    PRODUCT = "prod"
+    PROD = "prod"
+    MIN = "min"
+    MAX = "max"
+    AVG = "avg"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _check_ops_match_table() -> None:
+    recorded = set(tables.lookup("reduce_ops", "ops"))
+    declared = {op.value for op in ReduceOp}
+    if recorded != declared:
+        raise TableError(
+            f"mapping table reduce_ops.toml lists ops {sorted(recorded)}, "
+            f"compat.ReduceOp declares {sorted(declared)}"
+        )
+
+
+_check_ops_match_table()
+
+
+def _alias_map() -> dict[str, ReduceOp]:
+    aliases: dict[str, ReduceOp] = {}
+    for value, entry in tables.lookup("reduce_ops", "ops").items():
+        for alias in entry["aliases"]:
+            aliases[alias] = ReduceOp(value)
+    return aliases
+
+
+_ALIASES = _alias_map()
+
+
+def _native_op(op: object) -> ReduceOp | None:
+    """A framework's own ReduceOp member (e.g. torch's ``RedOpType.SUM``), matched by name in
+    the table column of the framework that defines its type."""
+    framework = type(op).__module__.split(".")[0]
+    name = getattr(op, "name", None)
+    for value, entry in tables.lookup("reduce_ops", "ops").items():
+        if name is not None and entry.get(framework) == name:
+            return ReduceOp(value)
+    return None
+
+
+def parse_op(op: object, param: str = "op") -> ReduceOp:
+    """Return ``op`` as a ReduceOp, or raise naming ``param``, what it accepts, and what it got."""
+    if isinstance(op, ReduceOp):
+        return op
+    if isinstance(op, str):
+        found = _ALIASES.get(op.lower())
+        if found is not None:
+            return found
+    else:
+        found = _native_op(op)
+        if found is not None:
+            return found
+    raise ValueError(
+        f"{param}: expected a compat.ReduceOp, one of the strings {sorted(_ALIASES)} or a "
+        f"framework's ReduceOp; got {op!r}"
+    )
+
+
+class PendingHandle(Protocol):
+    """What an adapter returns for an asynchronous native call."""
+
+    def wait(self, timeout: timedelta | None = None) -> Any: ...
+
+    def is_completed(self) -> bool: ...
+
+
+class Work:
+    """Handle of an asynchronous collective (returned when ``async_op=True``).
+
+    The result tensors are valid once :meth:`wait` has returned. An emulated collective may be
+    several native calls plus a local step (e.g. a sum); ``wait`` waits for all of them and then
+    runs that step, exactly once.
+    """
+
+    __slots__ = ("_finish", "_finished", "_pending")
+
+    def __init__(
+        self,
+        pending: Sequence[PendingHandle] = (),
+        finish: Callable[[], None] | None = None,
+    ) -> None:
+        self._pending = list(pending)
+        self._finish = finish
+        self._finished = False
+
+    def wait(self, timeout: float | timedelta | None = None) -> bool:
+        """Block until the collective has completed; return True.
+
+        Parameters
+        ----------
+        timeout
+            Seconds (or a ``timedelta``) to wait at most, where the backend supports a bound.
+        """
+        if not self._finished:
+            if isinstance(timeout, (int, float)):
+                timeout = timedelta(seconds=timeout)
+            for handle in self._pending:
+                if timeout is None:
+                    handle.wait()
+                else:
+                    handle.wait(timeout)
+            self._complete()
+        return True
+
+    def is_completed(self) -> bool:
+        """Return True if the collective has completed (its results are then valid)."""
+        if not self._finished and all(handle.is_completed() for handle in self._pending):
+            self._complete()
+        return self._finished
+
+    def _complete(self) -> None:
+        self._pending.clear()
+        if self._finish is not None:
+            finish, self._finish = self._finish, None
+            finish()
+        self._finished = True
+
+    def __repr__(self) -> str:
+        state = "completed" if self._finished else "pending"
+        return f"<compat.Work {state}>"
+
+
+class Group:
+    """A group of ranks, made by :func:`compat.new_group` (on every rank of the world).
+
+    ``ranks`` are global ranks, in group-rank order. ``handle`` is the framework's own group
+    (a ProcessGroup for torch, a group name for MindSpore); ``None`` on ranks outside the group.
+    """
+
+    __slots__ = ("handle", "name", "ranks")
+
+    def __init__(self, ranks: Sequence[int], handle: object, name: str) -> None:
+        self.ranks = tuple(ranks)
+        self.handle = handle
+        self.name = name
+
+    @property
+    def size(self) -> int:
+        return len(self.ranks)
+
+    def group_rank(self, global_rank: int) -> int:
+        """The rank of ``global_rank`` inside this group, or -1 if it is not a member."""
+        try:
+            return self.ranks.index(global_rank)
+        except ValueError:
+            return -1
+
+    def __contains__(self, global_rank: object) -> bool:
+        return global_rank in self.ranks
+
+    def __repr__(self) -> str:
+        return f"compat.Group(name={self.name!r}, ranks={list(self.ranks)})"
