@@ -1,0 +1,440 @@
+"""Bad input: each raises the right exception on the calling rank, before any communication,
+with a message that names the parameter and says what was expected and what was given; the
+buffers stay as they were; and the next collective on every rank still gives the right result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import compat
+from compat import tables
+from tests.ranks.cases import follow_up, rank, register, sentinel, subgroup, world
+
+
+def expect_error(
+    kit: Any,
+    error: type[BaseException],
+    call: Callable[[], object],
+    param: str,
+    fragments: list[str],
+    buffers: list[Any],
+) -> None:
+    snapshots = [kit.numpy(buffer) for buffer in buffers]
+    try:
+        call()
+    except error as exc:
+        message = str(exc)
+    else:
+        raise AssertionError(f"expected {error.__name__} naming {param}; nothing was raised")
+    assert message.startswith(f"{param}:"), f"message does not start with {param!r}: {message}"
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} missing from the message: {message}"
+    for buffer, snapshot in zip(buffers, snapshots, strict=True):
+        np.testing.assert_array_equal(kit.numpy(buffer), snapshot, "a buffer was modified")
+
+
+def bad_case(name: str, min_world: int = 1, frameworks: tuple[str, ...] = ("torch", "mindspore")):
+    """Register a bad-input case; every rank then runs the follow-up collective."""
+
+    def decorate(function: Callable[[Any], None]) -> Callable[[Any], None]:
+        def run(kit: Any) -> None:
+            function(kit)
+            follow_up(kit)
+
+        register(f"bad_input[{name}]", run, min_world, frameworks)
+        return function
+
+    return decorate
+
+
+def f32(kit: Any, shape: tuple[int, ...], fill: float = 1.0) -> Any:
+    return kit.tensor(np.full(shape, fill), "float32")
+
+
+@bad_case("input_list_length")
+def _(kit: Any) -> None:
+    out = sentinel(kit, (2,), "float32")
+    inputs = [f32(kit, (2,)) for _ in range(world() + 1)]
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.reduce_scatter(out, inputs),
+        "input_list",
+        [f"{world()} tensors", f"got {world() + 1}"],
+        [out, *inputs],
+    )
+
+
+@bad_case("input_list_element_shape")
+def _(kit: Any) -> None:
+    out = sentinel(kit, (2,), "float32")
+    inputs = [f32(kit, (2,)) for _ in range(world())]
+    inputs[rank()] = f32(kit, (3,))
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.reduce_scatter(out, inputs),
+        f"input_list[{rank()}]",
+        ["expected shape (2,)", "got (3,)"],
+        [out],
+    )
+
+
+@bad_case("input_list_dtype")
+def _(kit: Any) -> None:
+    out = sentinel(kit, (2,), "float32")
+    inputs = [kit.tensor(np.ones(2), "int32") for _ in range(world())]
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.reduce_scatter(out, inputs),
+        "input_list[0]",
+        ["expected dtype float32", "got int32"],
+        [out],
+    )
+
+
+@bad_case("dim0_not_divisible", min_world=2)
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2 * world() + 1, 2))
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.reduce_scatter_tensor(tensor),
+        "tensor",
+        [f"divisible by the group size {world()}", f"got {2 * world() + 1}"],
+        [tensor],
+    )
+
+
+@bad_case("out_shape")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2 * world(), 3))
+    out = sentinel(kit, (3, 3), "float32")
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.reduce_scatter_tensor(tensor, out=out),
+        "out",
+        ["expected shape (2, 3)", "got (3, 3)"],
+        [tensor, out],
+    )
+
+
+@bad_case("out_dtype")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2 * world(), 3))
+    out = sentinel(kit, (2, 3), "int32")
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.reduce_scatter_tensor(tensor, out=out),
+        "out",
+        ["expected dtype float32", "got int32"],
+        [tensor, out],
+    )
+
+
+@bad_case("split_sizes_sum")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (4, 2))
+    sizes = [5] + [0] * (world() - 1)
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.reduce_scatter_tensor(tensor, input_split_sizes=sizes),
+        "input_split_sizes",
+        ["summing to 4", f"got {sizes}"],
+        [tensor],
+    )
+
+
+@bad_case("split_sizes_length")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (4, 2))
+    sizes = [1] * (world() + 1)
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.reduce_scatter_tensor(tensor, input_split_sizes=sizes),
+        "input_split_sizes",
+        [f"expected {world()} sizes", f"got {world() + 1}"],
+        [tensor],
+    )
+
+
+@bad_case("output_split_sizes_own_entry")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2, 2))
+    sizes = [3] * world()
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.all_gather_into_tensor(tensor, output_split_sizes=sizes),
+        "output_split_sizes",
+        ["dim 0 of tensor (2)", f"got {sizes}"],
+        [tensor],
+    )
+
+
+@bad_case("non_tensor")
+def _(kit: Any) -> None:
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.all_reduce([1.0, 2.0]),
+        "tensor",
+        [f"expected a {kit.framework} tensor", "got list [1.0, 2.0]"],
+        [],
+    )
+
+
+@bad_case("unknown_op")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2,))
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.all_reduce(tensor, op="bogus"),
+        "op",
+        ["expected a compat.ReduceOp", "'sum'", "got 'bogus'"],
+        [tensor],
+    )
+
+
+@bad_case("avg_on_integers")
+def _(kit: Any) -> None:
+    tensor = kit.tensor(np.ones(2), "int32")
+    expect_error(
+        kit,
+        compat.UnsupportedError,
+        lambda: compat.all_reduce(tensor, op="avg"),
+        "op",
+        ["AVG needs a floating dtype", "got dtype int32"],
+        [tensor],
+    )
+
+
+def _unsupported_dtype() -> str | None:
+    backend = tables.lookup("capabilities", compat.get_backend())
+    known = tables.lookup("dtypes", "dtypes")
+    missing = [
+        name
+        for name, entry in known.items()
+        if compat.get_framework() in entry and name not in backend["dtypes"]
+    ]
+    return missing[0] if missing else None
+
+
+@bad_case("dtype_unsupported_by_backend")
+def _(kit: Any) -> None:
+    dtype = _unsupported_dtype()
+    if dtype is None:
+        raise AssertionError(f"{compat.get_backend()} takes every dtype: register no such case")
+    tensor = kit.tensor(np.ones(2), dtype)
+    expect_error(
+        kit,
+        compat.UnsupportedError,
+        lambda: compat.all_reduce(tensor),
+        "tensor",
+        [f"dtype {dtype} is not supported by the {compat.get_backend()} backend", "float32"],
+        [tensor],
+    )
+
+
+@bad_case("src_out_of_range")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2,), rank())
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.broadcast(tensor, src=world()),
+        "src",
+        [f"one of {list(range(world()))}", f"got {world()}"],
+        [tensor],
+    )
+
+
+@bad_case("dst_out_of_range")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2,), rank())
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.reduce(tensor, dst=-1),
+        "dst",
+        ["expected a global rank", "got -1"],
+        [tensor],
+    )
+
+
+@bad_case("src_not_int")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2,), rank())
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.broadcast(tensor, src="0"),
+        "src",  # type: ignore[arg-type]
+        ["expected an int", "got str '0'"],
+        [tensor],
+    )
+
+
+@bad_case("async_op_not_bool")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2,), rank())
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.all_reduce(tensor, async_op="yes"),
+        "async_op",  # type: ignore[arg-type]
+        ["expected a bool", "got str 'yes'"],
+        [tensor],
+    )
+
+
+@bad_case("group_without_this_rank", min_world=3)
+def _(kit: Any) -> None:
+    group = subgroup()
+    if rank() in group.ranks:
+        return  # the members have nothing to call; the non-member checks below
+    tensor = f32(kit, (2,), rank())
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.all_reduce(tensor, group=group),
+        "group",
+        [f"this rank ({rank()}) is not a member", f"got one with ranks {list(group.ranks)}"],
+        [tensor],
+    )
+
+
+@bad_case("group_not_a_group")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2,), rank())
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.all_reduce(tensor, group="world"),
+        "group",  # type: ignore[arg-type]
+        ["expected a compat.Group", "got str 'world'"],
+        [tensor],
+    )
+
+
+@bad_case("other_framework_tensor")
+def _(kit: Any) -> None:
+    other = kit.other_framework_tensor()
+    other_name = "mindspore" if kit.framework == "torch" else "torch"
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.all_reduce(other),
+        "tensor",
+        [f"expected a {kit.framework} tensor", f"got a {other_name} tensor"],
+        [],
+    )
+
+
+@bad_case("scatter_list_on_non_src", min_world=2)
+def _(kit: Any) -> None:
+    if rank() == 0:
+        return  # src would enter the collective; only the ranks that err call
+    out = sentinel(kit, (2,), "float32")
+    parts = [f32(kit, (2,)) for _ in range(world())]
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.scatter(out, parts, src=0),
+        "scatter_list",
+        ["expected None on ranks other than src=0", f"on rank {rank()}"],
+        [out],
+    )
+
+
+@bad_case("scatter_list_missing_on_src")
+def _(kit: Any) -> None:
+    if rank() != 0:
+        return
+    out = sentinel(kit, (2,), "float32")
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.scatter(out, None, src=0),
+        "scatter_list",
+        [f"expected a list of {world()} tensors", "got NoneType None"],
+        [out],
+    )
+
+
+@bad_case("gather_list_length")
+def _(kit: Any) -> None:
+    if rank() != 0:
+        return
+    tensor = f32(kit, (2,))
+    outputs = [sentinel(kit, (2,), "float32") for _ in range(world() + 1)]
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.gather(tensor, outputs, dst=0),
+        "gather_list",
+        [f"{world()} tensors", f"got {world() + 1}"],
+        outputs,
+    )
+
+
+@bad_case("all_to_all_trailing_dims")
+def _(kit: Any) -> None:
+    output = sentinel(kit, (world(), 3), "float32")
+    tensor = f32(kit, (world(), 2))
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.all_to_all_single(output, tensor),
+        "input",
+        ["expected shape (*, 3)", f"got ({world()}, 2)"],
+        [output, tensor],
+    )
+
+
+@bad_case("send_to_self", min_world=2)
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2,))
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.send(tensor, dst=rank()),
+        "dst",
+        [f"other than this rank ({rank()})", f"got {rank()}"],
+        [tensor],
+    )
+
+
+@bad_case("new_group_ranks")
+def _(kit: Any) -> None:
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.new_group([0, world()]),
+        "ranks",
+        [f"in [0, {world()})", f"got [0, {world()}]"],
+        [],
+    )
+
+
+@bad_case("zero_dim_tensor")
+def _(kit: Any) -> None:
+    tensor = kit.tensor(np.float32(1.0), "float32")
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.reduce_scatter_tensor(tensor),
+        "tensor",
+        ["at least one dimension", "got a 0-d tensor"],
+        [tensor],
+    )

@@ -1,0 +1,74 @@
+"""Framework kits for the rank-side test cases: make tensors from numpy and read them back.
+
+Cases are written once against a kit; the kit hides only tensor creation and conversion.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# dtypes numpy cannot hold are carried in this numpy dtype (exactly, for the small integer values
+# the cases use).
+_CARRIER = {"bfloat16": "float32"}
+
+
+class TorchKit:
+    framework = "torch"
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+
+    def tensor(self, values: Any, dtype: str) -> Any:
+        array = np.asarray(values, dtype=_CARRIER.get(dtype, dtype))
+        return self.torch.from_numpy(array.copy()).to(getattr(self.torch, dtype))
+
+    def numpy(self, tensor: Any) -> np.ndarray:
+        if tensor.dtype == self.torch.bfloat16:
+            tensor = tensor.float()
+        return tensor.detach().cpu().numpy().copy()
+
+    def native_op(self, name: str) -> Any:
+        import torch.distributed as dist
+
+        return getattr(dist.ReduceOp, name)
+
+    def other_framework_tensor(self) -> Any:
+        import mindspore
+
+        return mindspore.Tensor(np.zeros(4, dtype=np.float32))
+
+
+class MindSporeKit:
+    framework = "mindspore"
+
+    def __init__(self) -> None:
+        import mindspore
+
+        self.ms = mindspore
+
+    def tensor(self, values: Any, dtype: str) -> Any:
+        array = np.asarray(values, dtype=_CARRIER.get(dtype, dtype))
+        return self.ms.Tensor(array.copy()).astype(getattr(self.ms, dtype))
+
+    def numpy(self, tensor: Any) -> np.ndarray:
+        if tensor.dtype == self.ms.bfloat16:
+            tensor = tensor.astype(self.ms.float32)
+        return np.array(tensor.asnumpy(), copy=True)
+
+    def native_op(self, name: str) -> Any:
+        from mindspore.communication import ReduceOp
+
+        return getattr(ReduceOp, name)
+
+    def other_framework_tensor(self) -> Any:
+        import torch
+
+        return torch.zeros(4)
+
+
+def make_kit(framework: str) -> TorchKit | MindSporeKit:
+    return TorchKit() if framework == "torch" else MindSporeKit()
