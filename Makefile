@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(PY) -m compat demo
+	$(PY) -m compat launch -n 2 --framework torch --timeout 300 examples/reduce_scatter_styles.py
 
 test: setup
 	$(PY) -m ruff check .

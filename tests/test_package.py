@@ -1,0 +1,85 @@
+"""Packaging and import hygiene: compat imports no framework; the wheel ships adapters and tables."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import compat
+from compat import tables
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_compat_imports_no_framework() -> None:
+    code = (
+        "import sys, compat, compat.adapter, compat.dispatch, compat.launch, compat.cli; "
+        "loaded = [m for m in ('torch', 'mindspore') if m in sys.modules]; "
+        "print(loaded); sys.exit(1 if loaded else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, f"import compat imported {result.stdout}"
+
+
+def test_collective_before_init_raises_not_initialized() -> None:
+    torch = pytest.importorskip("torch")
+    assert not compat.is_initialized()
+    tensor = torch.ones(3)
+    with pytest.raises(compat.NotInitializedError, match="call compat.init"):
+        compat.all_reduce(tensor)
+    with pytest.raises(compat.NotInitializedError):
+        compat.get_rank()
+    assert tensor.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_init_single_process_world_and_destroy() -> None:
+    torch = pytest.importorskip("torch")
+    compat.init("torch")
+    try:
+        assert (compat.get_rank(), compat.get_world_size(), compat.get_backend()) == (0, 1, "gloo")
+        with pytest.raises(RuntimeError, match="already initialised"):
+            compat.init("torch")
+        tensor = torch.tensor([1.0, 2.0])
+        assert compat.reduce_scatter_tensor(tensor).tolist() == [1.0, 2.0]
+    finally:
+        compat.destroy()
+    assert not compat.is_initialized()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"framework": "jax"}, ValueError, "framework: expected one of ['torch', 'mindspore']"),
+        ({"framework": "torch", "backend": "mccl"}, ValueError, "backend: expected one of"),
+        ({"framework": "torch", "timeout": -1}, ValueError, "timeout: expected a positive"),
+    ],
+)
+def test_init_rejects_bad_arguments(kwargs: dict, error: type, fragment: str) -> None:
+    with pytest.raises(error) as info:
+        compat.init(**kwargs)
+    assert fragment in str(info.value)
+    assert not compat.is_initialized()
+
+
+def test_wheel_ships_adapters_and_tables(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    (wheel,) = tmp_path.glob("collective_compat-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "compat/adapters/torch.py" in names
+    assert "compat/py.typed" in names
+    for table in (ROOT / "mapping_tables").glob("*.toml"):
+        assert f"compat/mapping_tables/{table.name}" in names
+    assert not any(name.startswith("adapters/") for name in names), "adapters must not be top-level"
+
+
+def test_tables_load_from_the_package() -> None:
+    assert set(tables.load("reduce_ops")["ops"]) == {op.value for op in compat.ReduceOp}
+    assert "gloo" in tables.load("capabilities")

@@ -1,0 +1,73 @@
+"""compat's own logic, without ranks: ReduceOp parsing and Work's completion rules."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from compat import ReduceOp, Work
+from compat.types import parse_op
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("sum", ReduceOp.SUM), ("SUM", ReduceOp.SUM), ("prod", ReduceOp.PRODUCT),
+        ("product", ReduceOp.PRODUCT), ("min", ReduceOp.MIN), ("max", ReduceOp.MAX),
+        ("avg", ReduceOp.AVG), (ReduceOp.PROD, ReduceOp.PRODUCT),
+    ],
+)
+def test_parse_op_accepts_names_and_aliases(given: object, expected: ReduceOp) -> None:
+    assert parse_op(given) is expected
+
+
+def test_parse_op_accepts_torch_native_ops() -> None:
+    dist = pytest.importorskip("torch.distributed")
+    assert parse_op(dist.ReduceOp.SUM) is ReduceOp.SUM
+    assert parse_op(dist.ReduceOp.PRODUCT) is ReduceOp.PRODUCT
+    assert parse_op(dist.ReduceOp.AVG) is ReduceOp.AVG
+
+
+@pytest.mark.parametrize("given", ["bogus", 3, None, 1.5])
+def test_parse_op_rejects_with_a_named_message(given: object) -> None:
+    with pytest.raises(ValueError, match=r"^op: expected a compat.ReduceOp.*got"):
+        parse_op(given)
+
+
+class FakeHandle:
+    """Stands in for a native async handle in these unit tests of Work only."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.waited_with: list[object] = []
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        self.waited_with.append(timeout)
+        self.done = True
+        return True
+
+    def is_completed(self) -> bool:
+        return self.done
+
+
+def test_work_waits_every_handle_then_finishes_once() -> None:
+    handles = [FakeHandle(), FakeHandle()]
+    finished = []
+    work = Work(handles, lambda: finished.append(1))
+    assert not work.is_completed()
+    assert finished == []
+    assert work.wait(timeout=2.5) is True
+    assert [h.waited_with for h in handles] == [[timedelta(seconds=2.5)]] * 2
+    assert work.wait() is True
+    assert finished == [1], "the local step must run exactly once"
+    assert work.is_completed()
+
+
+def test_work_is_completed_runs_the_local_step_when_handles_are_done() -> None:
+    handle = FakeHandle()
+    finished = []
+    work = Work([handle], lambda: finished.append(1))
+    handle.done = True
+    assert work.is_completed()
+    assert finished == [1]
