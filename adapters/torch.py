@@ -48,6 +48,10 @@ class TorchAdapter(Adapter):
     def __init__(self) -> None:
         self._dtype_names = _dtype_names()
         self._ops = _reduce_ops()
+        self._elementwise = {
+            ReduceOp(value): getattr(torch, entry["elementwise"])
+            for value, entry in tables.lookup("reduce_ops", "ops").items()
+        }
 
     # -- lifecycle -------------------------------------------------------------------------
     def init(self, backend: str | None, timeout: timedelta | None) -> str:
@@ -80,6 +84,9 @@ class TorchAdapter(Adapter):
         handle = dist.new_group(list(ranks), group_desc=name)
         return handle if dist.get_rank() in ranks else None
 
+    def group_ranks(self, group: GroupHandle) -> list[int]:
+        return dist.get_process_group_ranks(group if group is not None else dist.group.WORLD)
+
     # -- local tensor facts and operations ------------------------------------------------
     def shape(self, tensor: torch.Tensor) -> tuple[int, ...]:
         return tuple(tensor.shape)
@@ -98,6 +105,15 @@ class TorchAdapter(Adapter):
 
     def copy_(self, dst: torch.Tensor, src: torch.Tensor) -> None:
         dst.copy_(src)
+
+    def reduce_local(self, tensors: Sequence[torch.Tensor], op: ReduceOp) -> torch.Tensor:
+        combine = self._elementwise[op]
+        result = tensors[0]
+        for tensor in tensors[1:]:
+            result = combine(result, tensor)
+        if op is ReduceOp.AVG:
+            result = torch.div(result, len(tensors))
+        return result
 
     def shares_memory(self, pieces: Sequence[torch.Tensor], whole: torch.Tensor) -> bool:
         if not whole.is_contiguous():

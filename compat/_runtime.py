@@ -20,14 +20,15 @@ class Runtime:
         self.adapter = adapter
         self.framework = adapter.framework
         self.backend = backend
-        self.capabilities: dict[str, Any] = tables.lookup("capabilities", backend)
+        self.capability_key = capability_key(adapter.framework, backend)
+        self.capabilities: dict[str, Any] = tables.lookup("capabilities", self.capability_key)
         self.rank = adapter.rank()
         self.world_size = adapter.world_size()
         self.world = Group(range(self.world_size), None, "world")
         self._dtype_kinds = {
             name: entry["kind"] for name, entry in tables.lookup("dtypes", "dtypes").items()
         }
-        self._implementations: dict[str, Callable[..., Any]] = {}
+        self._implementations: dict[tuple[str, str], Callable[..., Any]] = {}
         self.group_count = 0
 
     # -- argument checks ---------------------------------------------------------------------
@@ -87,29 +88,46 @@ class Runtime:
             )
 
     # -- implementations ---------------------------------------------------------------------
-    def implementation(self, collective: str) -> Callable[..., Any]:
-        """The callable that runs ``collective``: the adapter's native method, or the emulation
-        named in the capability table, bound to the adapter."""
-        found = self._implementations.get(collective)
+    def implementation(self, collective: str, like: Any) -> Callable[..., Any]:
+        """The callable that runs ``collective`` on tensors of ``like``'s dtype: the adapter's
+        native method, or the emulation the capability table names, bound to the adapter."""
+        key = (collective, self.adapter.dtype(like))
+        found = self._implementations.get(key)
         if found is None:
-            found = self._resolve_implementation(collective)
-            self._implementations[collective] = found
+            found = self._resolve_implementation(*key)
+            self._implementations[key] = found
         return found
 
-    def _resolve_implementation(self, collective: str) -> Callable[..., Any]:
-        entry = tables.lookup("capabilities", self.backend, "ops", collective)
-        impl = entry["impl"]
+    def _resolve_implementation(self, collective: str, dtype: str) -> Callable[..., Any]:
+        entry = tables.lookup("capabilities", self.capability_key, "ops", collective)
+        impl, algorithm = entry["impl"], entry.get("algorithm")
+        if impl == "native" and dtype not in entry.get("native_dtypes", [dtype]):
+            impl, algorithm = "emulated", entry["other_dtypes"]
         if impl == "native":
             method: Callable[..., Any] = getattr(self.adapter, collective)
             return method
         if impl == "emulated":
             from compat import algorithms
 
-            return partial(getattr(algorithms, entry["algorithm"]), self.adapter)
+            return partial(getattr(algorithms, algorithm), self.adapter)
         raise UnsupportedError(
             f"{collective} is not supported by the {self.backend} backend: "
             f"{entry.get('reason', '')}"
         )
+
+
+def backends(framework: str) -> dict[str, str]:
+    """The backends of ``framework``: name -> key in capabilities.toml (names can repeat across
+    frameworks: torch's nccl and MindSpore's nccl)."""
+    return {
+        entry.get("backend", key): key
+        for key, entry in tables.load("capabilities").items()
+        if entry["framework"] == framework
+    }
+
+
+def capability_key(framework: str, backend: str) -> str:
+    return backends(framework)[backend]
 
 
 _current: Runtime | None = None

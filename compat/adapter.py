@@ -46,6 +46,10 @@ class Adapter(ABC):
     def new_group(self, ranks: Sequence[int], name: str) -> GroupHandle:
         """Create a group; called on every rank. Returns None on ranks outside ``ranks``."""
 
+    @abstractmethod
+    def group_ranks(self, group: GroupHandle) -> list[int]:
+        """The global ranks of ``group`` (None = the world), in group-rank order."""
+
     # -- local tensor facts and operations ------------------------------------------------
     @abstractmethod
     def shape(self, tensor: Tensor) -> tuple[int, ...]: ...
@@ -67,6 +71,10 @@ class Adapter(ABC):
 
     @abstractmethod
     def copy_(self, dst: Tensor, src: Tensor) -> None: ...
+
+    @abstractmethod
+    def reduce_local(self, tensors: Sequence[Tensor], op: ReduceOp) -> Tensor:
+        """The element-wise reduction of same-shaped tensors, as a new tensor (emulations)."""
 
     @abstractmethod
     def shares_memory(self, pieces: Sequence[Tensor], whole: Tensor) -> bool:

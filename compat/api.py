@@ -89,9 +89,7 @@ def init(
             "call compat.destroy() first"
         )
     chosen = _choose_framework(framework)
-    backends = [
-        name for name, entry in tables.load("capabilities").items() if entry["framework"] == chosen
-    ]
+    backends = list(_runtime.backends(chosen))
     if backend is not None and backend not in backends:
         raise ValueError(f"backend: expected one of {backends} for {chosen}; got {backend!r}")
     if timeout is not None:
@@ -321,7 +319,7 @@ def reduce_scatter(
     )
     reduce_op = _check_reduction(runtime, op, runtime.adapter.dtype(output), "output")
     async_op = check_bool(async_op, "async_op")
-    pending = runtime.implementation("reduce_scatter")(
+    pending = runtime.implementation("reduce_scatter", output)(
         output, inputs, reduce_op, grp.handle, async_op
     )
     return _done(pending, async_op)
@@ -384,11 +382,11 @@ def reduce_scatter_tensor(
     me = grp.group_rank(runtime.rank)
     result = _check_out(runtime, out, (sizes[me], *shape[1:]), tensor, "tensor")
     if len(set(sizes)) == 1:
-        pending = runtime.implementation("reduce_scatter_tensor")(
+        pending = runtime.implementation("reduce_scatter_tensor", tensor)(
             result, tensor, reduce_op, grp.handle, async_op
         )
     else:
-        pending = runtime.implementation("reduce_scatter")(
+        pending = runtime.implementation("reduce_scatter", tensor)(
             result, runtime.adapter.split(tensor, sizes), reduce_op, grp.handle, async_op
         )
     work = _done(pending, async_op)
@@ -420,7 +418,7 @@ def all_reduce(
     grp = runtime.resolve_group(group)
     reduce_op = _check_reduction(runtime, op, runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
-    pending = runtime.implementation("all_reduce")(tensor, reduce_op, grp.handle, async_op)
+    pending = runtime.implementation("all_reduce", tensor)(tensor, reduce_op, grp.handle, async_op)
     return _done(pending, async_op)
 
 
@@ -462,7 +460,7 @@ def all_gather(
     async_op = check_bool(async_op, "async_op")
     even = all(runtime.adapter.shape(item) == shape for item in outputs)
     collective = "all_gather" if even else "all_gather_uneven"
-    pending = runtime.implementation(collective)(outputs, tensor, grp.handle, async_op)
+    pending = runtime.implementation(collective, tensor)(outputs, tensor, grp.handle, async_op)
     return _done(pending, async_op)
 
 
@@ -511,11 +509,11 @@ def all_gather_into_tensor(
     async_op = check_bool(async_op, "async_op")
     result = _check_out(runtime, out, (sum(sizes), *shape[1:]), tensor, "tensor")
     if len(set(sizes)) == 1:
-        pending = runtime.implementation("all_gather_into_tensor")(
+        pending = runtime.implementation("all_gather_into_tensor", tensor)(
             result, tensor, grp.handle, async_op
         )
     else:
-        pending = runtime.implementation("all_gather_uneven")(
+        pending = runtime.implementation("all_gather_uneven", tensor)(
             runtime.adapter.split(result, sizes), tensor, grp.handle, async_op
         )
     work = _done(pending, async_op)
@@ -532,7 +530,7 @@ def broadcast(
     root = runtime.check_peer(src, "src", grp)
     runtime.check_dtype(runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
-    pending = runtime.implementation("broadcast")(tensor, root, grp.handle, async_op)
+    pending = runtime.implementation("broadcast", tensor)(tensor, root, grp.handle, async_op)
     return _done(pending, async_op)
 
 
@@ -565,7 +563,7 @@ def scatter(
     parts = _check_root_list(runtime, scatter_list, "scatter_list", root, "src", grp, tensor)
     runtime.check_dtype(runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
-    pending = runtime.implementation("scatter")(tensor, parts, root, grp.handle, async_op)
+    pending = runtime.implementation("scatter", tensor)(tensor, parts, root, grp.handle, async_op)
     return _done(pending, async_op)
 
 
@@ -599,7 +597,7 @@ def scatter_tensor(
     async_op = check_bool(async_op, "async_op")
     result = _check_out(runtime, out, (sizes[0], *shape[1:]), tensor, "tensor")
     parts = runtime.adapter.split(tensor, sizes) if runtime.rank == root else None
-    pending = runtime.implementation("scatter")(result, parts, root, grp.handle, async_op)
+    pending = runtime.implementation("scatter", result)(result, parts, root, grp.handle, async_op)
     work = _done(pending, async_op)
     return (result, work) if async_op else result
 
@@ -622,7 +620,7 @@ def gather(
     parts = _check_root_list(runtime, gather_list, "gather_list", root, "dst", grp, tensor)
     runtime.check_dtype(runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
-    pending = runtime.implementation("gather")(tensor, parts, root, grp.handle, async_op)
+    pending = runtime.implementation("gather", tensor)(tensor, parts, root, grp.handle, async_op)
     return _done(pending, async_op)
 
 
@@ -641,7 +639,9 @@ def reduce(
     root = runtime.check_peer(dst, "dst", grp)
     reduce_op = _check_reduction(runtime, op, runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
-    pending = runtime.implementation("reduce")(tensor, root, reduce_op, grp.handle, async_op)
+    pending = runtime.implementation("reduce", tensor)(
+        tensor, root, reduce_op, grp.handle, async_op
+    )
     return _done(pending, async_op)
 
 
@@ -689,7 +689,7 @@ def all_to_all_single(
         )
     runtime.check_dtype(adapter.dtype(input), "input")
     async_op = check_bool(async_op, "async_op")
-    pending = runtime.implementation("all_to_all_single")(
+    pending = runtime.implementation("all_to_all_single", input)(
         output, input, out_sizes, in_sizes, grp.handle, async_op
     )
     return _done(pending, async_op)
@@ -713,18 +713,18 @@ def send(tensor: Tensor, dst: int, group: Group | None = None) -> None:
     """Send ``tensor`` to global rank ``dst`` (blocking)."""
     runtime = _runtime.current()
     rank, grp = _check_point_to_point(runtime, tensor, dst, "dst", group)
-    runtime.implementation("send")(tensor, rank, grp.handle)
+    runtime.implementation("send", tensor)(tensor, rank, grp.handle)
 
 
 def recv(tensor: Tensor, src: int, group: Group | None = None) -> None:
     """Receive into ``tensor`` what global rank ``src`` sends (blocking)."""
     runtime = _runtime.current()
     rank, grp = _check_point_to_point(runtime, tensor, src, "src", group)
-    runtime.implementation("recv")(tensor, rank, grp.handle)
+    runtime.implementation("recv", tensor)(tensor, rank, grp.handle)
 
 
 def barrier(group: Group | None = None) -> None:
     """Block until every rank of the group has reached the barrier."""
     runtime = _runtime.current()
     grp = runtime.resolve_group(group)
-    runtime.implementation("barrier")(grp.handle, False)
+    runtime.adapter.barrier(grp.handle, False)

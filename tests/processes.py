@@ -9,11 +9,19 @@ from collections.abc import Mapping, Sequence
 
 
 def run_bounded(
-    argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None, cwd: str | None = None
+    argv: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     process = subprocess.Popen(
-        list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        start_new_session=True,
     )
     try:
         stdout, stderr = process.communicate(timeout=timeout)

@@ -1,4 +1,5 @@
-"""Every public collective on real ranks, checked against numpy: world sizes 1-3 on torch/Gloo.
+"""Every public collective on real ranks, checked against numpy: torch/Gloo at world sizes 1-3,
+MindSpore/MCCL at 2 and 3.
 
 Each case runs inside a multi-rank job (see tests/ranks/cases.py); this file reports each as a
 test of its own.
@@ -10,7 +11,7 @@ import pytest
 
 from tests.ranks.cases import case_names
 
-WORLDS = {"torch": (1, 2, 3)}
+WORLDS = {"torch": (1, 2, 3), "mindspore": (2, 3)}
 
 PARAMS = [
     pytest.param(framework, world, name, id=f"{framework}-ws{world}-{name}")

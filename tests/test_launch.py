@@ -62,8 +62,19 @@ def test_a_hanging_job_is_stopped_by_the_timeout(tmp_path: Path) -> None:
 
 def test_cli_launch_runs_the_user_script_on_three_ranks() -> None:
     result = run_bounded(
-        [sys.executable, "-m", "compat", "launch", "-n", "3", "--framework", "torch",
-         "--timeout", "120", str(EXAMPLE)],
+        [
+            sys.executable,
+            "-m",
+            "compat",
+            "launch",
+            "-n",
+            "3",
+            "--framework",
+            "torch",
+            "--timeout",
+            "120",
+            str(EXAMPLE),
+        ],
         timeout=180,
     )
     assert result.returncode == 0, result.stdout[-3000:]
@@ -79,7 +90,9 @@ def test_the_same_script_runs_under_torchrun(tmp_path: Path) -> None:
     # torchrun's own rendezvous needs a real port: with --master-port 0 it waits forever.
     result = run_bounded(
         [torchrun, "--nproc-per-node", "2", "--master-port", str(free_port()), str(EXAMPLE)],
-        timeout=120, env=env, cwd=str(tmp_path),
+        timeout=120,
+        env=env,
+        cwd=str(tmp_path),
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "torch/gloo rank 0: reduce_scatter -> [3. 6.]" in result.stdout

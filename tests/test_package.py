@@ -1,4 +1,4 @@
-"""Packaging and import hygiene: compat imports no framework; the wheel ships adapters and tables."""
+"""Packaging and import hygiene: compat imports no framework; the wheel ships adapters, tables."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_collective_before_init_raises_not_initialized() -> None:
     torch = pytest.importorskip("torch")
     assert not compat.is_initialized()
     tensor = torch.ones(3)
-    with pytest.raises(compat.NotInitializedError, match="call compat.init"):
+    with pytest.raises(compat.NotInitializedError, match=r"call compat\.init"):
         compat.all_reduce(tensor)
     with pytest.raises(compat.NotInitializedError):
         compat.get_rank()
@@ -68,7 +68,9 @@ def test_init_rejects_bad_arguments(kwargs: dict, error: type, fragment: str) ->
 def test_wheel_ships_adapters_and_tables(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     (wheel,) = tmp_path.glob("collective_compat-*.whl")

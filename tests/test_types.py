@@ -13,9 +13,14 @@ from compat.types import parse_op
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
-        ("sum", ReduceOp.SUM), ("SUM", ReduceOp.SUM), ("prod", ReduceOp.PRODUCT),
-        ("product", ReduceOp.PRODUCT), ("min", ReduceOp.MIN), ("max", ReduceOp.MAX),
-        ("avg", ReduceOp.AVG), (ReduceOp.PROD, ReduceOp.PRODUCT),
+        ("sum", ReduceOp.SUM),
+        ("SUM", ReduceOp.SUM),
+        ("prod", ReduceOp.PRODUCT),
+        ("product", ReduceOp.PRODUCT),
+        ("min", ReduceOp.MIN),
+        ("max", ReduceOp.MAX),
+        ("avg", ReduceOp.AVG),
+        (ReduceOp.PROD, ReduceOp.PRODUCT),
     ],
 )
 def test_parse_op_accepts_names_and_aliases(given: object, expected: ReduceOp) -> None:

@@ -60,7 +60,7 @@ class MindSporeKit:
         return np.array(tensor.asnumpy(), copy=True)
 
     def native_op(self, name: str) -> Any:
-        from mindspore.communication import ReduceOp
+        from mindspore.ops import ReduceOp
 
         return getattr(ReduceOp, name)
 

@@ -1,0 +1,357 @@
+"""compat on MindSpore: ``mindspore.mint.distributed`` over MCCL (CPU), NCCL (GPU), HCCL (Ascend).
+
+What MCCL lacks on CPU is routed to compat.algorithms by the capability table; this module only
+translates, plus three things MindSpore 2.10 needs to give correct results:
+
+- Collectives ignore a tensor's storage offset: an all_reduce on a slice ``t[2:6]`` silently leaves
+  it unchanged (measured). Views are staged through a tensor of their own and written back.
+- Errors of an operation surface one call late (PyNative runs asynchronously); a synchronous call
+  synchronises so that its error is raised by the call that caused it.
+- ``get_cache_group_rank``/``get_cache_group_size`` bind "hccl_world_group" as a default at import,
+  so send (and the object collectives) fail on CPU even with ``group=`` given; ``init`` rebinds
+  the default to the real world group.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import mindspore as ms
+import mindspore.mint.distributed as dist
+from mindspore import communication, mint
+
+# PyNative queues operations; this executor's sync() waits for them and raises a deferred error.
+# (mindspore.runtime.synchronize() only logs "CPU device is not supported" on CPU, unsynchronised.)
+from mindspore.graph.api import _pynative_executor
+
+from compat import tables
+from compat.adapter import Adapter, GroupHandle, Pending
+from compat.errors import UnsupportedError
+from compat.types import ReduceOp
+
+Writeback = Callable[[], None]
+
+
+class _Handle:
+    """A MindSpore CommHandle as a compat pending handle.
+
+    CommHandle has ``wait()`` but no ``is_completed()`` and no timeout, so completion is known
+    only once waited on; staged views are written back then.
+    """
+
+    def __init__(self, handle: Any, writebacks: list[Writeback]) -> None:
+        self._handle = handle
+        self._writebacks = writebacks
+        self._done = False
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        if timeout is not None:
+            raise UnsupportedError(
+                "timeout: MindSpore's CommHandle.wait() takes no timeout; expected None, "
+                f"got {timeout}"
+            )
+        if not self._done:
+            if self._handle is not None:
+                self._handle.wait()
+            for writeback in self._writebacks:
+                writeback()
+            self._done = True
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done
+
+
+class MindSporeAdapter(Adapter):
+    framework = "mindspore"
+
+    def __init__(self) -> None:
+        self._dtype_names = {
+            getattr(ms, entry["mindspore"]): name
+            for name, entry in tables.lookup("dtypes", "dtypes").items()
+            if "mindspore" in entry
+        }
+        ops = tables.lookup("reduce_ops", "ops")
+        self._ops = {ReduceOp(value): entry["mindspore"] for value, entry in ops.items()}
+        self._elementwise = {
+            ReduceOp(value): getattr(mint, entry["elementwise"]) for value, entry in ops.items()
+        }
+        self._group_ranks: dict[str, list[int]] = {}
+        self._world: list[int] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def init(self, backend: str | None, timeout: timedelta | None) -> str:
+        if timeout is not None:
+            raise UnsupportedError(
+                "timeout: MindSpore bounds each collective itself (30 s on MCCL) and takes no "
+                f"per-job timeout; expected None on mindspore, got {timeout}"
+            )
+        backends = {
+            entry.get("backend", key): entry["device_target"]
+            for key, entry in tables.load("capabilities").items()
+            if entry["framework"] == "mindspore"
+        }
+        if backend is None:
+            target = ms.get_context("device_target")
+            backend = next(name for name, device in backends.items() if device == target)
+        ms.set_device(backends[backend])
+        communication.init()
+        if os.environ.get("MS_ROLE") == "MS_SCHED":
+            # msrun runs the script in its scheduler process too: init() has served the
+            # cluster there until the job ended, and the script must not go on to collectives.
+            raise SystemExit(0)
+        self._rebind_world_group_defaults()
+        self._world = list(range(communication.get_group_size()))
+        return backend
+
+    @staticmethod
+    def _rebind_world_group_defaults() -> None:
+        import mindspore.mint.distributed.distributed as implementation
+
+        world = communication.GlobalComm.WORLD_COMM_GROUP
+        for name in ("get_cache_group_rank", "get_cache_group_size"):
+            function = getattr(implementation, name, None)
+            if function is not None and function.__defaults__:
+                function.__defaults__ = (world,)
+
+    def destroy(self) -> None:
+        dist.destroy_process_group()
+
+    def rank(self) -> int:
+        rank: int = communication.get_rank()
+        return rank
+
+    def world_size(self) -> int:
+        size: int = communication.get_group_size()
+        return size
+
+    def new_group(self, ranks: Sequence[int], name: str) -> GroupHandle:
+        handle = dist.new_group(ranks=list(ranks))
+        try:
+            _pynative_executor.sync()
+        except RuntimeError as error:
+            # On a rank outside the group, new_group leaves a deferred "Group ... doesn't
+            # contain the global rank" error that the rank's next collective would raise
+            # (measured). It is the expected outcome there; any other error is not.
+            if handle or "doesn't contain the global rank" not in str(error):
+                raise
+        if not handle:
+            return None
+        self._group_ranks[handle] = list(ranks)
+        return handle
+
+    def group_ranks(self, group: GroupHandle) -> list[int]:
+        return self._world if group is None else self._group_ranks[group]
+
+    # -- local tensor facts and operations ------------------------------------------------
+    def shape(self, tensor: ms.Tensor) -> tuple[int, ...]:
+        return tuple(tensor.shape)
+
+    def dtype(self, tensor: ms.Tensor) -> str:
+        return self._dtype_names.get(tensor.dtype, str(tensor.dtype).lower())
+
+    def device(self, tensor: ms.Tensor) -> str:
+        device: str = ms.get_context("device_target")
+        return device
+
+    def empty(self, shape: Sequence[int], like: ms.Tensor) -> ms.Tensor:
+        return mint.empty(tuple(shape), dtype=like.dtype)
+
+    def split(self, tensor: ms.Tensor, sizes: Sequence[int]) -> list[ms.Tensor]:
+        return list(mint.split(tensor, list(sizes), dim=0))
+
+    def copy_(self, dst: ms.Tensor, src: ms.Tensor) -> None:
+        # `dst[:] = src` writes through views; Tensor.copy_ on a view and `dst[...] = src` on a
+        # view from mint.split do not (measured). A 0-d tensor takes only `[...]`.
+        if dst.dtype == ms.bfloat16:
+            # Slice assignment has no bfloat16 kernel on CPU ("type_id:45 is invalid"); the same
+            # bits copied as int16 are the exact copy.
+            dst, src = dst.view(ms.int16), src.view(ms.int16)
+        if dst.ndim:
+            dst[:] = src
+        else:
+            dst[...] = src
+
+    def reduce_local(self, tensors: Sequence[ms.Tensor], op: ReduceOp) -> ms.Tensor:
+        combine = self._elementwise[op]
+        dtype = tensors[0].dtype
+        # mint.minimum/maximum have no bfloat16 kernel on CPU (measured); in float32 they are
+        # exact, since the result is one of the inputs and bfloat16 -> float32 loses nothing.
+        widen = dtype == ms.bfloat16 and op in (ReduceOp.MIN, ReduceOp.MAX)
+        if widen:
+            tensors = [tensor.astype(ms.float32) for tensor in tensors]
+        result = tensors[0]
+        for tensor in tensors[1:]:
+            result = combine(result, tensor)
+        if op is ReduceOp.AVG:
+            result = mint.div(result, len(tensors))
+        return result.astype(dtype) if widen else result
+
+    def shares_memory(self, pieces: Sequence[ms.Tensor], whole: ms.Tensor) -> bool:
+        return False
+
+    # -- staging of views --------------------------------------------------------------------
+    @staticmethod
+    def _is_own(tensor: ms.Tensor) -> bool:
+        return tensor.storage_offset() == 0 and tensor.is_contiguous()
+
+    def _stage_in(self, tensor: ms.Tensor) -> ms.Tensor:
+        return tensor if self._is_own(tensor) else tensor.copy()
+
+    def _stage_out(self, tensor: ms.Tensor, writebacks: list[Writeback]) -> ms.Tensor:
+        if self._is_own(tensor):
+            return tensor
+        staged = tensor.copy()
+        writebacks.append(lambda: self.copy_(tensor, staged))
+        return staged
+
+    def _finish(self, handle: Any, async_op: bool, writebacks: list[Writeback]) -> Pending:
+        if async_op:
+            return _Handle(handle, writebacks)
+        _pynative_executor.sync()
+        for writeback in writebacks:
+            writeback()
+        return None
+
+    # -- collectives -------------------------------------------------------------------------
+    def all_reduce(
+        self, tensor: ms.Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
+    ) -> Pending:
+        writebacks: list[Writeback] = []
+        staged = self._stage_out(tensor, writebacks)
+        handle = dist.all_reduce(staged, op=self._ops[op], group=group, async_op=async_op)
+        return self._finish(handle, async_op, writebacks)
+
+    def all_gather(
+        self, tensor_list: list[ms.Tensor], tensor: ms.Tensor, group: GroupHandle, async_op: bool
+    ) -> Pending:
+        writebacks: list[Writeback] = []
+        outputs = [self._stage_out(item, writebacks) for item in tensor_list]
+        handle = dist.all_gather(outputs, self._stage_in(tensor), group=group, async_op=async_op)
+        return self._finish(handle, async_op, writebacks)
+
+    def all_gather_into_tensor(
+        self, output: ms.Tensor, tensor: ms.Tensor, group: GroupHandle, async_op: bool
+    ) -> Pending:
+        writebacks: list[Writeback] = []
+        staged = self._stage_out(output, writebacks)
+        handle = dist.all_gather_into_tensor(
+            staged, self._stage_in(tensor), group=group, async_op=async_op
+        )
+        return self._finish(handle, async_op, writebacks)
+
+    def reduce_scatter(
+        self,
+        output: ms.Tensor,
+        input_list: list[ms.Tensor],
+        op: ReduceOp,
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        writebacks: list[Writeback] = []
+        staged = self._stage_out(output, writebacks)
+        inputs = [self._stage_in(item) for item in input_list]
+        handle = dist.reduce_scatter(
+            staged, inputs, op=self._ops[op], group=group, async_op=async_op
+        )
+        return self._finish(handle, async_op, writebacks)
+
+    def reduce_scatter_tensor(
+        self,
+        output: ms.Tensor,
+        tensor: ms.Tensor,
+        op: ReduceOp,
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        writebacks: list[Writeback] = []
+        staged = self._stage_out(output, writebacks)
+        handle = dist.reduce_scatter_tensor(
+            staged, self._stage_in(tensor), op=self._ops[op], group=group, async_op=async_op
+        )
+        return self._finish(handle, async_op, writebacks)
+
+    def broadcast(self, tensor: ms.Tensor, src: int, group: GroupHandle, async_op: bool) -> Pending:
+        writebacks: list[Writeback] = []
+        staged = self._stage_out(tensor, writebacks)
+        handle = dist.broadcast(staged, src, group=group, async_op=async_op)
+        return self._finish(handle, async_op, writebacks)
+
+    def scatter(
+        self,
+        tensor: ms.Tensor,
+        scatter_list: list[ms.Tensor] | None,
+        src: int,
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        writebacks: list[Writeback] = []
+        staged = self._stage_out(tensor, writebacks)
+        # mint.distributed.scatter wants [] (not None) on the other ranks (measured).
+        parts = [self._stage_in(item) for item in scatter_list or []]
+        handle = dist.scatter(staged, parts, src=src, group=group, async_op=async_op)
+        return self._finish(handle, async_op, writebacks)
+
+    def gather(
+        self,
+        tensor: ms.Tensor,
+        gather_list: list[ms.Tensor] | None,
+        dst: int,
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        writebacks: list[Writeback] = []
+        outputs = [self._stage_out(item, writebacks) for item in gather_list or []]
+        handle = dist.gather(
+            self._stage_in(tensor), outputs, dst=dst, group=group, async_op=async_op
+        )
+        return self._finish(handle, async_op, writebacks)
+
+    def reduce(
+        self, tensor: ms.Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
+    ) -> Pending:
+        writebacks: list[Writeback] = []
+        staged = self._stage_out(tensor, writebacks)
+        handle = dist.reduce(staged, dst, op=self._ops[op], group=group, async_op=async_op)
+        return self._finish(handle, async_op, writebacks)
+
+    def all_to_all_single(
+        self,
+        output: ms.Tensor,
+        tensor: ms.Tensor,
+        output_split_sizes: list[int],
+        input_split_sizes: list[int],
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Pending:
+        writebacks: list[Writeback] = []
+        staged = self._stage_out(output, writebacks)
+        handle = dist.all_to_all_single(
+            staged,
+            self._stage_in(tensor),
+            output_split_sizes,
+            input_split_sizes,
+            group=group,
+            async_op=async_op,
+        )
+        return self._finish(handle, async_op, writebacks)
+
+    def send(self, tensor: ms.Tensor, dst: int, group: GroupHandle) -> None:
+        dist.send(self._stage_in(tensor), dst=dst, group=group)
+        self._finish(None, False, [])
+
+    def recv(self, tensor: ms.Tensor, src: int, group: GroupHandle) -> None:
+        writebacks: list[Writeback] = []
+        staged = self._stage_out(tensor, writebacks)
+        dist.recv(staged, src=src, group=group)
+        self._finish(None, False, writebacks)
+
+    def barrier(self, group: GroupHandle, async_op: bool) -> Pending:
+        handle = dist.barrier(group=group, async_op=async_op)
+        return self._finish(handle, async_op, [])
+
+
+ADAPTER_CLASS = MindSporeAdapter
