@@ -1,12 +1,15 @@
-"""The ``compat`` command line: ``compat launch``, and more as they are added."""
+"""The ``compat`` command line: ``compat launch``, ``diff``, ``docs`` and ``info``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from compat import tables
 from compat.dispatch import frameworks, installed
 
 
@@ -28,6 +31,55 @@ def _launch(args: argparse.Namespace) -> int:
         flush=True,
     )
     return launch(args.nprocs, args.command, framework, timeout=args.timeout)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from compat import docs
+
+    print(docs.diff_text(args.name), end="")
+    return 0
+
+
+def _docs(args: argparse.Namespace) -> int:
+    from compat import docs
+
+    out = Path(args.out)
+    if args.check:
+        problems = docs.stale(out)
+        for problem in problems:
+            print(f"compat docs --check: {out / problem}", file=sys.stderr)
+        if problems:
+            print("compat docs --check: stale; run `compat docs` to regenerate", file=sys.stderr)
+            return 1
+        print(f"compat docs --check: {out} is current")
+        return 0
+    written = docs.write(out)
+    print(f"compat docs: wrote {len(written)} pages to {out}")
+    return 0
+
+
+def _version(module: str) -> str:
+    # The installed distribution's metadata: no need to import the framework.
+    try:
+        return importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown version"
+
+
+def _info(args: argparse.Namespace) -> int:
+    from compat import __version__, docs
+
+    print(f"compat {__version__}")
+    present = set(installed())
+    capabilities = tables.load("capabilities")
+    for name in frameworks():
+        module = tables.lookup("frameworks", name, "module")
+        state = _version(module) if name in present else "not installed"
+        backends = [b for b, entry in capabilities.items() if entry["framework"] == name]
+        print(f"  {name}: {state}; backends: {', '.join(backends)}")
+    print()
+    print(docs.matrix_text(), end="")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +111,33 @@ def build_parser() -> argparse.ArgumentParser:
         "command", nargs=argparse.REMAINDER, help="SCRIPT [ARGS] or -m MODULE [ARGS]"
     )
     launch.set_defaults(run=_launch)
+
+    diff = commands.add_parser(
+        "diff",
+        help="print one API family's torch/MindSpore differences",
+        description="Print the parameter-difference table of an API family, e.g. "
+        "`compat diff reduce_scatter` (a compat function or torch/MindSpore API name works too).",
+    )
+    diff.add_argument("name", help="family, compat function, or torch/MindSpore API name")
+    diff.set_defaults(run=_diff)
+
+    docs = commands.add_parser(
+        "docs",
+        help="generate the diff docs from the mapping tables",
+        description="Write docs/api_diff/ from mapping_tables/; with --check, exit 1 if the "
+        "pages there differ from what the tables generate.",
+    )
+    docs.add_argument("--out", default="docs/api_diff", help="output folder (docs/api_diff)")
+    docs.add_argument("--check", action="store_true", help="only compare; exit 1 when stale")
+    docs.set_defaults(run=_docs)
+
+    info = commands.add_parser(
+        "info",
+        help="installed frameworks, backends and the capability matrix",
+        description="Print the installed frameworks and versions (a framework that is not "
+        "installed is not imported), their backends and the capability matrix.",
+    )
+    info.set_defaults(run=_info)
     return parser
 
 

@@ -11,6 +11,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
+from compat import schema
 from compat.errors import TableError
 
 if sys.version_info >= (3, 11):
@@ -23,7 +24,14 @@ Table = dict[str, Any]
 
 @cache
 def load(name: str) -> Table:
-    """Return the parsed table ``mapping_tables/<name>.toml``."""
+    """Return the parsed table ``mapping_tables/<name>.toml``, checked against its schema.
+
+    Raises
+    ------
+    TableError
+        The file is missing, is not TOML, or does not match :mod:`compat.schema`; the message
+        names the file (and the key).
+    """
     resource = files("compat.mapping_tables").joinpath(f"{name}.toml")
     try:
         text = resource.read_text(encoding="utf-8")
@@ -32,9 +40,30 @@ def load(name: str) -> Table:
             f"mapping table {name}.toml is missing from compat.mapping_tables"
         ) from None
     try:
-        return tomllib.loads(text)
+        table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TableError(f"mapping table {name}.toml is not valid TOML: {exc}") from None
+    schema.validate(name, table)
+    return table
+
+
+def names() -> list[str]:
+    """The names of every shipped table (file names without ``.toml``), sorted."""
+    folder = files("compat.mapping_tables")
+    return sorted(
+        entry.name[: -len(".toml")] for entry in folder.iterdir() if entry.name.endswith(".toml")
+    )
+
+
+def families() -> list[Table]:
+    """The API-family tables (``api_<family>.toml``), in their recorded ``order``."""
+    found = [load(name) for name in names() if name.startswith(schema.FAMILY_PREFIX)]
+    return sorted(found, key=lambda table: table["order"])
+
+
+def family(name: str) -> Table:
+    """The table of API family ``name`` (e.g. ``"reduce_scatter"``)."""
+    return load(schema.FAMILY_PREFIX + name)
 
 
 def lookup(name: str, *keys: str) -> Any:

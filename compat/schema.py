@@ -1,0 +1,394 @@
+"""The schema of the mapping tables: what keys each ``mapping_tables/*.toml`` holds, of which types.
+
+:func:`compat.tables.load` runs :func:`validate` on every table it reads, so a malformed table is a
+:class:`compat.errors.TableError` naming the file and the key, never a KeyError deep in an adapter
+or a doc that silently misses a row. The structure is data too: one spec per kind of table
+(:data:`SPECS`); API-family tables (``api_<family>.toml``) share :data:`FAMILY`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from compat.errors import TableError
+
+#: Tables whose name starts with this describe one API family (see :data:`FAMILY`).
+FAMILY_PREFIX = "api_"
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A value of ``kind``; with ``choices``, one of them."""
+
+    kind: type
+    choices: tuple[Any, ...] = ()
+
+    def describe(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(repr(choice) for choice in self.choices)
+        return {str: "a string", int: "an integer", bool: "true or false"}[self.kind]
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list whose items are ``item``."""
+
+    item: Scalar
+
+    def describe(self) -> str:
+        return f"a list of {self.item.describe()}s"
+
+
+@dataclass(frozen=True)
+class Record:
+    """A table with exactly these keys; ``required`` ones must be present."""
+
+    required: Mapping[str, Spec] = field(default_factory=dict)
+    optional: Mapping[str, Spec] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return "a table"
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A table of any keys, each value a ``value``."""
+
+    value: Spec
+
+    def describe(self) -> str:
+        return "a table"
+
+
+@dataclass(frozen=True)
+class ArrayOf:
+    """An array of tables (``[[name]]``), each a ``item``."""
+
+    item: Record
+
+    def describe(self) -> str:
+        return "an array of tables"
+
+
+Spec = Scalar | ListOf | Record | MapOf | ArrayOf
+
+TEXT = Scalar(str)
+
+REDUCE_OPS = Record(
+    required={
+        "ops": MapOf(
+            Record(
+                required={"aliases": ListOf(TEXT), "torch": TEXT, "mindspore": TEXT, "numpy": TEXT},
+                optional={"elementwise": TEXT},
+            )
+        )
+    }
+)
+
+DTYPES = Record(
+    required={
+        "dtypes": MapOf(
+            Record(
+                required={
+                    "kind": Scalar(str, ("float", "int", "bool", "complex")),
+                    "bytes": Scalar(int),
+                },
+                optional={"torch": TEXT, "mindspore": TEXT, "numpy": TEXT},
+            )
+        )
+    }
+)
+
+FRAMEWORKS = MapOf(
+    Record(
+        required={
+            "module": TEXT,
+            "tensor": TEXT,
+            "adapter": TEXT,
+            "launcher_env": ListOf(TEXT),
+            "default_backend": ArrayOf(Record(required={"backend": TEXT, "when": TEXT})),
+        }
+    )
+)
+
+CAPABILITY = Record(
+    required={
+        "impl": Scalar(str, ("native", "emulated", "unsupported")),
+        "async": Scalar(str, ("native", "completed")),
+        "source": TEXT,
+    },
+    optional={
+        "algorithm": TEXT,
+        "reason": TEXT,
+        "native_dtypes": ListOf(TEXT),
+        "other_dtypes": TEXT,
+    },
+)
+
+CAPABILITIES = MapOf(
+    Record(
+        required={
+            "framework": TEXT,
+            "device": TEXT,
+            "source": TEXT,
+            "dtypes": ListOf(TEXT),
+            "dtypes_source": TEXT,
+            "reduce_ops": ListOf(TEXT),
+            "reduce_ops_source": TEXT,
+            "ops": MapOf(CAPABILITY),
+        },
+        optional={"backend": TEXT, "device_target": TEXT},
+    )
+)
+
+PARAM = Record(required={"type": TEXT, "meaning": TEXT}, optional={"default": TEXT})
+
+API = Record(
+    required={
+        "framework": TEXT,
+        "kind": Scalar(str, ("function", "primitive", "class")),
+        "returns": TEXT,
+        "source": TEXT,
+    },
+    optional={
+        "signature": TEXT,
+        "params": MapOf(PARAM),
+        "inputs": TEXT,
+        "deprecated": TEXT,
+        "methods": ListOf(TEXT),
+        "lacks": ListOf(TEXT),
+        "note": TEXT,
+    },
+)
+
+ROW = Record(
+    required={"kind": Scalar(str, ("param", "return", "behaviour")), "difference": TEXT},
+    optional={"torch": TEXT, "mindspore": TEXT, "topic": TEXT, "compat": TEXT},
+)
+
+PAIR = Record(
+    required={"torch": TEXT, "mindspore": TEXT, "note": TEXT, "rows": ArrayOf(ROW)},
+    optional={"compat": TEXT},
+)
+
+# A class whose constructor users do not call (ReduceOp) records no signature.
+COMPAT_API = Record(
+    required={"returns": TEXT, "torch": TEXT, "mindspore": TEXT},
+    optional={"signature": TEXT, "note": TEXT},
+)
+
+SNIPPET = Record(
+    required={"torch": TEXT, "mindspore": TEXT, "compat": TEXT},
+    optional={
+        "torch_cpu_error": TEXT,
+        "mindspore_cpu_error": TEXT,
+        "mindspore_not_run": TEXT,
+        "compat_requires": TEXT,
+    },
+)
+
+FAMILY = Record(
+    required={
+        "family": TEXT,
+        "title": TEXT,
+        "section": TEXT,
+        "order": Scalar(int),
+        "summary": TEXT,
+        "compat": MapOf(COMPAT_API),
+        "apis": MapOf(API),
+        "pairs": ArrayOf(PAIR),
+        "snippet": SNIPPET,
+    },
+    optional={"notes": ListOf(TEXT)},
+)
+
+#: The spec of each table that is not an API family.
+SPECS: dict[str, Spec] = {
+    "reduce_ops": REDUCE_OPS,
+    "dtypes": DTYPES,
+    "frameworks": FRAMEWORKS,
+    "capabilities": CAPABILITIES,
+}
+
+
+def spec_of(name: str) -> Spec:
+    """The spec of table ``name`` (an API family if it starts with :data:`FAMILY_PREFIX`)."""
+    if name.startswith(FAMILY_PREFIX):
+        return FAMILY
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise TableError(
+            f"mapping table {name}.toml: no schema for a table of that name; expected one of "
+            f"{sorted(SPECS)} or {FAMILY_PREFIX}<family>"
+        ) from None
+
+
+class _Where:
+    """The file and dotted key path an error message names."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def fail(self, key: str, message: str) -> TableError:
+        return TableError(f"mapping table {self.name}.toml, key {key or '<top>'!r}: {message}")
+
+
+def _join(key: str, child: str | int) -> str:
+    if isinstance(child, int):
+        return f"{key}[{child}]"
+    return f"{key}.{child}" if key else child
+
+
+def _check(where: _Where, key: str, spec: Spec, node: Any) -> None:
+    if isinstance(spec, Scalar):
+        # TOML has no bool-vs-int ambiguity, but Python does: True is an int.
+        if not isinstance(node, spec.kind) or isinstance(node, bool) is not (spec.kind is bool):
+            raise where.fail(key, f"expected {spec.describe()}, got {node!r}")
+        if spec.choices and node not in spec.choices:
+            raise where.fail(key, f"expected {spec.describe()}, got {node!r}")
+    elif isinstance(spec, ListOf):
+        if not isinstance(node, list):
+            raise where.fail(key, f"expected {spec.describe()}, got {node!r}")
+        for index, item in enumerate(node):
+            _check(where, _join(key, index), spec.item, item)
+    elif isinstance(spec, ArrayOf):
+        if not isinstance(node, list) or not node:
+            raise where.fail(key, f"expected a non-empty {spec.describe()}, got {node!r}")
+        for index, item in enumerate(node):
+            _check(where, _join(key, index), spec.item, item)
+    elif isinstance(spec, MapOf):
+        if not isinstance(node, dict):
+            raise where.fail(key, f"expected {spec.describe()}, got {node!r}")
+        for child, value in node.items():
+            _check(where, _join(key, child), spec.value, value)
+    else:
+        _check_record(where, key, spec, node)
+
+
+def _check_record(where: _Where, key: str, spec: Record, node: Any) -> None:
+    if not isinstance(node, dict):
+        raise where.fail(key, f"expected a table, got {node!r}")
+    allowed = {**spec.required, **spec.optional}
+    for child in node:
+        if child not in allowed:
+            raise where.fail(_join(key, child), f"unknown key; expected one of {sorted(allowed)}")
+    for child in spec.required:
+        if child not in node:
+            raise where.fail(_join(key, child), "missing (required)")
+    for child, value in node.items():
+        _check(where, _join(key, child), allowed[child], value)
+
+
+def _known(name: str, *keys: str) -> set[str]:
+    """The keys of another table, for cross-references (imported late: tables imports us)."""
+    from compat import tables
+
+    node: Any = tables.lookup(name, *keys)
+    return set(node)
+
+
+def _check_subset(where: _Where, key: str, values: list[str], known: set[str], what: str) -> None:
+    unknown = [value for value in values if value not in known]
+    if unknown:
+        raise where.fail(key, f"unknown {what} {unknown}; known: {sorted(known)}")
+
+
+def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
+    frameworks = _known("frameworks")
+    dtypes = _known("dtypes", "dtypes")
+    ops = _known("reduce_ops", "ops")
+    for backend, entry in table.items():
+        if entry["framework"] not in frameworks:
+            raise where.fail(
+                f"{backend}.framework",
+                f"unknown framework {entry['framework']!r}; known: {sorted(frameworks)}",
+            )
+        _check_subset(where, f"{backend}.dtypes", entry["dtypes"], dtypes, "dtypes")
+        _check_subset(where, f"{backend}.reduce_ops", entry["reduce_ops"], ops, "ReduceOps")
+        for op, cap in entry["ops"].items():
+            key = f"{backend}.ops.{op}"
+            # An emulation must name the algorithm that runs it and say why it is needed.
+            if cap["impl"] == "emulated" and "algorithm" not in cap:
+                raise where.fail(f"{key}.algorithm", "missing (required when impl = 'emulated')")
+            if cap["impl"] != "native" and "reason" not in cap:
+                raise where.fail(f"{key}.reason", f"missing (required when impl = {cap['impl']!r})")
+            if ("native_dtypes" in cap) != ("other_dtypes" in cap):
+                raise where.fail(key, "native_dtypes and other_dtypes go together")
+            if "native_dtypes" in cap:
+                _check_subset(where, f"{key}.native_dtypes", cap["native_dtypes"], dtypes, "dtypes")
+
+
+def _check_family(where: _Where, table: dict[str, Any]) -> None:
+    frameworks = _known("frameworks")
+    expected_name = where.name.removeprefix(FAMILY_PREFIX)
+    if table["family"] != expected_name:
+        raise where.fail("family", f"expected {expected_name!r} (the file's name)")
+    apis = table["apis"]
+    for path, api in apis.items():
+        if api["framework"] not in frameworks:
+            raise where.fail(f"apis.{path}.framework", f"unknown framework {api['framework']!r}")
+        # A callable is described by its signature and parameters; a class by its methods.
+        if api["kind"] != "class" and not {"signature", "params"} <= set(api):
+            raise where.fail(f"apis.{path}", f"a {api['kind']} needs signature and params")
+    for index, pair in enumerate(table["pairs"]):
+        _check_pair(where, f"pairs[{index}]", pair, apis, table["compat"])
+
+
+def _check_pair(
+    where: _Where, key: str, pair: dict[str, Any], apis: dict[str, Any], compat: dict[str, Any]
+) -> None:
+    for side in ("torch", "mindspore"):
+        if pair[side] not in apis or apis[pair[side]]["framework"] != side:
+            raise where.fail(f"{key}.{side}", f"{pair[side]!r} is no {side} entry of apis")
+    if "compat" in pair and pair["compat"] not in compat:
+        raise where.fail(f"{key}.compat", f"{pair['compat']!r} is no entry of compat")
+    covered: dict[str, set[str]] = {"torch": set(), "mindspore": set()}
+    for index, row in enumerate(pair["rows"]):
+        row_key = f"{key}.rows[{index}]"
+        if row["kind"] == "behaviour" and "topic" not in row:
+            raise where.fail(f"{row_key}.topic", "missing (required for a behaviour row)")
+        if row["kind"] != "param":
+            continue
+        if "torch" not in row and "mindspore" not in row:
+            raise where.fail(row_key, "a param row names a torch or a mindspore parameter")
+        for side in ("torch", "mindspore"):
+            if side in row:
+                params = apis[pair[side]].get("params", {})
+                if row[side] not in params:
+                    raise where.fail(
+                        f"{row_key}.{side}",
+                        f"{row[side]!r} is no parameter of {pair[side]}; it has {list(params)}",
+                    )
+                covered[side].add(row[side])
+    # Every parameter of both APIs is compared: a forgotten one is what drifts.
+    for side in ("torch", "mindspore"):
+        missing = [p for p in apis[pair[side]].get("params", {}) if p not in covered[side]]
+        if missing:
+            raise where.fail(f"{key}.rows", f"no row for {pair[side]} parameters {missing}")
+
+
+#: Checks that span keys or tables, run after the structure is known to be right.
+CROSS_CHECKS: dict[str, Callable[[_Where, dict[str, Any]], None]] = {
+    "capabilities": _check_capabilities,
+}
+
+
+def validate(name: str, table: dict[str, Any]) -> None:
+    """Raise :class:`TableError` naming ``<name>.toml`` and the key if ``table`` is malformed.
+
+    Parameters
+    ----------
+    name
+        The table's name, the file name without ``.toml``; it selects the spec.
+    table
+        The parsed TOML.
+    """
+    where = _Where(name)
+    _check(where, "", spec_of(name), table)
+    if name.startswith(FAMILY_PREFIX):
+        _check_family(where, table)
+    elif name in CROSS_CHECKS:
+        CROSS_CHECKS[name](where, table)

@@ -1,0 +1,196 @@
+"""The mapping tables: every shipped table passes the schema, malformed ones are rejected naming
+file and key, and every recorded signature equals the installed torch's and MindSpore's."""
+
+from __future__ import annotations
+
+import copy
+import enum
+import importlib
+import importlib.util
+import inspect
+from typing import Any
+
+import pytest
+
+import compat
+from compat import schema, tables
+from compat.errors import TableError
+
+FAMILIES = tables.families()
+APIS = [
+    (family["family"], path, api) for family in FAMILIES for path, api in family["apis"].items()
+]
+COMPAT = [
+    (family["family"], name, entry)
+    for family in FAMILIES
+    for name, entry in family["compat"].items()
+]
+
+
+@pytest.mark.parametrize("name", tables.names())
+def test_shipped_table_passes_the_schema(name: str) -> None:
+    tables.load.cache_clear()
+    schema.validate(name, tables.load(name))
+
+
+def _mutate(name: str, keys: list[str | int], value: Any) -> dict[str, Any]:
+    """A deep copy of shipped table ``name`` with ``keys`` set to ``value`` (deleted if None)."""
+    table = copy.deepcopy(tables.load(name))
+    node: Any = table
+    for key in keys[:-1]:
+        node = node[key]
+    if value is None:
+        del node[keys[-1]]
+    else:
+        node[keys[-1]] = value
+    return table
+
+
+MALFORMED = [
+    ("capabilities", ["gloo", "ops", "reduce", "impl"], "emulatd", "gloo.ops.reduce.impl"),
+    ("capabilities", ["gloo", "ops", "reduce", "algorithm"], None, "gloo.ops.reduce.algorithm"),
+    (
+        "capabilities",
+        ["gloo", "ops", "all_reduce", "algoritm"],
+        "x",
+        "gloo.ops.all_reduce.algoritm",
+    ),
+    (
+        "capabilities",
+        ["gloo", "ops", "all_reduce", "native_dtypes"],
+        ["float32"],
+        "gloo.ops.all_reduce",
+    ),
+    ("capabilities", ["gloo", "ops", "all_reduce", "async"], True, "gloo.ops.all_reduce.async"),
+    ("capabilities", ["gloo", "dtypes"], ["float32", "float128"], "gloo.dtypes"),
+    ("capabilities", ["gloo", "framework"], "jax", "gloo.framework"),
+    ("capabilities", ["gloo", "source"], None, "gloo.source"),
+    ("reduce_ops", ["ops", "sum", "aliases"], "sum", "ops.sum.aliases"),
+    ("dtypes", ["dtypes", "float32", "bytes"], "4", "dtypes.float32.bytes"),
+    ("frameworks", ["torch", "module"], None, "torch.module"),
+    ("api_reduce_scatter", ["family"], "reduce", "family"),
+    ("api_reduce_scatter", ["pairs", 0, "rows", 3], None, "pairs[0].rows"),
+    ("api_reduce_scatter", ["pairs", 0, "rows", 0, "torch"], "out", "pairs[0].rows[0].torch"),
+    ("api_reduce_scatter", ["pairs", 0, "mindspore"], "mindspore.nope", "pairs[0].mindspore"),
+    ("api_reduce_scatter", ["snippet", "torch"], 3, "snippet.torch"),
+    ("api_all_reduce", ["apis", "torch.distributed.all_reduce", "kind"], "method", "kind"),
+]
+
+
+@pytest.mark.parametrize(("name", "keys", "value", "key"), MALFORMED)
+def test_malformed_table_is_rejected_naming_file_and_key(
+    name: str, keys: list[str | int], value: Any, key: str
+) -> None:
+    with pytest.raises(TableError) as error:
+        schema.validate(name, _mutate(name, keys, value))
+    message = str(error.value)
+    assert f"{name}.toml" in message and key in message, message
+
+
+def test_load_errors_are_table_errors() -> None:
+    with pytest.raises(TableError, match=r"nope\.toml"):
+        tables.load("nope")
+    with pytest.raises(TableError, match="no schema"):
+        schema.validate("nope", {})
+
+
+def test_every_public_compat_name_has_a_table() -> None:
+    recorded = {name for _, name, _ in COMPAT}
+    public = {
+        name
+        for name in compat.__all__
+        if not (
+            inspect.isclass(getattr(compat, name)) and issubclass(getattr(compat, name), Exception)
+        )
+    }
+    assert public - recorded == set()
+    assert {"comm.scatter", "comm.gather", "comm.broadcast"} <= recorded
+
+
+def _resolve(path: str) -> Any:
+    """The object at dotted ``path``: the longest importable module prefix, then attributes."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ModuleNotFoundError(path)
+
+
+def _framework_or_skip(framework: str) -> None:
+    if importlib.util.find_spec(framework) is None:
+        pytest.skip(f"{framework} is not installed; its recorded signatures cannot be checked")
+
+
+@pytest.mark.parametrize(("family", "path", "api"), APIS, ids=[path for _, path, _ in APIS])
+def test_recorded_api_matches_installed_framework(
+    family: str, path: str, api: dict[str, Any]
+) -> None:
+    _framework_or_skip(api["framework"])
+    obj = _resolve(path)
+    where = f"api_{family}.toml apis.{path}"
+    for method in api.get("methods", []):
+        assert hasattr(obj, method), f"{where}: {path} has no {method}"
+    for method in api.get("lacks", []):
+        assert not hasattr(obj, method), f"{where}: {path} now has {method}; update the table"
+    if api["kind"] == "class":
+        return
+    signature = inspect.signature(obj)
+    assert str(signature) == api["signature"], where
+    params = signature.parameters
+    assert list(api["params"]) == list(params), f"{where}.params: names or order differ"
+    for name, param in params.items():
+        default = None if param.default is inspect.Parameter.empty else repr(param.default)
+        assert api["params"][name].get("default") == default, f"{where}.params.{name}.default"
+    # torch marks deprecations on the function (typing_extensions.deprecated); so does the table.
+    if api["framework"] == "torch":
+        assert ("deprecated" in api) == hasattr(obj, "__deprecated__"), f"{where}.deprecated"
+
+
+def _plain_signature(obj: Any) -> str:
+    """``(a, b=1, *, c=None)``: the signature without annotations, enum defaults as Class.MEMBER."""
+    parts = []
+    star_done = False
+    for param in inspect.signature(obj).parameters.values():
+        if param.kind is inspect.Parameter.KEYWORD_ONLY and not star_done:
+            parts.append("*")
+            star_done = True
+        text = param.name
+        if param.default is not inspect.Parameter.empty:
+            default = param.default
+            if isinstance(default, enum.Enum):
+                text += f"={type(default).__name__}.{default.name}"
+            else:
+                text += f"={default!r}"
+        parts.append(text)
+    return "(" + ", ".join(parts) + ")"
+
+
+@pytest.mark.parametrize(("family", "name", "entry"), COMPAT, ids=[name for _, name, _ in COMPAT])
+def test_recorded_compat_signature_matches_compat(
+    family: str, name: str, entry: dict[str, Any]
+) -> None:
+    module, _, attr = f"compat.{name}".rpartition(".")
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not there yet; api_{family}.toml records its planned contract")
+    obj = getattr(importlib.import_module(module), attr)
+    if "signature" in entry:
+        assert _plain_signature(obj) == entry["signature"], f"api_{family}.toml compat.{name}"
+
+
+def test_reduce_ops_table_matches_both_frameworks() -> None:
+    _framework_or_skip("torch")
+    _framework_or_skip("mindspore")
+    import mindspore.ops
+    import torch.distributed
+
+    for value, entry in tables.lookup("reduce_ops", "ops").items():
+        assert hasattr(torch.distributed.ReduceOp, entry["torch"]), value
+        assert getattr(mindspore.ops.ReduceOp, entry["mindspore"].upper()) == entry["mindspore"], (
+            value
+        )
