@@ -2,16 +2,16 @@
 
 compat launch -n 2 --framework torch examples/reduce_scatter_styles.py
 compat launch -n 2 --framework mindspore examples/reduce_scatter_styles.py
+torchrun --nproc-per-node 2 examples/reduce_scatter_styles.py
+msrun --worker_num=2 --local_worker_num=2 examples/reduce_scatter_styles.py
 """
-
-import os
 
 import numpy as np
 
 import compat
 
-framework = os.environ.get("COMPAT_FRAMEWORK", "torch")
-if framework == "torch":
+compat.init()  # the framework comes from the launcher: compat launch, torchrun or msrun
+if compat.get_framework() == "torch":
     import torch
 
     def tensor(values: list[float]):
@@ -29,7 +29,6 @@ else:
         return ms.Tensor(np.zeros(n, dtype=np.float32))
 
 
-compat.init()
 rank, world = compat.get_rank(), compat.get_world_size()
 # Rank r holds [1, 2, ..., 2*world] * (r + 1).
 data = [float(i + 1) * (rank + 1) for i in range(2 * world)]

@@ -13,6 +13,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from compat.launch import launch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +28,8 @@ class JobResult:
     output: str
     # per rank: case -> None (passed) | error text; a case started but not ended is "hung"
     ranks: list[dict[str, str | None]] = field(default_factory=list)
+    # per rank: "<case>#<index>" -> a result the case checked (for the parity test)
+    records: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     def failure(self, case: str) -> str | None:
         """None if every rank passed ``case``; else a description of what went wrong."""
@@ -58,8 +62,14 @@ def run_job(framework: str, world: int, module: str, cases: list[str], timeout: 
             sink=sink,
             python=sys.executable,
         )
-        ranks = []
+        ranks, records = [], []
         for rank in range(world):
+            arrays = Path(results_dir, f"rank{rank}.npz")
+            if arrays.exists():
+                with np.load(arrays) as loaded:
+                    records.append({key: loaded[key] for key in loaded.files})
+            else:
+                records.append({})
             results: dict[str, str | None] = {}
             path = Path(results_dir, f"rank{rank}.jsonl")
             lines = path.read_text().splitlines() if path.exists() else []
@@ -70,4 +80,4 @@ def run_job(framework: str, world: int, module: str, cases: list[str], timeout: 
                 else:
                     results[record["case"]] = record["error"]
             ranks.append(results)
-        return JobResult(framework, world, code, sink.getvalue(), ranks)
+        return JobResult(framework, world, code, sink.getvalue(), ranks, records)

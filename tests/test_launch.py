@@ -97,3 +97,55 @@ def test_the_same_script_runs_under_torchrun(tmp_path: Path) -> None:
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "torch/gloo rank 0: reduce_scatter -> [3. 6.]" in result.stdout
     assert "torch/gloo rank 1: reduce_scatter -> [ 9. 12.]" in result.stdout
+
+
+def test_cli_launch_runs_the_user_script_on_mindspore() -> None:
+    result = run_bounded(
+        [
+            sys.executable,
+            "-m",
+            "compat",
+            "launch",
+            "-n",
+            "2",
+            "--framework",
+            "mindspore",
+            "--timeout",
+            "150",
+            str(EXAMPLE),
+        ],
+        timeout=200,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "mindspore/mccl rank 0: reduce_scatter -> [3. 6.]" in result.stdout, result.stdout
+    assert "mindspore/mccl rank 1: reduce_scatter -> [ 9. 12.]" in result.stdout, result.stdout
+
+
+def test_the_same_script_runs_under_msrun(tmp_path: Path) -> None:
+    """msrun starts its scheduler with the script too: compat.init() serves it and ends there."""
+    bin_dir = Path(sys.executable).parent
+    msrun = shutil.which("msrun", path=str(bin_dir))
+    if msrun is None:
+        pytest.fail("msrun is missing beside the interpreter: mindspore ships it")
+    # msrun starts `python SCRIPT`: the venv's python must come first on PATH, as when activated.
+    env = {k: v for k, v in os.environ.items() if k != "COMPAT_FRAMEWORK"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    logs = tmp_path / "logs"
+    result = run_bounded(
+        [
+            msrun,
+            "--worker_num=2",
+            "--local_worker_num=2",
+            f"--master_port={free_port()}",
+            f"--log_dir={logs}",
+            "--join=True",
+            str(EXAMPLE),
+        ],
+        timeout=150,
+        env=env,
+        cwd=str(tmp_path),
+    )
+    workers = "".join(path.read_text() for path in sorted(logs.glob("worker_*.log")))
+    assert result.returncode == 0, (result.stdout + workers)[-3000:]
+    assert "mindspore/mccl rank 0: reduce_scatter -> [3. 6.]" in workers
+    assert "mindspore/mccl rank 1: reduce_scatter -> [ 9. 12.]" in workers

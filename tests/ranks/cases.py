@@ -86,7 +86,13 @@ def reduce_np(arrays: list[np.ndarray], op: str) -> np.ndarray:
     return result
 
 
+# Every result a case checks is also recorded, so that the parity test can compare the two
+# frameworks' results array by array (runner.py saves them per rank).
+RECORDS: list[np.ndarray] = []
+
+
 def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, what: str = "") -> None:
+    RECORDS.append(np.array(actual, copy=True))
     expected = np.asarray(expected)
     if dtype in FLOAT_DTYPES:
         np.testing.assert_allclose(actual, expected, rtol=TOLERANCE[dtype], atol=0, err_msg=what)
@@ -535,6 +541,45 @@ for _async in (False, True):
         partial(case_all_to_all_single_uneven, async_op=_async),
     )
 register("reduce_scatter_tensor_out", case_reduce_scatter_tensor_out)
+
+
+def random_floats(seed: str, who: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Non-integer values, so the parity test compares real rounding, not exact arithmetic."""
+    rng = np.random.default_rng([zlib.crc32(seed.encode()), who])
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def case_parity_random(kit: Any, op: str) -> None:
+    """Random float32 through the reducing collectives; each result also recorded for parity."""
+    n, me = world(), rank()
+    seed = f"parity-{op}"
+    mine = random_floats(seed, me, (2 * n, 5))
+    everyone = [random_floats(seed, r, (2 * n, 5)) for r in range(n)]
+    full = reduce_np([x.astype(np.float64) for x in everyone], op)
+    tensor = kit.tensor(mine, "float32")
+    compat.all_reduce(tensor, op)
+    np.testing.assert_allclose(kit.numpy(tensor), full, rtol=1e-5, atol=1e-6)
+    RECORDS.append(kit.numpy(tensor))
+    result = compat.reduce_scatter_tensor(kit.tensor(mine, "float32"), op)
+    np.testing.assert_allclose(kit.numpy(result), full[2 * me : 2 * me + 2], rtol=1e-5, atol=1e-6)
+    RECORDS.append(kit.numpy(result))
+    output = sentinel(kit, (2, 5), "float32")
+    parts = [kit.tensor(mine[2 * i : 2 * i + 2], "float32") for i in range(n)]
+    compat.reduce_scatter(output, parts, op)
+    np.testing.assert_allclose(kit.numpy(output), full[2 * me : 2 * me + 2], rtol=1e-5, atol=1e-6)
+    RECORDS.append(kit.numpy(output))
+    tensor = kit.tensor(mine, "float32")
+    compat.reduce(tensor, n - 1, op)
+    if me == n - 1:
+        np.testing.assert_allclose(kit.numpy(tensor), full, rtol=1e-5, atol=1e-6)
+    RECORDS.append(kit.numpy(tensor))
+    gathered = compat.all_gather_into_tensor(kit.tensor(mine, "float32"))
+    np.testing.assert_array_equal(kit.numpy(gathered), np.concatenate(everyone))
+    RECORDS.append(kit.numpy(gathered))
+
+
+for _op in REDUCE_OPS:
+    register(f"parity_random[{_op}]", partial(case_parity_random, op=_op))
 register("op_spellings", case_op_spellings)
 register("queries", case_queries)
 register("barrier", case_barrier)
