@@ -34,6 +34,9 @@ from compat.types import ReduceOp
 
 Writeback = Callable[[], None]
 
+#: MindSpore's device target names, by their lower-case spelling.
+_DEVICE_TARGETS = {"cpu": "CPU", "gpu": "GPU", "ascend": "Ascend"}
+
 
 class _Handle:
     """A MindSpore CommHandle as a compat pending handle.
@@ -160,20 +163,46 @@ class MindSporeAdapter(Adapter):
     def empty(self, shape: Sequence[int], like: ms.Tensor) -> ms.Tensor:
         return mint.empty(tuple(shape), dtype=like.dtype)
 
-    def split(self, tensor: ms.Tensor, sizes: Sequence[int]) -> list[ms.Tensor]:
-        return list(mint.split(tensor, list(sizes), dim=0))
+    def split(self, tensor: ms.Tensor, sizes: Sequence[int], dim: int = 0) -> list[ms.Tensor]:
+        return list(mint.split(tensor, list(sizes), dim=dim))
+
+    def cat(self, tensors: Sequence[ms.Tensor], dim: int) -> ms.Tensor:
+        return mint.cat(list(tensors), dim=dim)
+
+    def canonical_device(self, spec: object) -> str | None:
+        # MindSpore names device targets "CPU", "GPU", "Ascend" (ms.set_device, Tensor.move_to);
+        # any case is accepted, so that "cpu" means the same on both frameworks.
+        if not isinstance(spec, str):
+            return None
+        return _DEVICE_TARGETS.get(spec.lower())
+
+    def available_devices(self) -> list[str]:
+        target: str = ms.get_context("device_target")
+        return ["CPU"] if target == "CPU" else ["CPU", target]
+
+    def to_device(self, tensor: ms.Tensor, device: str) -> ms.Tensor:
+        # Tensor.move_to to the tensor's own device returns a tensor sharing its memory (measured
+        # on CPU), so a copy on the same device is Tensor.copy().
+        where = str(getattr(tensor, "device", self.device(tensor))).split(":")[0]
+        if where == device:
+            return tensor.copy()
+        return tensor.move_to(device)
+
+    def synchronize(self) -> None:
+        _pynative_executor.sync()
 
     def copy_(self, dst: ms.Tensor, src: ms.Tensor) -> None:
         # `dst[:] = src` writes through views; Tensor.copy_ on a view and `dst[...] = src` on a
-        # view from mint.split do not (measured). A 0-d tensor takes only `[...]`.
+        # view from mint.split do not (measured). A 0-d tensor takes only `[...]`, in bfloat16 too:
+        # on a 0-d int16 view of it, `[...]` does not write through (measured).
+        if not dst.ndim:
+            dst[...] = src
+            return
         if dst.dtype == ms.bfloat16:
             # Slice assignment has no bfloat16 kernel on CPU ("type_id:45 is invalid"); the same
             # bits copied as int16 are the exact copy.
             dst, src = dst.view(ms.int16), src.view(ms.int16)
-        if dst.ndim:
-            dst[:] = src
-        else:
-            dst[...] = src
+        dst[:] = src
 
     def reduce_local(self, tensors: Sequence[ms.Tensor], op: ReduceOp) -> ms.Tensor:
         combine = self._elementwise[op]

@@ -100,8 +100,41 @@ class TorchAdapter(Adapter):
     def empty(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
         return torch.empty(tuple(shape), dtype=like.dtype, device=like.device)
 
-    def split(self, tensor: torch.Tensor, sizes: Sequence[int]) -> list[torch.Tensor]:
-        return list(torch.split(tensor, list(sizes), dim=0))
+    def split(self, tensor: torch.Tensor, sizes: Sequence[int], dim: int = 0) -> list[torch.Tensor]:
+        return list(torch.split(tensor, list(sizes), dim=dim))
+
+    def cat(self, tensors: Sequence[torch.Tensor], dim: int) -> torch.Tensor:
+        return torch.cat(list(tensors), dim=dim)
+
+    def canonical_device(self, spec: object) -> str | None:
+        if isinstance(spec, bool):
+            return None
+        if isinstance(spec, int):
+            # torch.cuda.comm's convention: an int is a CUDA device index.
+            return f"cuda:{spec}" if spec >= 0 else None
+        if isinstance(spec, str):
+            try:
+                spec = torch.device(spec)
+            except RuntimeError:
+                return None
+        if not isinstance(spec, torch.device):
+            return None
+        if spec.type == "cpu":
+            return "cpu"
+        if spec.type == "cuda" and spec.index is None and torch.cuda.is_available():
+            return f"cuda:{torch.cuda.current_device()}"
+        return str(spec)
+
+    def available_devices(self) -> list[str]:
+        return ["cpu", *(f"cuda:{index}" for index in range(torch.cuda.device_count()))]
+
+    def to_device(self, tensor: torch.Tensor, device: str) -> torch.Tensor:
+        return tensor.to(device, copy=True, memory_format=torch.contiguous_format)
+
+    def synchronize(self) -> None:
+        # Eager CPU operations have completed on return; CUDA copies follow the stream order, as
+        # torch's own ops do.
+        return None
 
     def copy_(self, dst: torch.Tensor, src: torch.Tensor) -> None:
         dst.copy_(src)

@@ -1,8 +1,10 @@
 """compat: one API for collective communication on PyTorch and MindSpore.
 
 ``import compat`` imports neither framework; the one :func:`init` selects is imported then.
+``compat.comm`` holds the single-process device scatter/gather/broadcast (``torch.cuda.comm``).
 """
 
+from compat import comm as comm
 from compat.api import (
     all_gather,
     all_gather_into_tensor,

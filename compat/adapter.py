@@ -66,8 +66,35 @@ class Adapter(ABC):
         """A new uninitialised tensor of ``like``'s dtype and device."""
 
     @abstractmethod
-    def split(self, tensor: Tensor, sizes: Sequence[int]) -> list[Tensor]:
-        """Views of ``tensor`` along dim 0 (no copy)."""
+    def split(self, tensor: Tensor, sizes: Sequence[int], dim: int = 0) -> list[Tensor]:
+        """Views of ``tensor`` along ``dim`` (no copy)."""
+
+    @abstractmethod
+    def cat(self, tensors: Sequence[Tensor], dim: int) -> Tensor:
+        """The concatenation of same-device tensors along ``dim``, as a new tensor."""
+
+    @abstractmethod
+    def canonical_device(self, spec: object) -> str | None:
+        """The device ``spec`` names, as :meth:`device` spells it, or None if it names none.
+
+        Only parses the spelling (``torch.device("cpu")``, ``"CPU"``, ...); whether this machine
+        has the device is :meth:`available_devices`' answer.
+        """
+
+    @abstractmethod
+    def available_devices(self) -> list[str]:
+        """The devices this process can put tensors on, as :meth:`device` spells them."""
+
+    @abstractmethod
+    def to_device(self, tensor: Tensor, device: str) -> Tensor:
+        """A contiguous copy of ``tensor`` on ``device`` (one of :meth:`available_devices`).
+
+        Always a new tensor, also when ``tensor`` is already on ``device``.
+        """
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait for queued local operations; raise the error of one that failed."""
 
     @abstractmethod
     def copy_(self, dst: Tensor, src: Tensor) -> None: ...

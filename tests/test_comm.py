@@ -1,0 +1,639 @@
+"""compat.comm: scatter, gather and broadcast across the devices of one process (torch.cuda.comm).
+
+Results are checked against numpy on torch CPU and on MindSpore CPU (in this process; comm needs no
+communication init), for several dtypes; every rule violation is checked for its exception type,
+its message (parameter, what was expected, what was given) and for leaving ``out`` untouched.
+The CUDA delegation to torch.cuda.comm is tested only where CUDA is present.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import compat
+from compat.comm import chunk_split
+from compat.dispatch import load_adapter
+
+DTYPES = ["float32", "bfloat16", "int64", "int32"]
+SENTINEL = 7
+
+
+class Kit:
+    """Tensors of one framework from and to numpy, and the device names it uses."""
+
+    name: str
+    cpu_names: list[Any]  # spellings of the CPU device for devices= / destination=
+    missing_device: Any  # a device spelling this process does not have
+    dtypes: dict[str, Any]
+
+    def __init__(self) -> None:
+        self.adapter = load_adapter(self.name)
+
+    def tensor(self, array: Any, dtype: str) -> Any:
+        raise NotImplementedError
+
+    def numpy(self, tensor: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def full(self, shape: tuple[int, ...], dtype: str, value: int = SENTINEL) -> Any:
+        return self.tensor(np.full(shape, value), dtype)
+
+    def dtype(self, tensor: Any) -> str:
+        return self.adapter.dtype(tensor)
+
+
+class TorchKit(Kit):
+    name = "torch"
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        self.cpu_names = ["cpu", torch.device("cpu"), "cpu:0"]
+        self.missing_device = "cuda:99"
+        super().__init__()
+
+    def tensor(self, array: Any, dtype: str) -> Any:
+        array = np.asarray(array)
+        wide = "float32" if dtype == "bfloat16" else dtype
+        return self.torch.from_numpy(array.astype(wide)).to(getattr(self.torch, dtype))
+
+    def numpy(self, tensor: Any) -> np.ndarray:
+        if tensor.dtype == self.torch.bfloat16:
+            tensor = tensor.float()
+        return tensor.numpy()
+
+
+class MindSporeKit(Kit):
+    name = "mindspore"
+
+    def __init__(self) -> None:
+        import mindspore as ms
+
+        ms.set_device("CPU")  # no communication init: comm is local to the process
+        self.ms = ms
+        self.cpu_names = ["CPU", "cpu"]
+        self.missing_device = "Ascend"
+        super().__init__()
+
+    def tensor(self, array: Any, dtype: str) -> Any:
+        array = np.asarray(array)
+        wide = "float32" if dtype == "bfloat16" else dtype
+        return self.ms.Tensor(array.astype(wide)).astype(getattr(self.ms, dtype))
+
+    def numpy(self, tensor: Any) -> np.ndarray:
+        if tensor.dtype == self.ms.bfloat16:
+            tensor = tensor.astype(self.ms.float32)
+        return tensor.asnumpy()
+
+
+KITS: dict[str, Callable[[], Kit]] = {"torch": TorchKit, "mindspore": MindSporeKit}
+
+
+@pytest.fixture(scope="module", params=list(KITS))
+def kit(request: pytest.FixtureRequest) -> Kit:
+    pytest.importorskip(request.param)
+    return KITS[request.param]()
+
+
+def _data(shape: tuple[int, ...]) -> np.ndarray:
+    """Small distinct integers: exact in every dtype tested, bfloat16 included."""
+    return (np.arange(int(np.prod(shape))) % 97).reshape(shape)
+
+
+def _expected_chunks(array: np.ndarray, sizes: list[int], dim: int) -> list[np.ndarray]:
+    return np.split(array, np.cumsum(sizes)[:-1], axis=dim)
+
+
+def _check_result(kit: Kit, tensors: Any, expected: list[np.ndarray], dtype: str) -> None:
+    assert isinstance(tensors, tuple)
+    assert len(tensors) == len(expected)
+    for tensor, want in zip(tensors, expected, strict=True):
+        assert kit.dtype(tensor) == dtype
+        got = kit.numpy(tensor)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+def test_chunk_split_is_torch_chunk() -> None:
+    torch = pytest.importorskip("torch")
+    for total in range(0, 13):
+        for parts in range(1, 7):
+            chunks = torch.chunk(torch.empty(total), parts)
+            assert chunk_split(total, parts) == [c.shape[0] for c in chunks], (total, parts)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("rows", "parts"), [(6, 3), (7, 3), (5, 4), (3, 4), (4, 1), (0, 2)])
+def test_scatter_default_chunks(kit: Kit, dtype: str, rows: int, parts: int) -> None:
+    array = _data((rows, 3))
+    tensor = kit.tensor(array, dtype)
+    devices = [kit.cpu_names[i % len(kit.cpu_names)] for i in range(parts)]
+    result = compat.comm.scatter(tensor, devices)
+    # torch.chunk's split: ceil(rows / parts) rows per chunk, so possibly fewer chunks (5 rows on
+    # 4 devices: 2, 2, 1; 3 rows on 4 devices: 1, 1, 1), as torch.cuda.comm.scatter gives.
+    _check_result(kit, result, _expected_chunks(array, chunk_split(rows, parts), 0), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("shape", "sizes", "dim"),
+    [((5, 2), [2, 0, 3], 0), ((3, 5), [1, 0, 4], 1), ((2, 3, 4), [3, 1], -1), ((4,), [4], 0)],
+)
+def test_scatter_chunk_sizes(
+    kit: Kit, dtype: str, shape: tuple[int, ...], sizes: list[int], dim: int
+) -> None:
+    array = _data(shape)
+    tensor = kit.tensor(array, dtype)
+    devices = [kit.cpu_names[0]] * len(sizes)
+    result = compat.comm.scatter(tensor, devices, chunk_sizes=sizes, dim=dim)
+    _check_result(kit, result, _expected_chunks(array, sizes, dim), dtype)
+    np.testing.assert_array_equal(kit.numpy(tensor), array)  # the input is unchanged
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("shape", "sizes", "dim"), [((5, 2), [2, 3], 0), ((3, 5), [1, 0, 4], 1), ((2, 6), [3, 3], -1)]
+)
+def test_scatter_into_out(
+    kit: Kit, dtype: str, shape: tuple[int, ...], sizes: list[int], dim: int
+) -> None:
+    array = _data(shape)
+    tensor = kit.tensor(array, dtype)
+    out = []
+    for size in sizes:
+        part_shape = list(shape)
+        part_shape[dim] = size
+        out.append(kit.full(tuple(part_shape), dtype))
+    result = compat.comm.scatter(tensor, dim=dim, out=out)
+    assert all(got is want for got, want in zip(result, out, strict=True))
+    _check_result(kit, result, _expected_chunks(array, sizes, dim), dtype)
+
+
+def test_scatter_returns_copies(kit: Kit) -> None:
+    array = _data((4, 2))
+    tensor = kit.tensor(array, "float32")
+    chunks = compat.comm.scatter(tensor, [kit.cpu_names[0]] * 2)
+    for chunk in chunks:
+        kit.adapter.copy_(chunk, kit.full((2, 2), "float32", 0))
+    np.testing.assert_array_equal(kit.numpy(tensor), array)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("shapes", "dim"),
+    [([(2, 3), (1, 3), (4, 3)], 0), ([(2, 1), (2, 0), (2, 3)], 1), ([(2, 2, 2), (2, 2, 1)], -1)],
+)
+def test_gather(kit: Kit, dtype: str, shapes: list[tuple[int, ...]], dim: int) -> None:
+    arrays = [_data(shape) + 10 * index for index, shape in enumerate(shapes)]
+    tensors = [kit.tensor(array, dtype) for array in arrays]
+    expected = np.concatenate(arrays, axis=dim)
+    for destination in [None, -1, *kit.cpu_names]:
+        result = compat.comm.gather(tensors, dim, destination)
+        _check_result(kit, (result,), [expected], dtype)
+    out = kit.full(expected.shape, dtype)
+    assert compat.comm.gather(tensors, dim=dim, out=out) is out
+    _check_result(kit, (out,), [expected], dtype)
+
+
+def test_gather_returns_a_new_tensor(kit: Kit) -> None:
+    array = _data((3, 2))
+    tensor = kit.tensor(array, "int64")
+    result = compat.comm.gather([tensor])
+    kit.adapter.copy_(result, kit.full((3, 2), "int64", 0))
+    np.testing.assert_array_equal(kit.numpy(tensor), array)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 2), (5,), ()])
+def test_broadcast(kit: Kit, dtype: str, shape: tuple[int, ...]) -> None:
+    array = _data(shape)
+    tensor = kit.tensor(array, dtype)
+    result = compat.comm.broadcast(tensor, kit.cpu_names)
+    _check_result(kit, result, [array] * len(kit.cpu_names), dtype)
+    for copy in result:  # copies, also on the tensor's own device
+        kit.adapter.copy_(copy, kit.full(shape, dtype, 0))
+    np.testing.assert_array_equal(kit.numpy(tensor), array)
+    out = [kit.full(shape, dtype), kit.full(shape, dtype)]
+    result = compat.comm.broadcast(tensor, out=out)
+    assert all(got is want for got, want in zip(result, out, strict=True))
+    _check_result(kit, result, [array, array], dtype)
+    assert compat.comm.broadcast(tensor, []) == ()  # as torch.cuda.comm.broadcast
+
+
+# -- rules ---------------------------------------------------------------------------------------
+
+# Each case: (name, call(kit, out_buffers) -> None, exception, message fragments). ``out_buffers``
+# is a list the call may fill with the out tensors it passes; they must be left untouched.
+Case = tuple[str, Callable[[Kit, list[Any]], Any], type[Exception], list[str]]
+
+
+def _t(kit: Kit, shape: tuple[int, ...] = (4, 3), dtype: str = "float32") -> Any:
+    return kit.tensor(_data(shape), dtype)
+
+
+def _outs(kit: Kit, keep: list[Any], *specs: tuple[tuple[int, ...], str]) -> list[Any]:
+    out = [kit.full(shape, dtype) for shape, dtype in specs]
+    keep.extend(out)
+    return out
+
+
+def _cpu(kit: Kit, n: int) -> list[Any]:
+    return [kit.cpu_names[0]] * n
+
+
+def _scatter_cases() -> Iterator[Case]:
+    s = compat.comm.scatter
+    f32 = ((2, 3), "float32")
+    yield (
+        "tensor",
+        lambda k, o: s([1, 2], _cpu(k, 2)),
+        TypeError,
+        ["tensor: expected a tensor", "got list [1, 2]"],
+    )
+    yield (
+        "neither",
+        lambda k, o: s(_t(k)),
+        ValueError,
+        ["devices, out: expected exactly one", "got neither"],
+    )
+    yield (
+        "both",
+        lambda k, o: s(_t(k), _cpu(k, 2), out=_outs(k, o, f32, f32)),
+        ValueError,
+        ["devices, out: expected exactly one", "got both"],
+    )
+    yield (
+        "devices str",
+        lambda k, o: s(_t(k), "cpu"),
+        TypeError,
+        ["devices: expected a list of devices", "got str 'cpu'"],
+    )
+    yield (
+        "devices empty",
+        lambda k, o: s(_t(k), []),
+        ValueError,
+        ["devices: expected at least one device", "got an empty list"],
+    )
+    yield (
+        "device missing",
+        lambda k, o: s(_t(k), [k.cpu_names[0], k.missing_device]),
+        ValueError,
+        ["devices[1]: expected one of this process's", "devices [", "got"],
+    )
+    yield (
+        "device type",
+        lambda k, o: s(_t(k), [1.5]),
+        TypeError,
+        ["devices[0]: expected a", "device", "got float 1.5"],
+    )
+    yield (
+        "chunk_sizes length",
+        lambda k, o: s(_t(k), _cpu(k, 2), [1, 1, 2]),
+        ValueError,
+        ["chunk_sizes: expected 2 sizes", "got 3: [1, 1, 2]"],
+    )
+    yield (
+        "chunk_sizes sum",
+        lambda k, o: s(_t(k), _cpu(k, 2), [1, 2]),
+        ValueError,
+        ["chunk_sizes: expected sizes summing to 4", "got [1, 2] (sum 3)"],
+    )
+    yield (
+        "chunk_sizes negative",
+        lambda k, o: s(_t(k), _cpu(k, 2), [-1, 5]),
+        ValueError,
+        ["chunk_sizes: expected sizes >= 0", "got [-1, 5]"],
+    )
+    yield (
+        "chunk_sizes item type",
+        lambda k, o: s(_t(k), _cpu(k, 2), [2, 2.0]),
+        TypeError,
+        ["chunk_sizes[1]: expected an int", "got float 2.0"],
+    )
+    yield (
+        "chunk_sizes type",
+        lambda k, o: s(_t(k), _cpu(k, 2), 2),
+        TypeError,
+        ["chunk_sizes: expected a list of ints", "got int 2"],
+    )
+    yield (
+        "chunk_sizes with out",
+        lambda k, o: s(_t(k), chunk_sizes=[2, 2], out=_outs(k, o, f32, f32)),
+        ValueError,
+        ["chunk_sizes: expected None when out is given", "got list [2, 2]"],
+    )
+    yield (
+        "dim range",
+        lambda k, o: s(_t(k), _cpu(k, 2), dim=2),
+        ValueError,
+        ["dim: expected an int in [-2, 1]", "got 2"],
+    )
+    yield (
+        "dim range out",
+        lambda k, o: s(_t(k), dim=-3, out=_outs(k, o, f32, f32)),
+        ValueError,
+        ["dim: expected an int in [-2, 1]", "got -3"],
+    )
+    yield (
+        "dim type",
+        lambda k, o: s(_t(k), _cpu(k, 2), dim="0"),
+        TypeError,
+        ["dim: expected an int", "got str '0'"],
+    )
+    yield (
+        "dim 0-d",
+        lambda k, o: s(_t(k, ()), _cpu(k, 1)),
+        ValueError,
+        ["dim: expected a dimension of tensor", "0-d", "got 0"],
+    )
+    yield (
+        "streams",
+        lambda k, o: s(_t(k), streams=[None, None], out=_outs(k, o, f32, f32)),
+        ValueError,
+        ["streams: expected None", "got list [None, None]"],
+    )
+    yield (
+        "out empty",
+        lambda k, o: s(_t(k), out=[]),
+        ValueError,
+        ["out: expected at least one tensor", "got an empty list"],
+    )
+    yield (
+        "out type",
+        lambda k, o: s(_t(k), out=_t(k)),
+        TypeError,
+        ["out: expected a list of tensors", "got a"],
+    )
+    yield (
+        "out item type",
+        lambda k, o: s(_t(k), out=[*_outs(k, o, f32), np.zeros((2, 3), np.float32)]),
+        TypeError,
+        ["out[1]: expected a", "tensor (as tensor)", "got ndarray"],
+    )
+    yield (
+        "out dtype",
+        lambda k, o: s(_t(k), out=_outs(k, o, f32, ((2, 3), "int64"))),
+        TypeError,
+        ["out[1]: expected dtype float32", "got int64"],
+    )
+    yield (
+        "out shape",
+        lambda k, o: s(_t(k), out=_outs(k, o, f32, ((2, 2), "float32"))),
+        ValueError,
+        ["out[1]: expected shape (*, 3)", "got (2, 2)"],
+    )
+    yield (
+        "out ndim",
+        lambda k, o: s(_t(k), out=_outs(k, o, f32, ((2, 3, 1), "float32"))),
+        ValueError,
+        ["out[1]: expected shape (*, 3)", "got (2, 3, 1)"],
+    )
+    yield (
+        "out sum",
+        lambda k, o: s(_t(k), out=_outs(k, o, f32, ((1, 3), "float32"))),
+        ValueError,
+        ["out: expected sizes on dim 0 summing to 4", "got [2, 1] (sum 3)"],
+    )
+
+
+def _gather_cases() -> Iterator[Case]:
+    g = compat.comm.gather
+    out43 = ((4, 3), "float32")
+    yield (
+        "tensors tensor",
+        lambda k, o: g(_t(k)),
+        TypeError,
+        ["tensors: expected a list of tensors", "got a"],
+    )
+    yield (
+        "tensors empty",
+        lambda k, o: g([]),
+        ValueError,
+        ["tensors: expected at least one tensor", "got an empty list"],
+    )
+    yield (
+        "tensors[0]",
+        lambda k, o: g([[1.0], _t(k)]),
+        TypeError,
+        ["tensors[0]: expected a tensor", "got list [1.0]"],
+    )
+    yield (
+        "tensors[1] type",
+        lambda k, o: g([_t(k, (2, 3)), np.zeros((2, 3))], out=_outs(k, o, out43)[0]),
+        TypeError,
+        ["tensors[1]: expected a", "tensor (as tensors[0])", "got ndarray"],
+    )
+    yield (
+        "tensors[1] dtype",
+        lambda k, o: g([_t(k, (2, 3)), _t(k, (2, 3), "int64")], out=_outs(k, o, out43)[0]),
+        TypeError,
+        ["tensors[1]: expected dtype float32 (the dtype of tensors[0]", "got int64"],
+    )
+    yield (
+        "tensors[1] shape",
+        lambda k, o: g([_t(k, (2, 3)), _t(k, (2, 2))], out=_outs(k, o, out43)[0]),
+        ValueError,
+        ["tensors[1]: expected shape (*, 3) (tensors[0]'s shape except on dim 0)", "got (2, 2)"],
+    )
+    yield (
+        "tensors[1] ndim",
+        lambda k, o: g([_t(k, (2, 3)), _t(k, (2,))]),
+        ValueError,
+        ["tensors[1]: expected shape (*, 3)", "got (2,)"],
+    )
+    yield (
+        "dim",
+        lambda k, o: g([_t(k)], 2, out=_outs(k, o, out43)[0]),
+        ValueError,
+        ["dim: expected an int in [-2, 1]", "got 2"],
+    )
+    yield (
+        "dim type",
+        lambda k, o: g([_t(k)], None),
+        TypeError,
+        ["dim: expected an int", "got NoneType None"],
+    )
+    yield (
+        "destination with out",
+        lambda k, o: g([_t(k)], destination=k.cpu_names[0], out=_outs(k, o, out43)[0]),
+        ValueError,
+        ["destination: expected None when out is given", "got"],
+    )
+    yield (
+        "destination missing",
+        lambda k, o: g([_t(k)], destination=k.missing_device),
+        ValueError,
+        ["destination: expected one of this process's", "got"],
+    )
+    yield (
+        "destination type",
+        lambda k, o: g([_t(k)], destination=[k.cpu_names[0]]),
+        TypeError,
+        ["destination: expected a", "device", "got list"],
+    )
+    yield (
+        "out type",
+        lambda k, o: g([_t(k)], out=[_t(k)]),
+        TypeError,
+        ["out: expected a", "tensor (as tensors)", "got list"],
+    )
+    yield (
+        "out dtype",
+        lambda k, o: g([_t(k)], out=_outs(k, o, ((4, 3), "bfloat16"))[0]),
+        TypeError,
+        ["out: expected dtype float32", "got bfloat16"],
+    )
+    yield (
+        "out shape",
+        lambda k, o: g([_t(k), _t(k)], out=_outs(k, o, out43)[0]),
+        ValueError,
+        ["out: expected shape (8, 3)", "got (4, 3)"],
+    )
+
+
+def _broadcast_cases() -> Iterator[Case]:
+    b = compat.comm.broadcast
+    f43 = ((4, 3), "float32")
+    yield (
+        "tensor",
+        lambda k, o: b(3.0, _cpu(k, 1)),
+        TypeError,
+        ["tensor: expected a tensor", "got float 3.0"],
+    )
+    yield (
+        "neither",
+        lambda k, o: b(_t(k)),
+        ValueError,
+        ["devices, out: expected exactly one", "got neither"],
+    )
+    yield (
+        "both",
+        lambda k, o: b(_t(k), _cpu(k, 1), out=_outs(k, o, f43)),
+        ValueError,
+        ["devices, out: expected exactly one", "got both"],
+    )
+    yield (
+        "devices type",
+        lambda k, o: b(_t(k), k.cpu_names[0]),
+        TypeError,
+        ["devices: expected a list of devices", "got"],
+    )
+    yield (
+        "device missing",
+        lambda k, o: b(_t(k), [k.missing_device]),
+        ValueError,
+        ["devices[0]: expected one of this process's", "got"],
+    )
+    yield (
+        "out type",
+        lambda k, o: b(_t(k), out=_outs(k, o, f43)[0]),
+        TypeError,
+        ["out: expected a list of tensors", "got a"],
+    )
+    yield (
+        "out dtype",
+        lambda k, o: b(_t(k), out=_outs(k, o, f43, ((4, 3), "int32"))),
+        TypeError,
+        ["out[1]: expected dtype float32", "got int32"],
+    )
+    yield (
+        "out shape",
+        lambda k, o: b(_t(k), out=_outs(k, o, f43, ((3, 4), "float32"))),
+        ValueError,
+        ["out[1]: expected shape (4, 3) (tensor's shape)", "got (3, 4)"],
+    )
+
+
+CASES = [
+    *(("scatter", *case) for case in _scatter_cases()),
+    *(("gather", *case) for case in _gather_cases()),
+    *(("broadcast", *case) for case in _broadcast_cases()),
+]
+
+
+@pytest.mark.parametrize(
+    ("function", "name", "call", "error", "fragments"),
+    CASES,
+    ids=[f"{function}-{name}" for function, name, *_ in CASES],
+)
+def test_rule_violation(
+    kit: Kit,
+    function: str,
+    name: str,
+    call: Callable[[Kit, list[Any]], Any],
+    error: type[Exception],
+    fragments: list[str],
+) -> None:
+    out_buffers: list[Any] = []
+    with pytest.raises(Exception) as info:
+        call(kit, out_buffers)
+    assert type(info.value) is error, f"{type(info.value).__name__}: {info.value}"
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    for buffer in out_buffers:  # checks run before anything is written
+        assert (kit.numpy(buffer) == SENTINEL).all(), f"out written: {kit.numpy(buffer)}"
+
+
+def test_mixed_frameworks_are_refused() -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("mindspore")
+    ms_kit = MindSporeKit()
+    with pytest.raises(
+        TypeError, match=r"tensors\[1\]: expected a torch tensor .* got a mindspore"
+    ):
+        compat.comm.gather([torch.ones(2), ms_kit.tensor([1.0, 2.0], "float32")])
+    out = [ms_kit.full((2,), "float32")]
+    with pytest.raises(TypeError, match=r"out\[0\]: expected a torch tensor .* got a mindspore"):
+        compat.comm.broadcast(torch.ones(2), out=out)
+    assert (ms_kit.numpy(out[0]) == SENTINEL).all()
+
+
+def test_import_compat_loads_comm_without_a_framework() -> None:
+    code = (
+        "import sys, compat; compat.comm.scatter; "
+        "loaded = [m for m in ('torch', 'mindspore') if m in sys.modules]; "
+        "print(loaded); sys.exit(1 if loaded else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, f"import compat imported {result.stdout} {result.stderr}"
+
+
+# -- CUDA: delegation to torch.cuda.comm -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cuda() -> Any:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the delegation to torch.cuda.comm cannot run here")
+    return torch
+
+
+def test_cuda_scatter_gather_broadcast_match_torch_cuda_comm(cuda: Any) -> None:
+    import torch.cuda.comm as native
+
+    torch = cuda
+    devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] * 2
+    tensor = torch.arange(24.0).reshape(8, 3)
+    ours = compat.comm.scatter(tensor, devices)
+    theirs = native.scatter(tensor, devices)
+    assert [(t.device, t.tolist()) for t in ours] == [(t.device, t.tolist()) for t in theirs]
+    gathered = compat.comm.gather(ours, destination="cpu")
+    assert torch.equal(gathered, tensor)
+    assert torch.equal(compat.comm.gather(ours).cpu(), tensor)
+    copies = compat.comm.broadcast(tensor, devices)
+    assert [c.device for c in copies] == [torch.device(d) for d in devices]
+    assert all(torch.equal(c.cpu(), tensor) for c in copies)
+    with pytest.raises(ValueError, match=r"chunk_sizes: expected sizes summing to 8"):
+        compat.comm.scatter(tensor, devices, chunk_sizes=[1] * len(devices))
