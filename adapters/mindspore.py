@@ -68,6 +68,24 @@ class _Handle:
         return self._done
 
 
+class _Differentiable(ms.nn.Cell):
+    """Runs a collective forward; ``bprop`` (MindSpore's custom backward, used by mindspore.grad
+    and value_and_grad in PyNative mode) runs the collective compat.autograd pairs with it."""
+
+    def __init__(
+        self, forward: Callable[[ms.Tensor], ms.Tensor], backward: Callable[[ms.Tensor], ms.Tensor]
+    ) -> None:
+        super().__init__()
+        self._forward = forward
+        self._backward = backward
+
+    def construct(self, tensor: ms.Tensor) -> ms.Tensor:
+        return self._forward(tensor)
+
+    def bprop(self, tensor: ms.Tensor, out: ms.Tensor, dout: ms.Tensor) -> tuple[ms.Tensor]:
+        return (self._backward(dout),)
+
+
 class MindSporeAdapter(Adapter):
     framework = "mindspore"
 
@@ -218,6 +236,11 @@ class MindSporeAdapter(Adapter):
         if op is ReduceOp.AVG:
             result = mint.div(result, len(tensors))
         return result.astype(dtype) if widen else result
+
+    def differentiable(
+        self, forward: Callable[[ms.Tensor], ms.Tensor], backward: Callable[[ms.Tensor], ms.Tensor]
+    ) -> Callable[[ms.Tensor], ms.Tensor]:
+        return _Differentiable(forward, backward)
 
     def shares_memory(self, pieces: Sequence[ms.Tensor], whole: ms.Tensor) -> bool:
         return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -40,6 +40,24 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+class _Differentiable(torch.autograd.Function):
+    """Runs a collective forward; its backward is the collective compat.autograd pairs with it."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        tensor: torch.Tensor,
+        forward: Callable[[torch.Tensor], torch.Tensor],
+        backward: Callable[[torch.Tensor], torch.Tensor],
+    ) -> torch.Tensor:
+        ctx.backward_collective = backward
+        return forward(tensor)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+        return ctx.backward_collective(grad.contiguous()), None, None
 
 
 class TorchAdapter(Adapter):
@@ -147,6 +165,13 @@ class TorchAdapter(Adapter):
         if op is ReduceOp.AVG:
             result = torch.div(result, len(tensors))
         return result
+
+    def differentiable(
+        self,
+        forward: Callable[[torch.Tensor], torch.Tensor],
+        backward: Callable[[torch.Tensor], torch.Tensor],
+    ) -> Callable[[torch.Tensor], torch.Tensor]:
+        return lambda tensor: _Differentiable.apply(tensor, forward, backward)
 
     def shares_memory(self, pieces: Sequence[torch.Tensor], whole: torch.Tensor) -> bool:
         if not whole.is_contiguous():

@@ -4,6 +4,7 @@
 ``compat.comm`` holds the single-process device scatter/gather/broadcast (``torch.cuda.comm``).
 """
 
+from compat import autograd as autograd
 from compat import comm as comm
 from compat.api import (
     all_gather,

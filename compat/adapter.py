@@ -11,7 +11,7 @@ output tensors have the right shape and dtype. A method returns a :class:`Pendin
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -106,6 +106,13 @@ class Adapter(ABC):
     @abstractmethod
     def shares_memory(self, pieces: Sequence[Tensor], whole: Tensor) -> bool:
         """True if ``pieces`` are consecutive dim-0 views that exactly tile ``whole``."""
+
+    @abstractmethod
+    def differentiable(
+        self, forward: Callable[[Tensor], Tensor], backward: Callable[[Tensor], Tensor]
+    ) -> Callable[[Tensor], Tensor]:
+        """``forward`` as a function the framework differentiates with ``backward`` (which maps
+        the result's gradient to the input's): torch autograd / mindspore.grad."""
 
     # -- collectives (native translation only) ---------------------------------------------
     @abstractmethod

@@ -584,4 +584,4 @@ register("op_spellings", case_op_spellings)
 register("queries", case_queries)
 register("barrier", case_barrier)
 
-from tests.ranks import bad_input_cases  # noqa: E402,F401  (registers its cases)
+from tests.ranks import autograd_cases, bad_input_cases  # noqa: E402,F401  (register cases)

@@ -41,6 +41,13 @@ class TorchKit:
 
         return mindspore.Tensor(np.zeros(4, dtype=np.float32))
 
+    def value_and_grad(self, loss: Any, values: np.ndarray) -> tuple[float, np.ndarray]:
+        """The scalar ``loss(x)`` and its gradient at ``x = values``, by torch autograd."""
+        tensor = self.tensor(values, "float32").requires_grad_(True)
+        result = loss(tensor)
+        result.backward()
+        return float(result.detach()), self.numpy(tensor.grad)
+
 
 class MindSporeKit:
     framework = "mindspore"
@@ -68,6 +75,11 @@ class MindSporeKit:
         import torch
 
         return torch.zeros(4)
+
+    def value_and_grad(self, loss: Any, values: np.ndarray) -> tuple[float, np.ndarray]:
+        """The scalar ``loss(x)`` and its gradient at ``x = values``, by ms.value_and_grad."""
+        value, grad = self.ms.value_and_grad(loss)(self.tensor(values, "float32"))
+        return float(value.asnumpy()), self.numpy(grad)
 
 
 def make_kit(framework: str) -> TorchKit | MindSporeKit:

@@ -1,0 +1,96 @@
+"""Differentiable collectives: autograd (torch) or ``mindspore.grad`` (MindSpore) see through them.
+
+Each rank's loss may depend on the result; the gradient a rank receives is the sum over ranks of
+the gradients of their losses with respect to its input, which is what data-parallel training
+(and CLIP's gathered-embedding loss) needs:
+
+- ``all_gather``: forward all_gather_into_tensor (concatenated on dim 0); backward a SUM
+  reduce_scatter of the gradient (each rank gets the sum over ranks of its rows' gradients).
+- ``reduce_scatter``: forward reduce_scatter_tensor; backward an all_gather of the gradient
+  (divided by the group size for AVG).
+- ``all_reduce``: forward an all_reduce of a copy (the input is not modified); backward an
+  all_reduce of the gradient (SUM for SUM, AVG for AVG).
+
+Only SUM and AVG have these gradients; MIN, MAX and PRODUCT raise UnsupportedError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from compat import _runtime, api
+from compat.errors import UnsupportedError
+from compat.types import Group, ReduceOp, parse_op
+
+Tensor = Any
+
+_DIFFERENTIABLE_OPS = (ReduceOp.SUM, ReduceOp.AVG)
+
+
+def _check_op(op: object) -> ReduceOp:
+    reduce_op = parse_op(op)
+    if reduce_op not in _DIFFERENTIABLE_OPS:
+        raise UnsupportedError(
+            f"op: compat.autograd differentiates SUM and AVG; got {reduce_op.name}"
+        )
+    return reduce_op
+
+
+def _apply(
+    tensor: Tensor,
+    group: Group | None,
+    forward: Callable[[Tensor], Tensor],
+    backward: Callable[[Tensor], Tensor],
+) -> Tensor:
+    runtime = _runtime.current()
+    runtime.check_tensor(tensor, "tensor")
+    runtime.resolve_group(group)
+    return runtime.adapter.differentiable(forward, backward)(tensor)
+
+
+def all_gather(tensor: Tensor, group: Group | None = None) -> Tensor:
+    """Gather every rank's ``tensor`` concatenated on dim 0; differentiable.
+
+    Examples
+    --------
+    CLIP's pattern, with 2 ranks::
+
+        >>> everyone = compat.autograd.all_gather(features)    # (2 * batch, dim)
+        >>> loss = clip_loss(features @ everyone.T)
+        >>> loss.backward()   # features.grad sums every rank's gradient for these rows
+    """
+    return _apply(
+        tensor,
+        group,
+        lambda x: api.all_gather_into_tensor(x, group),
+        lambda grad: api.reduce_scatter_tensor(grad, ReduceOp.SUM, group),
+    )
+
+
+def reduce_scatter(
+    tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None
+) -> Tensor:
+    """Reduce ``tensor`` across ranks and return this rank's part of dim 0; differentiable."""
+    reduce_op = _check_op(op)
+
+    def backward(grad: Tensor) -> Tensor:
+        gathered = api.all_gather_into_tensor(grad, group)
+        return gathered if reduce_op is ReduceOp.SUM else gathered / api.get_world_size(group)
+
+    return _apply(tensor, group, lambda x: api.reduce_scatter_tensor(x, reduce_op, group), backward)
+
+
+def all_reduce(tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None) -> Tensor:
+    """Reduce ``tensor`` across ranks into a new tensor (the input is left as it is);
+    differentiable."""
+    reduce_op = _check_op(op)
+
+    def reduced_copy(x: Tensor) -> Tensor:
+        adapter = _runtime.current().adapter
+        result = adapter.empty(adapter.shape(x), x)
+        adapter.copy_(result, x)
+        api.all_reduce(result, reduce_op, group)
+        return result
+
+    return _apply(tensor, group, reduced_copy, reduced_copy)
