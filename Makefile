@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(PY) -m compat launch -n 2 --framework torch --timeout 300 examples/reduce_scatter_styles.py
 	$(PY) -m compat launch -n 2 --framework mindspore --timeout 300 examples/reduce_scatter_styles.py
+	$(PY) examples/train_demo.py --steps 30
 
 test: setup
 	$(PY) -m ruff check .

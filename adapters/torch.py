@@ -12,7 +12,8 @@ import torch
 import torch.distributed as dist
 
 from compat import tables
-from compat.adapter import Adapter, GroupHandle, Pending
+from compat.adapter import Adapter, GroupHandle, Pending, Translate, translating_errors
+from compat.errors import CollectiveTimeout
 from compat.types import ReduceOp
 
 # torch 2.13 deprecates reduce_scatter_tensor and all_gather_into_tensor in favour of these names;
@@ -110,7 +111,9 @@ class TorchAdapter(Adapter):
         return tuple(tensor.shape)
 
     def dtype(self, tensor: torch.Tensor) -> str:
-        return self._dtype_names.get(tensor.dtype, str(tensor.dtype).removeprefix("torch."))
+        # Called several times per collective: the fallback string is built only when needed.
+        name = self._dtype_names.get(tensor.dtype)
+        return name if name is not None else str(tensor.dtype).removeprefix("torch.")
 
     def device(self, tensor: torch.Tensor) -> str:
         return str(tensor.device)
@@ -166,12 +169,66 @@ class TorchAdapter(Adapter):
             result = torch.div(result, len(tensors))
         return result
 
+    def bytes_tensor(self, data: bytes) -> torch.Tensor:
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+    def to_bytes(self, tensor: torch.Tensor) -> bytes:
+        return tensor.cpu().numpy().tobytes()
+
     def differentiable(
         self,
         forward: Callable[[torch.Tensor], torch.Tensor],
         backward: Callable[[torch.Tensor], torch.Tensor],
     ) -> Callable[[torch.Tensor], torch.Tensor]:
         return lambda tensor: _Differentiable.apply(tensor, forward, backward)
+
+    def joined(self, pieces: Sequence[torch.Tensor]) -> torch.Tensor | None:
+        first = pieces[0]
+        if len(pieces) == 1:
+            return first if first.is_contiguous() else None
+        base = first._base
+        if (
+            base is not None
+            and base.is_contiguous()
+            and base.dtype == first.dtype
+            and base.shape[1:] == first.shape[1:]
+            and base.data_ptr() == first.data_ptr()
+            and self.shares_memory(pieces, base)
+        ):
+            return base  # the common case, x.chunk(n): the buffer they were cut from
+        trailing = first.shape[1:]
+        base = first.untyped_storage().data_ptr()
+        for piece in pieces:
+            if (
+                piece.dtype != first.dtype
+                or piece.shape[1:] != trailing
+                or piece.untyped_storage().data_ptr() != base
+            ):
+                return None
+        shape = (sum(piece.shape[0] for piece in pieces), *trailing)
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.append(step)
+            step *= size
+        needed = (first.storage_offset() + step) * first.element_size()
+        if first.untyped_storage().nbytes() < needed:
+            return None
+        whole = first.as_strided(shape, tuple(reversed(strides)))
+        return whole if self.shares_memory(pieces, whole) else None
+
+    def reduce_into(self, out: torch.Tensor, tensors: Sequence[torch.Tensor], op: ReduceOp) -> None:
+        if len(tensors) == 1:
+            out.copy_(tensors[0])
+            return
+        combine = self._elementwise[op]
+        combine(tensors[0], tensors[1], out=out)
+        for tensor in tensors[2:]:
+            combine(out, tensor, out=out)
+        if op is ReduceOp.AVG:
+            out.div_(len(tensors))
+
+    def nbytes(self, tensor: torch.Tensor) -> int:
+        return tensor.nbytes
 
     def shares_memory(self, pieces: Sequence[torch.Tensor], whole: torch.Tensor) -> bool:
         if not whole.is_contiguous():
@@ -280,4 +337,23 @@ class TorchAdapter(Adapter):
         return dist.barrier(group=group, async_op=async_op)
 
 
-ADAPTER_CLASS = TorchAdapter
+# Gloo's words for a collective that ran out of time, and for every later call on the pairs it
+# then closed (measured: "Timed out waiting 3000ms for recv operation to complete", then
+# "Application timeout caused pair closure"). NCCL's watchdog says "Watchdog caught collective
+# operation timeout".
+_TIMEOUT_MARKERS = ("Timed out", "timeout caused pair closure", "operation timeout")
+
+
+def _timeout_translator(collective: str) -> Translate:
+    def translate(error: Exception, seconds: float) -> Exception:
+        if not any(marker in str(error) for marker in _TIMEOUT_MARKERS):
+            return error
+        return CollectiveTimeout(
+            f"{collective} did not complete within the timeout given to compat.init: a rank did "
+            f"not join it or died; the communicator is no longer usable ({error})"
+        )
+
+    return translate
+
+
+ADAPTER_CLASS = translating_errors(TorchAdapter, _timeout_translator)

@@ -30,12 +30,19 @@ from compat.api import (
     scatter_tensor,
     send,
 )
-from compat.errors import NotInitializedError, UnsupportedError
+from compat.errors import (
+    CollectiveMismatchError,
+    CollectiveTimeout,
+    NotInitializedError,
+    UnsupportedError,
+)
 from compat.types import Group, ReduceOp, Work
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CollectiveMismatchError",
+    "CollectiveTimeout",
     "Group",
     "NotInitializedError",
     "ReduceOp",

@@ -78,7 +78,7 @@ def even_split(total: int, parts: int, param: str) -> list[int]:
 
 
 def check_shape(actual: tuple[int, ...], expected: tuple[int, ...], param: str, why: str) -> None:
-    if tuple(actual) != tuple(expected):
+    if actual != expected and tuple(actual) != tuple(expected):
         raise ValueError(f"{param}: expected shape {tuple(expected)} ({why}); got {tuple(actual)}")
 
 

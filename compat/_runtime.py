@@ -12,12 +12,14 @@ from compat._checks import check_int, describe
 from compat.adapter import Adapter
 from compat.dispatch import framework_of
 from compat.errors import NotInitializedError, UnsupportedError
-from compat.types import Group, ReduceOp
+from compat.types import Group, ReduceOp, parse_op
 
 
 class Runtime:
-    def __init__(self, adapter: Adapter, backend: str) -> None:
+    def __init__(self, adapter: Adapter, backend: str, check: bool = False) -> None:
         self.adapter = adapter
+        #: run the pre-flight check (compat.preflight) before each collective
+        self.check = check
         self.framework = adapter.framework
         self.backend = backend
         self.capability_key = capability_key(adapter.framework, backend)
@@ -28,13 +30,23 @@ class Runtime:
         self._dtype_kinds = {
             name: entry["kind"] for name, entry in tables.lookup("dtypes", "dtypes").items()
         }
-        self._implementations: dict[tuple[str, str], Callable[..., Any]] = {}
+        # Facts checked on every call, kept in the form that is cheapest to test (per-call
+        # overhead matters at small sizes: see compat bench at world size 1).
+        self._dtypes_ok = frozenset(self.capabilities["dtypes"])
+        self._reduce_ops_ok = frozenset(self.capabilities["reduce_ops"])
+        self._tensor_types: set[type] = set()
+        self._reductions: dict[tuple[Any, str], ReduceOp] = {}
+        self._implementations: dict[tuple[str, str], Any] = {}
         self.group_count = 0
 
     # -- argument checks ---------------------------------------------------------------------
     def check_tensor(self, obj: object, param: str) -> None:
+        if type(obj) in self._tensor_types:
+            return
         framework = framework_of(obj)
-        if framework != self.framework:
+        if framework == self.framework:
+            self._tensor_types.add(type(obj))
+        else:
             raise TypeError(
                 f"{param}: expected a {self.framework} tensor (compat was initialised for "
                 f"{self.framework}); got {describe(obj)}"
@@ -67,16 +79,36 @@ class Runtime:
         return rank
 
     def check_dtype(self, dtype: str, param: str) -> None:
-        supported = self.capabilities["dtypes"]
-        if dtype not in supported:
+        if dtype not in self._dtypes_ok:
+            supported = self.capabilities["dtypes"]
             raise UnsupportedError(
                 f"{param}: dtype {dtype} is not supported by the {self.backend} backend; "
                 f"supported: {', '.join(supported)}"
             )
 
+    def check_reduction(self, op: object, dtype: str, param: str) -> ReduceOp:
+        """``op`` as a ReduceOp that the backend applies to ``dtype`` (a tensor's dtype, checked
+        too, as the dtype of ``param``), or the error naming what is supported.
+
+        A combination that passed is remembered: the next call with it is one look-up.
+        """
+        try:
+            return self._reductions[op, dtype]
+        except (KeyError, TypeError):  # not seen yet, or an op that cannot be a key
+            pass
+        reduce_op = parse_op(op)
+        self.check_dtype(dtype, param)
+        self.check_reduce_op(reduce_op, dtype)
+        if len(self._reductions) < 256:
+            try:
+                self._reductions[op, dtype] = reduce_op
+            except TypeError:
+                pass
+        return reduce_op
+
     def check_reduce_op(self, op: ReduceOp, dtype: str, param: str = "op") -> None:
-        supported = self.capabilities["reduce_ops"]
-        if op.value not in supported:
+        if op.value not in self._reduce_ops_ok:
+            supported = self.capabilities["reduce_ops"]
             raise UnsupportedError(
                 f"{param}: {op.name} is not supported by the {self.backend} backend; "
                 f"supported: {', '.join(supported)}"
@@ -88,32 +120,73 @@ class Runtime:
             )
 
     # -- implementations ---------------------------------------------------------------------
-    def implementation(self, collective: str, like: Any) -> Callable[..., Any]:
+    def implementation(
+        self, collective: str, like: Any, nbytes: int | None = None
+    ) -> Callable[..., Any]:
         """The callable that runs ``collective`` on tensors of ``like``'s dtype: the adapter's
-        native method, or the emulation the capability table names, bound to the adapter."""
+        native method, or the emulation the capability table names, bound to the adapter.
+
+        Where the table's entry has a ``choose`` list, the choice also depends on the size of
+        the input in bytes: ``nbytes``, or ``like``'s size when not given.
+        """
         key = (collective, self.adapter.dtype(like))
         found = self._implementations.get(key)
         if found is None:
-            found = self._resolve_implementation(*key)
-            self._implementations[key] = found
-        return found
+            found = self._implementations[key] = self._resolve(*key)
+        base, by_size = found
+        if by_size:
+            size = self.adapter.nbytes(like) if nbytes is None else nbytes
+            for min_bytes, _, chosen in by_size:
+                if size >= min_bytes:
+                    return chosen
+        return base[1]
 
-    def _resolve_implementation(self, collective: str, dtype: str) -> Callable[..., Any]:
+    def algorithm(self, collective: str, dtype: str, nbytes: int) -> str:
+        """The name of what runs ``collective`` for ``dtype`` and an input of ``nbytes`` bytes:
+        ``"native"`` or a compat.algorithms function (``compat bench`` prints it)."""
+        key = (collective, dtype)
+        found = self._implementations.get(key)
+        if found is None:
+            found = self._implementations[key] = self._resolve(*key)
+        base, by_size = found
+        for min_bytes, name, _ in by_size:
+            if nbytes >= min_bytes:
+                return name
+        return base[0]
+
+    def _resolve(self, collective: str, dtype: str) -> tuple[Choice, list[SizedChoice]]:
+        """(name, callable) for every size, and the size-dependent choices, largest first."""
         entry = tables.lookup("capabilities", self.capability_key, "ops", collective)
         impl, algorithm = entry["impl"], entry.get("algorithm")
         if impl == "native" and dtype not in entry.get("native_dtypes", [dtype]):
             impl, algorithm = "emulated", entry["other_dtypes"]
-        if impl == "native":
+        if impl == "unsupported":
+            raise UnsupportedError(
+                f"{collective} is not supported by the {self.backend} backend: "
+                f"{entry.get('reason', '')}"
+            )
+        name = algorithm if impl == "emulated" else "native"
+        base = (name, self._bind(collective, name))
+        by_size = [
+            (choice["min_bytes"], choice["algorithm"], self._bind(collective, choice["algorithm"]))
+            for choice in entry.get("choose", [])
+            if dtype in choice.get("dtypes", [dtype])
+        ]
+        by_size.sort(key=lambda choice: -choice[0])
+        return base, by_size
+
+    def _bind(self, collective: str, algorithm: str) -> Callable[..., Any]:
+        if algorithm == "native":
             method: Callable[..., Any] = getattr(self.adapter, collective)
             return method
-        if impl == "emulated":
-            from compat import algorithms
+        from compat import algorithms
 
-            return partial(getattr(algorithms, algorithm), self.adapter)
-        raise UnsupportedError(
-            f"{collective} is not supported by the {self.backend} backend: "
-            f"{entry.get('reason', '')}"
-        )
+        return partial(getattr(algorithms, algorithm), self.adapter)
+
+
+#: (name, callable); a size-dependent choice is (min_bytes, name, callable).
+Choice = tuple[str, Callable[..., Any]]
+SizedChoice = tuple[int, str, Callable[..., Any]]
 
 
 def backends(framework: str) -> dict[str, str]:

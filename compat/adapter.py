@@ -10,6 +10,7 @@ output tensors have the right shape and dtype. A method returns a :class:`Pendin
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -20,6 +21,60 @@ from compat.types import PendingHandle, ReduceOp
 Tensor = Any
 GroupHandle = Any
 Pending = PendingHandle | None
+
+#: The adapter methods that communicate (the ones whose failures adapters translate).
+COLLECTIVES = (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+    "reduce_scatter_tensor", "broadcast", "scatter", "gather", "reduce", "all_to_all_single",
+    "send", "recv", "barrier",
+)  # fmt: skip
+
+
+#: translate(error, seconds since the collective started) -> the exception to raise
+Translate = Callable[[Exception, float], Exception]
+
+
+class TranslatedHandle:
+    """A native pending handle whose ``wait`` raises compat's errors instead of the native ones."""
+
+    def __init__(self, handle: PendingHandle, translate: Translate, started: float) -> None:
+        self._handle = handle
+        self._translate = translate
+        self._started = started
+
+    def wait(self, timeout: Any = None) -> Any:
+        try:
+            return self._handle.wait() if timeout is None else self._handle.wait(timeout)
+        except RuntimeError as error:
+            raise self._translate(error, time.monotonic() - self._started) from error
+
+    def is_completed(self) -> bool:
+        return self._handle.is_completed()
+
+
+def translating_errors(cls: type, translate_for: Callable[[str], Translate]) -> type:
+    """Wrap ``cls``'s COLLECTIVES so native errors (and those of their handles) are translated by
+    ``translate_for(collective)``: the adapters' way of raising compat.CollectiveTimeout."""
+
+    def wrap(name: str) -> Callable[..., Any]:
+        method = getattr(cls, name)
+        translate = translate_for(name)
+
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            started = time.monotonic()
+            try:
+                result = method(self, *args, **kwargs)
+            except RuntimeError as error:
+                raise translate(error, time.monotonic() - started) from error
+            return None if result is None else TranslatedHandle(result, translate, started)
+
+        wrapper.__name__ = wrapper.__qualname__ = name
+        wrapper.__doc__ = method.__doc__
+        return wrapper
+
+    for name in COLLECTIVES:
+        setattr(cls, name, wrap(name))
+    return cls
 
 
 class Adapter(ABC):
@@ -106,6 +161,29 @@ class Adapter(ABC):
     @abstractmethod
     def shares_memory(self, pieces: Sequence[Tensor], whole: Tensor) -> bool:
         """True if ``pieces`` are consecutive dim-0 views that exactly tile ``whole``."""
+
+    # Performance hooks (compat.algorithms): the defaults are correct everywhere; an adapter
+    # overrides them where its framework can do better.
+    def joined(self, pieces: Sequence[Tensor]) -> Tensor | None:
+        """The tensor that ``pieces`` (consecutive contiguous dim-0 views of one buffer) tile,
+        as a view without a copy; None when they do not tile one (then callers concatenate)."""
+        return None
+
+    def reduce_into(self, out: Tensor, tensors: Sequence[Tensor], op: ReduceOp) -> None:
+        """Write the element-wise reduction of ``tensors`` into ``out`` (which may be a view)."""
+        self.copy_(out, self.reduce_local(tensors, op))
+
+    def nbytes(self, tensor: Tensor) -> int:
+        """The size of ``tensor``'s data in bytes."""
+        size: int = tensor.nbytes
+        return size
+
+    @abstractmethod
+    def bytes_tensor(self, data: bytes) -> Tensor:
+        """A 1-d uint8 tensor holding ``data`` (the pre-flight check's descriptors)."""
+
+    @abstractmethod
+    def to_bytes(self, tensor: Tensor) -> bytes: ...
 
     @abstractmethod
     def differentiable(

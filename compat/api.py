@@ -8,6 +8,7 @@ group, issues the work through the adapter (or the emulation the capability tabl
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Sequence
 from datetime import timedelta
@@ -27,7 +28,9 @@ from compat._checks import (
 from compat._runtime import Runtime
 from compat.adapter import Pending, Tensor
 from compat.dispatch import frameworks, installed, is_available, load_adapter
-from compat.types import Group, ReduceOp, Work, parse_op
+from compat.preflight import Call
+from compat.preflight import check as preflight
+from compat.types import Group, ReduceOp, Work
 
 # -- lifecycle --------------------------------------------------------------------------------
 
@@ -65,6 +68,7 @@ def init(
     backend: str | None = None,
     *,
     timeout: float | timedelta | None = None,
+    check: bool | None = None,
 ) -> None:
     """Join the job and set up communication.
 
@@ -78,7 +82,12 @@ def init(
         torch: ``"gloo"`` or ``"nccl"`` (default nccl if CUDA is available, else gloo).
         MindSpore: ``"hccl"``, ``"nccl"`` or ``"mccl"`` (default by device).
     timeout
-        Seconds (or a ``timedelta``) that bound the set-up and every collective.
+        Seconds (or a ``timedelta``) that bound the set-up and every collective (torch); a
+        collective that cannot complete raises :class:`compat.CollectiveTimeout`.
+    check
+        Run the pre-flight check before each collective (default: ``COMPAT_CHECK=1``): the
+        ranks compare their calls and raise :class:`compat.CollectiveMismatchError` on every
+        rank, naming the ranks and the difference, instead of hanging or corrupting data.
 
     Without a launcher's environment a torch process forms a world of one.
     """
@@ -101,7 +110,12 @@ def init(
             )
     adapter = load_adapter(chosen)
     chosen_backend = adapter.init(backend, timeout)
-    _runtime.set_current(Runtime(adapter, chosen_backend))
+    if check is None:
+        check = os.environ.get("COMPAT_CHECK", "") not in ("", "0")
+    _runtime.set_current(Runtime(adapter, chosen_backend, check_bool(check, "check")))
+    # A torch process that exits with its process group alive aborts ("terminate called without
+    # an active exception", measured): leave the job at exit if the script did not.
+    atexit.register(destroy)
 
 
 def is_initialized() -> bool:
@@ -115,6 +129,9 @@ def destroy() -> None:
     if runtime is not None:
         _runtime.set_current(None)
         runtime.adapter.destroy()
+        from compat.algorithms import clear_scratch
+
+        clear_scratch()  # the reduce_scatter algorithms' reused buffers
 
 
 def get_framework() -> str:
@@ -183,10 +200,7 @@ def _done(pending: Pending, async_op: bool) -> Work | None:
 
 
 def _check_reduction(runtime: Runtime, op: object, dtype: str, param: str) -> ReduceOp:
-    reduce_op = parse_op(op)
-    runtime.check_dtype(dtype, param)
-    runtime.check_reduce_op(reduce_op, dtype)
-    return reduce_op
+    return runtime.check_reduction(op, dtype, param)
 
 
 def _check_like(
@@ -200,8 +214,10 @@ def _check_like(
     """``tensor`` is a tensor with ``like``'s dtype and, unless ``shape`` is None, that shape."""
     runtime.check_tensor(tensor, param)
     adapter = runtime.adapter
-    check_dtype(adapter.dtype(tensor), adapter.dtype(like), param, f"the dtype of {like_param}")
-    if shape is not None:
+    # The error's words are built only when it is raised (this runs once per list item).
+    if adapter.dtype(tensor) != adapter.dtype(like):
+        check_dtype(adapter.dtype(tensor), adapter.dtype(like), param, f"the dtype of {like_param}")
+    if shape is not None and adapter.shape(tensor) != shape:
         check_shape(adapter.shape(tensor), shape, param, f"must match {like_param}")
 
 
@@ -233,7 +249,8 @@ def _check_out(
         return runtime.adapter.empty(shape, like)
     runtime.check_tensor(out, "out")
     adapter = runtime.adapter
-    check_dtype(adapter.dtype(out), adapter.dtype(like), "out", f"the dtype of {like_param}")
+    if adapter.dtype(out) != adapter.dtype(like):
+        check_dtype(adapter.dtype(out), adapter.dtype(like), "out", f"the dtype of {like_param}")
     check_shape(adapter.shape(out), shape, "out", "this rank's part of the result")
     return out
 
@@ -319,9 +336,31 @@ def reduce_scatter(
     )
     reduce_op = _check_reduction(runtime, op, runtime.adapter.dtype(output), "output")
     async_op = check_bool(async_op, "async_op")
-    pending = runtime.implementation("reduce_scatter", output)(
-        output, inputs, reduce_op, grp.handle, async_op
-    )
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call(
+                "reduce_scatter",
+                runtime.adapter.dtype(output),
+                runtime.adapter.shape(output),
+                reduce_op.value,
+                sizes=[runtime.adapter.shape(item)[0] for item in inputs],
+            ),
+        )
+    adapter = runtime.adapter
+    whole = adapter.joined(inputs)
+    rows = adapter.shape(output)[0] if whole is not None else -1
+    if whole is not None and all(adapter.shape(item)[0] == rows for item in inputs):
+        # Equal parts of one buffer (x.chunk(n)): the tensor form, without concatenating.
+        pending = runtime.implementation("reduce_scatter_tensor", whole)(
+            output, whole, reduce_op, grp.handle, async_op
+        )
+    else:
+        nbytes = sum(adapter.nbytes(item) for item in inputs)
+        pending = runtime.implementation("reduce_scatter", output, nbytes)(
+            output, inputs, reduce_op, grp.handle, async_op
+        )
     return _done(pending, async_op)
 
 
@@ -381,6 +420,18 @@ def reduce_scatter_tensor(
     async_op = check_bool(async_op, "async_op")
     me = grp.group_rank(runtime.rank)
     result = _check_out(runtime, out, (sizes[me], *shape[1:]), tensor, "tensor")
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call(
+                "reduce_scatter_tensor",
+                runtime.adapter.dtype(tensor),
+                shape,
+                reduce_op.value,
+                sizes=sizes,
+            ),
+        )
     if len(set(sizes)) == 1:
         pending = runtime.implementation("reduce_scatter_tensor", tensor)(
             result, tensor, reduce_op, grp.handle, async_op
@@ -418,6 +469,17 @@ def all_reduce(
     grp = runtime.resolve_group(group)
     reduce_op = _check_reduction(runtime, op, runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call(
+                "all_reduce",
+                runtime.adapter.dtype(tensor),
+                runtime.adapter.shape(tensor),
+                reduce_op.value,
+            ),
+        )
     pending = runtime.implementation("all_reduce", tensor)(tensor, reduce_op, grp.handle, async_op)
     return _done(pending, async_op)
 
@@ -458,6 +520,17 @@ def all_gather(
     )
     runtime.check_dtype(runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call(
+                "all_gather",
+                runtime.adapter.dtype(tensor),
+                shape,
+                sizes=[runtime.adapter.shape(item)[0] for item in outputs],
+            ),
+        )
     even = all(runtime.adapter.shape(item) == shape for item in outputs)
     collective = "all_gather" if even else "all_gather_uneven"
     pending = runtime.implementation(collective, tensor)(outputs, tensor, grp.handle, async_op)
@@ -508,6 +581,12 @@ def all_gather_into_tensor(
     runtime.check_dtype(runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
     result = _check_out(runtime, out, (sum(sizes), *shape[1:]), tensor, "tensor")
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call("all_gather_into_tensor", runtime.adapter.dtype(tensor), shape, sizes=sizes),
+        )
     if len(set(sizes)) == 1:
         pending = runtime.implementation("all_gather_into_tensor", tensor)(
             result, tensor, grp.handle, async_op
@@ -530,6 +609,14 @@ def broadcast(
     root = runtime.check_peer(src, "src", grp)
     runtime.check_dtype(runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call(
+                "broadcast", runtime.adapter.dtype(tensor), runtime.adapter.shape(tensor), root=root
+            ),
+        )
     pending = runtime.implementation("broadcast", tensor)(tensor, root, grp.handle, async_op)
     return _done(pending, async_op)
 
@@ -563,6 +650,14 @@ def scatter(
     parts = _check_root_list(runtime, scatter_list, "scatter_list", root, "src", grp, tensor)
     runtime.check_dtype(runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call(
+                "scatter", runtime.adapter.dtype(tensor), runtime.adapter.shape(tensor), root=root
+            ),
+        )
     pending = runtime.implementation("scatter", tensor)(tensor, parts, root, grp.handle, async_op)
     return _done(pending, async_op)
 
@@ -596,6 +691,12 @@ def scatter_tensor(
     runtime.check_dtype(runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
     result = _check_out(runtime, out, (sizes[0], *shape[1:]), tensor, "tensor")
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call("scatter_tensor", runtime.adapter.dtype(tensor), shape, root=root),
+        )
     parts = runtime.adapter.split(tensor, sizes) if runtime.rank == root else None
     pending = runtime.implementation("scatter", result)(result, parts, root, grp.handle, async_op)
     work = _done(pending, async_op)
@@ -620,6 +721,12 @@ def gather(
     parts = _check_root_list(runtime, gather_list, "gather_list", root, "dst", grp, tensor)
     runtime.check_dtype(runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call("gather", runtime.adapter.dtype(tensor), runtime.adapter.shape(tensor), root=root),
+        )
     pending = runtime.implementation("gather", tensor)(tensor, parts, root, grp.handle, async_op)
     return _done(pending, async_op)
 
@@ -639,6 +746,18 @@ def reduce(
     root = runtime.check_peer(dst, "dst", grp)
     reduce_op = _check_reduction(runtime, op, runtime.adapter.dtype(tensor), "tensor")
     async_op = check_bool(async_op, "async_op")
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call(
+                "reduce",
+                runtime.adapter.dtype(tensor),
+                runtime.adapter.shape(tensor),
+                reduce_op.value,
+                root=root,
+            ),
+        )
     pending = runtime.implementation("reduce", tensor)(
         tensor, root, reduce_op, grp.handle, async_op
     )
@@ -689,6 +808,18 @@ def all_to_all_single(
         )
     runtime.check_dtype(adapter.dtype(input), "input")
     async_op = check_bool(async_op, "async_op")
+    if runtime.check:
+        preflight(
+            runtime.adapter,
+            grp,
+            Call(
+                "all_to_all_single",
+                adapter.dtype(input),
+                in_shape,
+                send=in_sizes,
+                receive=out_sizes,
+            ),
+        )
     pending = runtime.implementation("all_to_all_single", input)(
         output, input, out_sizes, in_sizes, grp.handle, async_op
     )
@@ -727,4 +858,6 @@ def barrier(group: Group | None = None) -> None:
     """Block until every rank of the group has reached the barrier."""
     runtime = _runtime.current()
     grp = runtime.resolve_group(group)
+    if runtime.check:
+        preflight(runtime.adapter, grp, Call("barrier"))
     runtime.adapter.barrier(grp.handle, False)

@@ -1,4 +1,4 @@
-"""The ``compat`` command line: ``compat launch``, ``diff``, ``docs`` and ``info``."""
+"""The ``compat`` command line: ``launch``, ``bench``, ``diff``, ``docs``, ``info`` and ``port``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from compat import tables
 from compat.dispatch import frameworks, installed
@@ -31,6 +32,51 @@ def _launch(args: argparse.Namespace) -> int:
         flush=True,
     )
     return launch(args.nprocs, args.command, framework, timeout=args.timeout)
+
+
+class _RankZeroSink:
+    """The launcher's sink for ``compat bench``: rank 0's lines without their ``[rank 0]``
+    prefix (they are the table); every other line as it comes."""
+
+    prefix = "[rank 0] "
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        self._out.write(text.removeprefix(self.prefix))
+        return len(text)
+
+    def flush(self) -> None:
+        self._out.flush()
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from compat import bench
+    from compat.launch import launch
+
+    framework = args.framework or _default_framework()
+    bench.parse_sizes(args.sizes or bench.DEFAULT_SIZES[framework], args.factor)  # fail early
+    forwarded: list[str] = []
+    for action in bench.build_parser()._actions:
+        value = getattr(args, action.dest, None)
+        if value is not None and action.option_strings:
+            forwarded += [action.option_strings[0], str(value)]
+    print(
+        f"compat bench: {args.nprocs} ranks on {framework} (compat launch -n {args.nprocs} "
+        f"--framework {framework} -m compat.bench {' '.join(forwarded)})",
+        flush=True,
+    )
+    # MindSpore's INFO/WARNING logging would bury the table; an explicit GLOG_v still wins.
+    env = {"GLOG_v": os.environ.get("GLOG_v", "3")}
+    return launch(
+        args.nprocs,
+        ["-m", "compat.bench", *forwarded],
+        framework,
+        timeout=args.timeout,
+        env=env,
+        sink=_RankZeroSink(sys.stdout),  # type: ignore[arg-type]
+    )
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -82,6 +128,12 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port(args: argparse.Namespace) -> int:
+    from compat import port
+
+    return port.run(args.paths, write=args.write, diff=args.diff)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compat", description="One API for collective communication on PyTorch and MindSpore."
@@ -112,6 +164,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.set_defaults(run=_launch)
 
+    from compat import bench as bench_module
+
+    bench = commands.add_parser(
+        "bench",
+        parents=[bench_module.build_parser()],
+        help="time compat's collectives against the native ones (like nccl-tests)",
+        description="Start N ranks (through compat launch) that time compat's collectives and "
+        "the framework's own, alternating, per op and size: time per call, algbw and busbw "
+        "(nccl-tests' formulas), the algorithm compat chose, and the ratio compat/native. Rank 0 "
+        "prints a row per size as it completes. Where the backend has no native call (MCCL's "
+        "reduce_scatter), native is the best-known plain approach, named in the header.",
+    )
+    bench.add_argument("-n", "--nprocs", type=int, default=2, help="number of ranks (2)")
+    bench.add_argument(
+        "--framework", choices=frameworks(), help="default: COMPAT_FRAMEWORK, else torch"
+    )
+    bench.add_argument(
+        "--timeout", type=float, default=None, help="stop the job after this many seconds"
+    )
+    bench.set_defaults(run=_bench)
+
     diff = commands.add_parser(
         "diff",
         help="print one API family's torch/MindSpore differences",
@@ -130,6 +203,20 @@ def build_parser() -> argparse.ArgumentParser:
     docs.add_argument("--out", default="docs/api_diff", help="output folder (docs/api_diff)")
     docs.add_argument("--check", action="store_true", help="only compare; exit 1 when stale")
     docs.set_defaults(run=_docs)
+
+    port = commands.add_parser(
+        "port",
+        help="find torch.distributed calls and rewrite them to compat",
+        description="Report every torch.distributed and torch.cuda.comm call in the Python files "
+        "(folders: their *.py files) with its compat and MindSpore counterparts and the parameter "
+        "differences from the mapping tables; --write rewrites the calls compat can take to "
+        "compat calls (formatting and comments kept), --diff prints the rewrite as a unified diff "
+        "instead. Needs libcst (pip install 'collective-compat[port]').",
+    )
+    port.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders")
+    port.add_argument("--write", action="store_true", help="rewrite the files in place")
+    port.add_argument("--diff", action="store_true", help="print a unified diff; write nothing")
+    port.set_defaults(run=_port)
 
     info = commands.add_parser(
         "info",

@@ -196,6 +196,25 @@ def _capability_cell(cap: Table | None) -> str:
         text += f"; other dtypes: {cap['other_dtypes']}"
     if cap["async"] == "completed":
         text += "; async: completed"
+    for choice in cap.get("choose", []):
+        text += f"; {_choice_text(choice)}"
+    return text
+
+
+def _byte_size(size: int) -> str:
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def _choice_text(choice: Table) -> str:
+    """A size-dependent choice: "from 1 MB: pairwise_reduce_scatter (float32, ...)"."""
+    text = f"from {_byte_size(choice['min_bytes'])}: {choice['algorithm']}"
+    if "dtypes" in choice:
+        text += f" ({', '.join(choice['dtypes'])})"
+    if choice.get("async") == "completed":
+        text += ", async: completed"
     return text
 
 
@@ -212,7 +231,8 @@ def capabilities_page() -> str:
         "",
         "Per backend and collective: `native` (the framework's call), `emulated (algorithm)` "
         "(compat.algorithms runs it) or `unsupported`. `async: completed` means `async_op=True` "
-        "returns an already completed Work.",
+        "returns an already completed Work. `from N: algorithm` is a choice by the input's size "
+        "(measured with `compat bench`): from that size up, that algorithm runs instead.",
         "",
         "| collective | " + " | ".join(header) + " |",
         "|---" * (len(backends) + 1) + "|",
@@ -228,6 +248,10 @@ def capabilities_page() -> str:
         for op, cap in entry["ops"].items():
             if "reason" in cap:
                 lines.append(f"- {op}: {_capability_cell(cap)}. {cap['reason']} ({cap['source']})")
+            elif "choose" in cap:
+                lines.append(f"- {op}: {_capability_cell(cap)} ({cap['source']})")
+            for choice in cap.get("choose", []):
+                lines.append(f"  - {_choice_text(choice)}: {choice['reason']}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

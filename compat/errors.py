@@ -16,3 +16,16 @@ class NotInitializedError(RuntimeError):
 
 class TableError(ValueError):
     """A mapping table is malformed; the message names the file and the key."""
+
+
+class CollectiveMismatchError(RuntimeError):
+    """Ranks called a collective with arguments that do not agree (different collectives, shapes,
+    dtypes, ops, roots or split sizes). Raised by the pre-flight check on every rank of the
+    group, before the real collective runs; the message names the ranks and what differs."""
+
+
+class CollectiveTimeout(TimeoutError):
+    """A collective did not complete within the bound (a rank did not join it, or died).
+
+    The backend's communicator is no longer usable afterwards (Gloo closes its connections):
+    end the job."""

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 TIMEOUT_EXIT_CODE = 124
+# After a rank fails, how long the others may take to fail too before they are stopped.
+FAILURE_GRACE_SECONDS = 3.0
 
 # The MindSpore scheduler: a process of its own that only hosts the cluster's rendezvous.
 _MINDSPORE_SCHEDULER = (
@@ -78,11 +80,17 @@ class _Process:
     popen: subprocess.Popen[str]
     is_rank: bool
     pump: threading.Thread = field(init=False)
+    # When it last wrote (its traceback, if it failed), or when its output closed if it never
+    # wrote: tells which rank failed first when several have failed by the time the launcher
+    # looks. Exit times do not: a failing rank's teardown (e.g. destroying its process group)
+    # can make the others fail and exit before it does.
+    last_words: float = float("inf")
 
 
 def _pump(process: _Process, sink: TextIO, lock: threading.Lock, quiet: bool) -> None:
     assert process.popen.stdout is not None
     for line in process.popen.stdout:
+        process.last_words = time.monotonic()
         if quiet:
             continue
         with lock:
@@ -92,6 +100,8 @@ def _pump(process: _Process, sink: TextIO, lock: threading.Lock, quiet: bool) ->
                 else f"[{process.label}] {line}\n"
             )
             sink.flush()
+    if process.last_words == float("inf"):
+        process.last_words = time.monotonic()
 
 
 def _stop(processes: Sequence[_Process], grace: float = 3.0) -> None:
@@ -184,13 +194,24 @@ def launch(
         while True:
             failed = [p for p in ranks if p.popen.poll() not in (None, 0)]
             if failed:
-                first = failed[0]
-                code = first.popen.returncode if first.popen.returncode > 0 else 1
+                # The rank that failed first may still be tearing down while the ones its
+                # failure broke have exited: let them all finish failing, briefly.
+                settle = time.monotonic() + FAILURE_GRACE_SECONDS
+                while time.monotonic() < settle and any(p.popen.poll() is None for p in ranks):
+                    time.sleep(0.05)
+                failed = [p for p in ranks if p.popen.poll() not in (None, 0)]
+                for process in failed:
+                    process.pump.join(1)  # its output is complete
+                first = min(failed, key=lambda p: p.last_words)
+                returned = first.popen.returncode
+                code = returned if returned > 0 else 128 - returned
+                how = (
+                    f"exited with code {returned}"
+                    if returned > 0
+                    else f"was killed by signal {signal.Signals(-returned).name}"
+                )
                 with lock:
-                    out.write(
-                        f"compat launch: {first.label} exited with code {first.popen.returncode}; "
-                        "stopping the other ranks\n"
-                    )
+                    out.write(f"compat launch: {first.label} {how}; stopping the other ranks\n")
                 break
             if all(p.popen.poll() == 0 for p in ranks):
                 break

@@ -113,6 +113,14 @@ FRAMEWORKS = MapOf(
     )
 )
 
+# A size-dependent choice: from ``min_bytes`` of input up, ``algorithm`` ("native" or a
+# compat.algorithms function) runs instead of the entry's own implementation (the choice with the
+# largest min_bytes not above the input's size wins; ``dtypes`` limits a choice to those dtypes).
+CHOICE = Record(
+    required={"algorithm": TEXT, "min_bytes": Scalar(int), "reason": TEXT},
+    optional={"dtypes": ListOf(TEXT), "async": Scalar(str, ("native", "completed"))},
+)
+
 CAPABILITY = Record(
     required={
         "impl": Scalar(str, ("native", "emulated", "unsupported")),
@@ -124,6 +132,7 @@ CAPABILITY = Record(
         "reason": TEXT,
         "native_dtypes": ListOf(TEXT),
         "other_dtypes": TEXT,
+        "choose": ArrayOf(CHOICE),
     },
 )
 
@@ -319,6 +328,22 @@ def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
                 raise where.fail(key, "native_dtypes and other_dtypes go together")
             if "native_dtypes" in cap:
                 _check_subset(where, f"{key}.native_dtypes", cap["native_dtypes"], dtypes, "dtypes")
+            _check_choices(where, key, cap.get("choose", []), dtypes)
+
+
+def _check_choices(
+    where: _Where, key: str, choices: list[dict[str, Any]], dtypes: set[str]
+) -> None:
+    """Size-dependent choices: sizes >= 0, listed in increasing order (how they read best)."""
+    previous = -1
+    for index, choice in enumerate(choices):
+        choice_key = f"{key}.choose[{index}]"
+        if choice["min_bytes"] < 0:
+            raise where.fail(f"{choice_key}.min_bytes", f"expected >= 0, got {choice['min_bytes']}")
+        if choice["min_bytes"] < previous:
+            raise where.fail(f"{choice_key}.min_bytes", "expected choices in increasing min_bytes")
+        previous = choice["min_bytes"]
+        _check_subset(where, f"{choice_key}.dtypes", choice.get("dtypes", []), dtypes, "dtypes")
 
 
 def _check_family(where: _Where, table: dict[str, Any]) -> None:

@@ -22,7 +22,9 @@ def _run(code: str, namespace: dict[str, Any], label: str) -> str:
     # Progress on stdout, so that a hung snippet is named in the job's output.
     print(f"snippet {label}", flush=True)
     try:
-        exec(code, dict(namespace))
+        # With a __name__ the snippet's functions get a __module__, as in a user's script:
+        # mindspore.grad fails ("Unable to cast ... NoneType ... std::string") without one.
+        exec(code, {"__name__": "__snippet__", **namespace})
     except Exception as exc:  # the outcome is data for the test, which checks it
         return f"error: {type(exc).__name__}: {exc}".splitlines()[0]
     return "ok"

@@ -49,10 +49,20 @@ class JobResult:
         )
 
 
-def run_job(framework: str, world: int, module: str, cases: list[str], timeout: float) -> JobResult:
+def run_job(
+    framework: str,
+    world: int,
+    module: str,
+    cases: list[str],
+    timeout: float,
+    env: dict[str, str] | None = None,
+) -> JobResult:
     with tempfile.TemporaryDirectory(prefix="compat-job-") as results_dir:
         sink = io.StringIO()
-        env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env = {
+            **(env or {}),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
         code = launch(
             world,
             ["-m", "tests.ranks.runner", results_dir, module, *cases],

@@ -104,7 +104,9 @@ def _expect(outcome: str, error: str | None, where: str) -> None:
 
 def _run(code: str, namespace: dict[str, Any]) -> str:
     try:
-        exec(code, dict(namespace))
+        # A __name__ makes the snippet's functions module functions (__module__ set), as in a
+        # user's script; mindspore.grad fails on a function whose __module__ is None.
+        exec(code, {"__name__": "__snippet__", **namespace})
     except Exception as exc:
         return f"error: {type(exc).__name__}: {exc}"
     return "ok"

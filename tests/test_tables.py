@@ -94,6 +94,23 @@ def test_load_errors_are_table_errors() -> None:
         schema.validate("nope", {})
 
 
+#: compat's public submodules; their functions are recorded as "<submodule>.<name>".
+SUBMODULES = ("comm", "autograd")
+
+
+def _public_functions(module: Any) -> set[str]:
+    """``module.__all__``, else the public functions the module defines itself."""
+    if hasattr(module, "__all__"):
+        return set(module.__all__)
+    return {
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_")
+        and inspect.isfunction(obj)
+        and obj.__module__ == module.__name__
+    }
+
+
 def test_every_public_compat_name_has_a_table() -> None:
     recorded = {name for _, name, _ in COMPAT}
     public = {
@@ -103,8 +120,13 @@ def test_every_public_compat_name_has_a_table() -> None:
             inspect.isclass(getattr(compat, name)) and issubclass(getattr(compat, name), Exception)
         )
     }
+    for submodule in SUBMODULES:
+        functions = _public_functions(importlib.import_module(f"compat.{submodule}"))
+        assert functions, f"compat.{submodule} has no public functions"
+        public |= {f"{submodule}.{name}" for name in functions}
     assert public - recorded == set()
     assert {"comm.scatter", "comm.gather", "comm.broadcast"} <= recorded
+    assert {"autograd.all_gather", "autograd.reduce_scatter", "autograd.all_reduce"} <= recorded
 
 
 def _resolve(path: str) -> Any:
@@ -120,6 +142,14 @@ def _resolve(path: str) -> Any:
             obj = getattr(obj, attr)
         return obj
     raise ModuleNotFoundError(path)
+
+
+# torch.distributed.nn.functional binds `group=group.WORLD` as a default when it is first
+# imported: None before any process group exists, the live WORLD group after one was made (as
+# other tests do, in this same process). Import it now, at collection, so the recorded
+# signature is the one every user importing it at the top of a script sees.
+if importlib.util.find_spec("torch") is not None:
+    import torch.distributed.nn.functional  # noqa: F401
 
 
 def _framework_or_skip(framework: str) -> None:
@@ -147,9 +177,18 @@ def test_recorded_api_matches_installed_framework(
     for name, param in params.items():
         default = None if param.default is inspect.Parameter.empty else repr(param.default)
         assert api["params"][name].get("default") == default, f"{where}.params.{name}.default"
-    # torch marks deprecations on the function (typing_extensions.deprecated); so does the table.
+    # torch marks deprecations on the function (typing_extensions.deprecated), or warns from its
+    # body (torch.distributed.nn.functional's _deprecated helper); so does the table.
     if api["framework"] == "torch":
-        assert ("deprecated" in api) == hasattr(obj, "__deprecated__"), f"{where}.deprecated"
+        assert ("deprecated" in api) == _torch_deprecated(obj), f"{where}.deprecated"
+
+
+def _torch_deprecated(obj: Any) -> bool:
+    """Whether torch marks ``obj`` deprecated or it calls torch's ``_deprecated`` warning."""
+    if hasattr(obj, "__deprecated__"):
+        return True
+    code = getattr(obj, "__code__", None)
+    return code is not None and "_deprecated" in code.co_names
 
 
 def _plain_signature(obj: Any) -> str:

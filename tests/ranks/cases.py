@@ -584,4 +584,5 @@ register("op_spellings", case_op_spellings)
 register("queries", case_queries)
 register("barrier", case_barrier)
 
+import tests.ranks.algorithm_cases  # noqa: E402,F401  (register cases)
 from tests.ranks import autograd_cases, bad_input_cases  # noqa: E402,F401  (register cases)

@@ -1,0 +1,455 @@
+"""``compat bench``: time compat's collectives against the framework's own, like nccl-tests.
+
+The CLI starts N ranks of this module through :func:`compat.launch.launch`; each rank runs
+:func:`main`. Per op and size, compat's call and the native one alternate call by call for several
+rounds (each goes first equally often; each round starts after a barrier), each call timed on
+its own; the time of a size is the median of rank 0's calls. Rank 0 prints a row as each size
+completes and, with ``--csv``, writes the table.
+
+Bandwidths follow nccl-tests (``doc/PERFORMANCE.md``): ``algbw = size / time`` where size is the
+whole buffer (reduce_scatter: the input, all_gather: the output, all_reduce: the tensor), and
+``busbw = algbw * factor``: ``2(n-1)/n`` for all_reduce, ``(n-1)/n`` for reduce_scatter and
+all_gather.
+
+"native" is the framework's own call. Where the backend has none (MindSpore on MCCL:
+reduce_scatter and all_gather_into_tensor), it is the best-known plain approach, and the header
+says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+OPS = ("reduce_scatter_tensor", "reduce_scatter", "all_reduce", "all_gather_into_tensor")
+
+#: busbw = algbw * factor(n), as nccl-tests computes it.
+BUS_FACTOR: dict[str, Callable[[int], float]] = {
+    "reduce_scatter_tensor": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather_into_tensor": lambda n: (n - 1) / n,
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+}
+
+
+def collective_of(op: str, framework: str) -> str:
+    """The capability-table entry whose algorithm choice the op's row reports: the list form on
+    parts of one buffer (``x.chunk(n)``) runs as the tensor form where the adapter can join them
+    without a copy (torch)."""
+    if op == "reduce_scatter" and framework == "torch":
+        return "reduce_scatter_tensor"
+    return op
+
+
+DEFAULT_SIZES = {"torch": "1K..64M", "mindspore": "1K..16M"}
+
+COLUMNS = (
+    "op",
+    "bytes",
+    "elements",
+    "algorithm",
+    "compat_us",
+    "compat_algbw_GBps",
+    "compat_busbw_GBps",
+    "native_us",
+    "native_algbw_GBps",
+    "native_busbw_GBps",
+    "compat_minus_native_us",
+    "ratio",
+)
+
+_UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 2**30, "GB": 2**30}
+
+
+def parse_size(text: str) -> int:
+    """``"64M"`` -> 67108864 (K, M, G are powers of 1024; a plain number is bytes)."""
+    spelled = text.strip().upper()
+    digits = spelled.rstrip("KMGB")
+    unit = spelled[len(digits) :]
+    if not digits.isdigit() or unit not in _UNITS:
+        raise ValueError(f"--sizes: expected a size such as 1K, 64M or 4096; got {text!r}")
+    return int(digits) * _UNITS[unit]
+
+
+def parse_sizes(text: str, factor: int) -> list[int]:
+    """``"1K..64M"`` -> the sizes from 1K, times ``factor`` each, up to 64M; ``"4K"`` -> [4096]."""
+    low, sep, high = text.partition("..")
+    first = parse_size(low)
+    last = parse_size(high) if sep else first
+    if first < 1 or last < first:
+        raise ValueError(f"--sizes: expected LOW..HIGH with 1 <= LOW <= HIGH; got {text!r}")
+    sizes = [first]
+    while sizes[-1] * factor <= last:
+        sizes.append(sizes[-1] * factor)
+    return sizes
+
+
+def format_size(size: int) -> str:
+    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The rank-side options; ``compat bench`` adds -n and --framework (see compat.cli)."""
+    parser = argparse.ArgumentParser(prog="compat bench", add_help=False)
+    parser.add_argument(
+        "--op", choices=(*OPS, "all"), default="all", help="the op to time (default: all four)"
+    )
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="LOW..HIGH in bytes, K/M/G suffixes (default: 1K..64M on torch, 1K..16M on "
+        "mindspore); size is the whole buffer, as in nccl-tests",
+    )
+    parser.add_argument(
+        "--factor", type=int, choices=(2, 4), default=4, help="step between sizes (4)"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per size; median (5)")
+    parser.add_argument("--budget", type=float, default=0.05, help="seconds per timed loop (0.05)")
+    parser.add_argument("--dtype", default="float32", help="dtype of the tensors (float32)")
+    parser.add_argument("--csv", default=None, help="also write the table to this CSV file")
+    parser.add_argument(
+        "--algorithm",
+        default=None,
+        help="run this compat.algorithms function (or 'native') for the op at every size "
+        "instead of the capability table's choice: how the table's thresholds are measured",
+    )
+    return parser
+
+
+# -- the calls timed ---------------------------------------------------------------------------
+
+
+@dataclass
+class Pair:
+    """One op at one size: compat's call, the native call, and what the native one is."""
+
+    compat: Callable[[], Any]
+    native: Callable[[], Any]
+
+
+def _torch_pair(op: str, rows: int, world: int, rank: int, dtype: str) -> Pair:
+    import torch
+    import torch.distributed as dist
+
+    import compat
+
+    kind = getattr(torch, dtype)
+    rs_single = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
+    ag_single = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+    if op in ("reduce_scatter_tensor", "reduce_scatter"):
+        x = torch.ones(rows * world, dtype=kind)
+        out, native_out = torch.empty(rows, dtype=kind), torch.empty(rows, dtype=kind)
+        if op == "reduce_scatter_tensor":
+            return Pair(
+                lambda: compat.reduce_scatter_tensor(x, out=out),
+                lambda: rs_single(native_out, x),
+            )
+        parts = list(x.chunk(world))
+        return Pair(
+            lambda: compat.reduce_scatter(out, parts),
+            lambda: dist.reduce_scatter(native_out, parts),
+        )
+    if op == "all_reduce":
+        x = torch.zeros(rows * world, dtype=kind)  # zeros: the values stay fixed
+        return Pair(lambda: compat.all_reduce(x), lambda: dist.all_reduce(x))
+    x = torch.ones(rows, dtype=kind)
+    out, native_out = torch.empty(rows * world, dtype=kind), torch.empty(rows * world, dtype=kind)
+    return Pair(lambda: compat.all_gather_into_tensor(x, out=out), lambda: ag_single(native_out, x))
+
+
+def _mindspore_pair(op: str, rows: int, world: int, rank: int, dtype: str) -> Pair:
+    import mindspore as ms
+    import mindspore.mint.distributed as dist
+    from mindspore import mint
+
+    import compat
+    from compat import _runtime
+
+    adapter = _runtime.current().adapter
+    kind = getattr(ms, dtype)
+    if op in ("reduce_scatter_tensor", "reduce_scatter"):
+        x = mint.zeros((rows * world,), dtype=kind)
+        out = mint.empty((rows,), dtype=kind)
+
+        def all_reduce_slice() -> Any:
+            # The plain approach where MCCL has no reduce_scatter: all_reduce the input in place
+            # (no copy: the reference is as cheap as it can be; zeros keep its values fixed) and
+            # keep this rank's slice.
+            dist.all_reduce(x)
+            part = x[rank * rows : (rank + 1) * rows]
+            adapter.synchronize()
+            return part
+
+        if op == "reduce_scatter_tensor":
+            return Pair(lambda: compat.reduce_scatter_tensor(x, out=out), all_reduce_slice)
+        parts = list(mint.split(x, rows))
+        return Pair(lambda: compat.reduce_scatter(out, parts), all_reduce_slice)
+    if op == "all_reduce":
+        x = mint.zeros((rows * world,), dtype=kind)  # zeros: the values stay fixed
+
+        def native_all_reduce() -> None:
+            dist.all_reduce(x)
+            adapter.synchronize()
+
+        return Pair(lambda: compat.all_reduce(x), native_all_reduce)
+    x = mint.ones((rows,), dtype=kind)
+    out = mint.empty((rows * world,), dtype=kind)
+
+    def all_gather_cat() -> Any:
+        # The plain approach where MCCL has no all_gather_into_tensor: a list all_gather + cat.
+        gathered = [mint.empty((rows,), dtype=kind) for _ in range(world)]
+        dist.all_gather(gathered, x)
+        whole = mint.cat(gathered)
+        adapter.synchronize()
+        return whole
+
+    return Pair(lambda: compat.all_gather_into_tensor(x, out=out), all_gather_cat)
+
+
+def native_description(framework: str, backend: str) -> dict[str, str]:
+    """What "native" means for each op in this run (printed in the header)."""
+    if framework == "torch":
+        return {
+            "reduce_scatter_tensor": "torch.distributed.reduce_scatter_tensor "
+            "(its torch 2.13 name reduce_scatter_single)",
+            "reduce_scatter": "torch.distributed.reduce_scatter (list of x.chunk(n))",
+            "all_reduce": "torch.distributed.all_reduce",
+            "all_gather_into_tensor": "torch.distributed.all_gather_into_tensor "
+            "(its torch 2.13 name all_gather_single)",
+        }
+    plain = backend == "mccl"
+    return {
+        "reduce_scatter_tensor": "mindspore.mint.distributed.all_reduce of the input in place + "
+        "slice (MCCL has no reduce_scatter kernel; the best-known plain approach)"
+        if plain
+        else "all_reduce in place + slice",
+        "reduce_scatter": "all_reduce in place + slice (as for reduce_scatter_tensor)",
+        "all_reduce": "mindspore.mint.distributed.all_reduce",
+        "all_gather_into_tensor": "list mindspore.mint.distributed.all_gather + cat (MCCL has "
+        "no all_gather_into_tensor kernel)"
+        if plain
+        else "list all_gather + cat",
+    }
+
+
+# -- timing --------------------------------------------------------------------------------------
+
+
+def _agree(value: float) -> float:
+    """Rank 0's ``value`` on every rank (so every rank runs the same number of calls)."""
+    import compat
+    from compat import _runtime
+
+    adapter = _runtime.current().adapter
+    if compat.get_framework() == "torch":
+        import torch
+
+        tensor = torch.tensor([value], dtype=torch.float32)
+    else:
+        import mindspore as ms
+
+        tensor = ms.Tensor([value], dtype=ms.float32)
+    compat.broadcast(tensor, 0)
+    adapter.synchronize()
+    return float(tensor.reshape(-1)[0].item())
+
+
+def _loop(call: Callable[[], Any], iterations: int) -> float:
+    """Seconds per call of ``iterations`` calls, started together on every rank."""
+    import compat
+
+    compat.barrier()
+    started = time.perf_counter()
+    for _ in range(iterations):
+        call()
+    return (time.perf_counter() - started) / iterations
+
+
+def measure(pair: Pair, rounds: int, budget: float) -> tuple[float, float]:
+    """(compat, native) seconds per call: the medians of calls timed one by one, compat and
+    native alternating call by call (so a change in the machine's load hits both alike) and each
+    going first equally often, over ``rounds`` rounds that each start after a barrier."""
+    import compat
+
+    for call in (pair.compat, pair.native, pair.compat, pair.native):
+        call()  # warm-up: connections, caches, scratch buffers
+    estimate = _agree(max(_loop(pair.compat, 1), _loop(pair.native, 1)))
+    iterations = max(1, min(200, int(budget / max(estimate, 1e-7))))
+    times: dict[str, list[float]] = {"compat": [], "native": []}
+    clock = time.perf_counter
+    forward = [(times["compat"], pair.compat), (times["native"], pair.native)]
+    backward = forward[::-1]
+    for index in range(rounds):
+        compat.barrier()
+        for step in range(2 * iterations):  # ABBA...: each goes first equally often
+            for sink, call in forward if (index + step) % 2 == 0 else backward:
+                started = clock()
+                call()
+                sink.append(clock() - started)
+    return statistics.median(times["compat"]), statistics.median(times["native"])
+
+
+def force(collective: str, dtype: str, algorithm: str) -> None:
+    """Make compat run ``algorithm`` for ``collective`` on ``dtype`` at every size."""
+    from compat import _runtime
+
+    runtime = _runtime.current()
+    runtime.algorithm(collective, dtype, 0)
+    runtime._implementations[collective, dtype] = (
+        (algorithm, runtime._bind(collective, algorithm)),
+        [],
+    )
+
+
+def own_work(op: str, pair: Pair, collective: str, dtype: str) -> float:
+    """Seconds per call of compat's own work for ``op``: the call with what it runs (native or
+    algorithm) replaced by a no-op, so only the checks, dispatch and choice remain."""
+    from compat import _runtime
+
+    runtime = _runtime.current()
+    key = (collective, dtype)
+    runtime.algorithm(collective, dtype, 0)  # resolves and caches the entry replaced below
+    saved = runtime._implementations[key]
+    runtime._implementations[key] = (("no-op", lambda *args: None), [])
+    try:
+        for _ in range(100):
+            pair.compat()
+        rounds = []
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(2000):
+                pair.compat()
+            rounds.append((time.perf_counter() - started) / 2000)
+    finally:
+        runtime._implementations[key] = saved
+    return statistics.median(rounds)
+
+
+def row(
+    op: str, size: int, elements: int, algorithm: str, compat_s: float, native_s: float, n: int
+) -> dict[str, Any]:
+    factor = BUS_FACTOR[op](n)
+    compat_algbw, native_algbw = size / compat_s / 1e9, size / native_s / 1e9
+    return {
+        "op": op,
+        "bytes": size,
+        "elements": elements,
+        "algorithm": algorithm,
+        "compat_us": round(compat_s * 1e6, 1),
+        "compat_algbw_GBps": round(compat_algbw, 3),
+        "compat_busbw_GBps": round(compat_algbw * factor, 3),
+        "native_us": round(native_s * 1e6, 1),
+        "native_algbw_GBps": round(native_algbw, 3),
+        "native_busbw_GBps": round(native_algbw * factor, 3),
+        "compat_minus_native_us": round((compat_s - native_s) * 1e6, 1),
+        "ratio": round(compat_s / native_s, 3),
+    }
+
+
+HEADER = (
+    f"{'size':>7} {'elements':>10} {'algorithm':<26} {'compat us':>11} {'algbw':>7} "
+    f"{'busbw':>7} {'native us':>11} {'algbw':>7} {'busbw':>7} {'diff us':>9} {'ratio':>6}"
+)
+
+
+def format_row(values: dict[str, Any]) -> str:
+    return (
+        f"{format_size(values['bytes']):>7} {values['elements']:>10} {values['algorithm']:<26} "
+        f"{values['compat_us']:>11.1f} {values['compat_algbw_GBps']:>7.3f} "
+        f"{values['compat_busbw_GBps']:>7.3f} {values['native_us']:>11.1f} "
+        f"{values['native_algbw_GBps']:>7.3f} {values['native_busbw_GBps']:>7.3f} "
+        f"{values['compat_minus_native_us']:>9.1f} {values['ratio']:>6.3f}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import compat
+    from compat import _runtime
+
+    compat.init()
+    framework, backend = compat.get_framework(), compat.get_backend()
+    n, rank = compat.get_world_size(), compat.get_rank()
+    sizes = parse_sizes(args.sizes or DEFAULT_SIZES[framework], args.factor)
+    ops = OPS if args.op == "all" else (args.op,)
+    make_pair = _torch_pair if framework == "torch" else _mindspore_pair
+    runtime = _runtime.current()
+    natives = native_description(framework, backend)
+    itemsize = int(tables_bytes(args.dtype))
+    lead = rank == 0
+    rows_written: list[dict[str, Any]] = []
+    if lead:
+        print(
+            f"# compat bench: {framework}/{backend}, {n} rank(s), {args.dtype}, sizes "
+            f"{format_size(sizes[0])}..{format_size(sizes[-1])}; per size the median of "
+            f"rank 0's calls over {args.rounds} rounds, compat and native alternating call by "
+            "call; "
+            "GB/s as nccl-tests (busbw = algbw * 2(n-1)/n for all_reduce, (n-1)/n otherwise); "
+            "ratio = compat/native",
+            flush=True,
+        )
+    for op in ops:
+        if args.algorithm is not None:
+            force(collective_of(op, framework), args.dtype, args.algorithm)
+        if lead:
+            print(f"# {op}: native = {natives[op]}", flush=True)
+            print(HEADER, flush=True)
+        for size in sizes:
+            # size is the whole buffer (nccl-tests): the input of reduce_scatter, the output of
+            # all_gather; it is rounded down to a multiple of n elements (at least n).
+            rows = max(1, size // itemsize // n)
+            elements = rows * n
+            pair = make_pair(op, rows, n, rank, args.dtype)
+            compat_s, native_s = measure(pair, args.rounds, args.budget)
+            nbytes = elements * itemsize
+            algorithm = runtime.algorithm(collective_of(op, framework), args.dtype, nbytes)
+            values = row(op, nbytes, elements, algorithm, compat_s, native_s, n)
+            values["native"] = natives[op]
+            rows_written.append(values)
+            if lead:
+                print(format_row(values), flush=True)
+        own = own_work(op, pair, collective_of(op, framework), args.dtype)
+        if lead:
+            print(
+                f"# {op}: compat's own work per call (checks, dispatch, choice; the collective "
+                f"replaced by a no-op), {format_size(nbytes)}: {own * 1e6:.2f} us",
+                flush=True,
+            )
+    if lead and args.csv:
+        with open(args.csv, "w", newline="", encoding="utf-8") as handle:
+            fields = ["framework", "backend", "world_size", "dtype", *COLUMNS, "native"]
+            writer = csv.DictWriter(handle, fieldnames=fields)
+            writer.writeheader()
+            for values in rows_written:
+                writer.writerow(
+                    {
+                        "framework": framework,
+                        "backend": backend,
+                        "world_size": n,
+                        "dtype": args.dtype,
+                        **values,
+                    }
+                )
+        print(f"# wrote {args.csv}", flush=True)
+    compat.destroy()
+    return 0
+
+
+def tables_bytes(dtype: str) -> int:
+    from compat import tables
+
+    size: int = tables.lookup("dtypes", "dtypes", dtype, "bytes")
+    return size
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,105 @@
+"""The pre-flight check (``compat.init(check=True)`` or ``COMPAT_CHECK=1``).
+
+Before each collective the ranks of the group all_gather a short description of their call
+(function, op, dtype, shape, root, split sizes). If the calls disagree in what that collective
+needs to agree on, every rank raises :class:`~compat.errors.CollectiveMismatchError` naming the
+ranks and the difference, and the real collective never runs: no hang, no silent corruption.
+Its cost is one small all_gather (a few hundred bytes) per call; see the README for the figure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from compat.adapter import Adapter
+from compat.errors import CollectiveMismatchError
+from compat.types import Group
+
+# What each collective needs every rank to agree on. Uneven forms legitimately differ in dim 0,
+# so they compare the trailing dims and the per-rank sizes instead of the whole shape.
+AGREE: dict[str, tuple[str, ...]] = {
+    "all_reduce": ("op", "dtype", "shape"),
+    "reduce_scatter": ("op", "dtype", "trailing", "sizes"),
+    "reduce_scatter_tensor": ("op", "dtype", "shape", "sizes"),
+    "all_gather": ("dtype", "trailing", "sizes"),
+    "all_gather_into_tensor": ("dtype", "trailing", "sizes"),
+    "broadcast": ("dtype", "shape", "root"),
+    "scatter": ("dtype", "shape", "root"),
+    "scatter_tensor": ("dtype", "shape", "root"),
+    "gather": ("dtype", "shape", "root"),
+    "reduce": ("op", "dtype", "shape", "root"),
+    "all_to_all_single": ("dtype", "trailing"),
+    "barrier": (),
+}
+
+
+@dataclass
+class Call:
+    """This rank's call, as the pre-flight check compares it."""
+
+    function: str
+    dtype: str | None = None
+    shape: Sequence[int] = ()
+    op: str | None = None
+    root: int | None = None
+    sizes: Sequence[int] = ()
+    # all_to_all_single: rows this rank sends to / receives from each rank of the group
+    send: Sequence[int] = ()
+    receive: Sequence[int] = ()
+
+    def describe(self) -> dict[str, object]:
+        described = asdict(self)
+        described["shape"] = list(self.shape)
+        described["trailing"] = list(self.shape[1:])
+        described["sizes"], described["send"] = list(self.sizes), list(self.send)
+        described["receive"] = list(self.receive)
+        return described
+
+
+def _buffer_size(group: Group) -> int:
+    # Fixed for a group, so that every rank's buffer has the same size whatever it describes.
+    return 1024 + 64 * group.size
+
+
+def mismatches(calls: list[dict[str, object]], ranks: Sequence[int]) -> list[str]:
+    """How the ranks' calls disagree (empty if they agree)."""
+    functions = [call["function"] for call in calls]
+    if len(set(functions)) > 1:
+        listed = ", ".join(f"rank {r} {f}" for r, f in zip(ranks, functions, strict=True))
+        return [f"different collectives: {listed}"]
+    problems = []
+    for key in AGREE[str(functions[0])]:
+        values = [call[key] for call in calls]
+        if any(value != values[0] for value in values):
+            listed = ", ".join(f"rank {r} {v}" for r, v in zip(ranks, values, strict=True))
+            problems.append(f"{key}: {listed}")
+    if functions[0] == "all_to_all_single":
+        for i, sender in enumerate(calls):
+            for j, receiver in enumerate(calls):
+                sent, expected = sender["send"][j], receiver["receive"][i]  # type: ignore[index]
+                if sent != expected:
+                    problems.append(
+                        f"split sizes: rank {ranks[i]} sends {sent} rows to rank {ranks[j]}, "
+                        f"which expects {expected}"
+                    )
+    return problems
+
+
+def check(adapter: Adapter, group: Group, call: Call) -> None:
+    """Exchange ``call`` with the group; raise CollectiveMismatchError on every rank if the
+    calls disagree."""
+    payload = json.dumps(call.describe(), separators=(",", ":")).encode()
+    size = _buffer_size(group)
+    if len(payload) > size:
+        payload = json.dumps({**call.describe(), "shape": "long"}).encode()[:size]
+    mine = adapter.bytes_tensor(payload.ljust(size))
+    gathered = [adapter.empty((size,), mine) for _ in group.ranks]
+    adapter.all_gather(gathered, mine, group.handle, False)
+    calls = [json.loads(adapter.to_bytes(item)) for item in gathered]
+    problems = mismatches(calls, group.ranks)
+    if problems:
+        raise CollectiveMismatchError(
+            f"{call.function}: the ranks' calls disagree, so it was not run; " + "; ".join(problems)
+        )

@@ -1,0 +1,58 @@
+"""Scripts the fault tests launch as real ranks: python tests/fault_scripts.py SCENARIO."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+import compat
+
+
+def tensor(values: np.ndarray):  # type: ignore[no-untyped-def]
+    if compat.get_framework() == "torch":
+        import torch
+
+        return torch.from_numpy(values)
+    import mindspore
+
+    return mindspore.Tensor(values)
+
+
+def main(scenario: str) -> None:
+    framework = os.environ["COMPAT_FRAMEWORK"]
+    compat.init(timeout=5 if framework == "torch" else None)
+    rank = compat.get_rank()
+    data = tensor(np.ones(4, dtype=np.float32))
+    if scenario == "skip":
+        # Rank 1 skips the collective; rank 0 must get CollectiveTimeout, not hang.
+        if rank == 1:
+            time.sleep(45 if framework == "mindspore" else 12)
+            return
+        started = time.monotonic()
+        try:
+            compat.all_reduce(data)
+        except compat.CollectiveTimeout as error:
+            print(
+                f"CollectiveTimeout after {time.monotonic() - started:.0f} s: {error}", flush=True
+            )
+            return
+        raise AssertionError("the all_reduce completed without rank 1")
+    if scenario == "killed":
+        # Rank 1 dies mid-job; the launcher must stop the job and name it.
+        if rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        compat.all_reduce(data)
+        time.sleep(60)
+    if scenario == "raises":
+        if rank == 1:
+            raise ValueError("rank 1 failed on purpose")
+        compat.all_reduce(data)
+        time.sleep(60)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

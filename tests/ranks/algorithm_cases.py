@@ -1,0 +1,222 @@
+"""The reduce_scatter algorithms of compat.algorithms on real ranks, each forced at small sizes.
+
+compat picks an algorithm by backend, dtype and size (``choose`` in capabilities.toml), so at the
+small sizes of the other cases some would never run. Here each is called directly with the adapter,
+across ops, dtypes, sync/async, uneven parts, views and a subgroup, and checked against numpy (the
+same expectation the native collectives meet in cases.py); shared cases are also compared across
+frameworks by the parity test. The size-dependent choice itself is checked against the table.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+import compat
+from compat import _runtime, algorithms, tables
+from compat.types import ReduceOp
+from tests.ranks.cases import (
+    DTYPES,
+    assert_close,
+    members,
+    rank,
+    reduce_np,
+    register,
+    sentinel,
+    subgroup,
+    uneven_sizes,
+    values,
+    wait_if,
+    world,
+)
+
+TORCH = ("torch",)
+BOTH = ("torch", "mindspore")
+
+#: list-form algorithm -> (its tensor form, frameworks that can run it, dtypes it takes)
+ALGORITHMS = {
+    "all_to_all_reduce": ("all_to_all_reduce_tensor", TORCH, DTYPES),
+    "pairwise_reduce_scatter": ("pairwise_reduce_scatter_tensor", BOTH, DTYPES),
+    # MCCL's all_reduce moves no float64 (the table limits this choice to the dtypes it does).
+    "all_reduce_slice": ("all_reduce_slice_tensor", BOTH, [d for d in DTYPES if d != "float64"]),
+    "scatter_reduce": ("scatter_reduce_tensor", BOTH, DTYPES),
+}
+
+
+def combos(dtypes: list[str]) -> list[tuple[str, str]]:
+    """Every dtype with sum; every op with float32; every op but AVG with an integer dtype."""
+    found = [("sum", dtype) for dtype in dtypes]
+    found += [(op, "float32") for op in ("prod", "min", "max", "avg")]
+    found += [(op, "int64") for op in ("prod", "min", "max")]
+    return found
+
+
+def adapter() -> Any:
+    return _runtime.current().adapter
+
+
+def finish(pending: Any, async_op: bool) -> None:
+    """An algorithm returns what an adapter method does: a pending handle (async) or None."""
+    if async_op:
+        assert pending is not None, "async_op=True must give something to wait on"
+        pending.wait()
+    else:
+        assert pending is None, f"expected None for a synchronous call, got {pending!r}"
+
+
+def case_list_form(kit: Any, algorithm: str, async_op: bool) -> None:
+    """Separate input tensors (not parts of one buffer), every op/dtype combination."""
+    run = getattr(algorithms, algorithm)
+    n, me = world(), rank()
+    for op, dtype in combos(ALGORITHMS[algorithm][2]):
+        seed = f"algo-list-{algorithm}-{op}-{dtype}"
+        inputs = [kit.tensor(values(seed, me * 100 + i, (2, 3), op), dtype) for i in range(n)]
+        output = sentinel(kit, (2, 3), dtype)
+        finish(run(adapter(), output, inputs, ReduceOp(op), None, async_op), async_op)
+        expected = reduce_np([values(seed, r * 100 + me, (2, 3), op) for r in range(n)], op)
+        assert_close(kit.numpy(output), expected, dtype, f"{algorithm} {op} {dtype}")
+
+
+def case_tensor_form(kit: Any, algorithm: str, async_op: bool) -> None:
+    """One tensor split on dim 0; the input is left unchanged."""
+    tensor_form = ALGORITHMS[algorithm][0]
+    run = getattr(algorithms, tensor_form)
+    n, me = world(), rank()
+    for op, dtype in combos(ALGORITHMS[algorithm][2]):
+        seed = f"algo-tensor-{algorithm}-{op}-{dtype}"
+        tensor = kit.tensor(values(seed, me, (2 * n, 3), op), dtype)
+        before = kit.numpy(tensor)
+        output = sentinel(kit, (2, 3), dtype)
+        finish(run(adapter(), output, tensor, ReduceOp(op), None, async_op), async_op)
+        full = reduce_np([values(seed, r, (2 * n, 3), op) for r in range(n)], op)
+        assert_close(kit.numpy(output), full[2 * me : 2 * me + 2], dtype, f"{tensor_form} {op}")
+        assert_close(kit.numpy(tensor), before, dtype, f"{tensor_form}: input changed")
+
+
+def case_uneven(kit: Any, algorithm: str, async_op: bool) -> None:
+    """Uneven parts, both as views of one tensor and as separate tensors; the output a view."""
+    run = getattr(algorithms, algorithm)
+    n, me = world(), rank()
+    sizes = uneven_sizes()
+    seed = f"algo-uneven-{algorithm}"
+    for op in ("sum", "max"):
+        whole = kit.tensor(values(seed + op, me, (sum(sizes), 2)), "float32")
+        separate = [
+            kit.tensor(values(seed + op, me * 100 + i, (s, 2)), "float32")
+            for i, s in enumerate(sizes)
+        ]
+        joined = adapter().split(whole, sizes)
+        for label, inputs in (("views of one tensor", joined), ("separate tensors", separate)):
+            # The output is rows 1.. of a bigger tensor: results must be written through views.
+            host = sentinel(kit, (sizes[me] + 1, 2), "float32")
+            output = adapter().split(host, [1, sizes[me]])[1]
+            finish(run(adapter(), output, inputs, ReduceOp(op), None, async_op), async_op)
+            if label == "views of one tensor":
+                starts = [sum(sizes[:i]) for i in range(n)]
+                parts = [
+                    values(seed + op, r, (sum(sizes), 2))[starts[me] : starts[me] + sizes[me]]
+                    for r in range(n)
+                ]
+            else:
+                parts = [values(seed + op, r * 100 + me, (sizes[me], 2)) for r in range(n)]
+            result = kit.numpy(host)
+            assert_close(result[1:], reduce_np(parts, op), "float32", f"{algorithm} {label}")
+            assert_close(result[:1], np.full((1, 2), -7.0), "float32", "row 0 must stay")
+
+
+def case_subgroup(kit: Any, algorithm: str) -> None:
+    group = subgroup()
+    ranks = members(group)
+    if rank() not in ranks:
+        return
+    run = getattr(algorithms, ALGORITHMS[algorithm][0])
+    n, me = len(ranks), ranks.index(rank())
+    seed = f"algo-group-{algorithm}"
+    tensor = kit.tensor(values(seed, rank(), (2 * n, 3)), "float32")
+    output = sentinel(kit, (2, 3), "float32")
+    finish(run(adapter(), output, tensor, ReduceOp.SUM, group.handle, False), False)
+    full = reduce_np([values(seed, r, (2 * n, 3)) for r in ranks], "sum")
+    assert_close(kit.numpy(output), full[2 * me : 2 * me + 2], "float32", f"{algorithm} group")
+
+
+def case_concurrent(kit: Any, algorithm: str) -> None:
+    """Two async calls of the same shape outstanding at once, then a third after them: the
+    scratch buffers they receive into are never shared or stale."""
+    run = getattr(algorithms, ALGORITHMS[algorithm][0])
+    n, me = world(), rank()
+    seeds = [f"algo-concurrent-{algorithm}-{i}" for i in range(3)]
+    tensors = [kit.tensor(values(seed, me, (2 * n, 3)), "float32") for seed in seeds]
+    outputs = [sentinel(kit, (2, 3), "float32") for _ in seeds]
+    first = run(adapter(), outputs[0], tensors[0], ReduceOp.SUM, None, True)
+    second = run(adapter(), outputs[1], tensors[1], ReduceOp.SUM, None, True)
+    second.wait()
+    first.wait()
+    finish(run(adapter(), outputs[2], tensors[2], ReduceOp.SUM, None, False), False)
+    for seed, output in zip(seeds, outputs, strict=True):
+        full = reduce_np([values(seed, r, (2 * n, 3)) for r in range(n)], "sum")
+        assert_close(kit.numpy(output), full[2 * me : 2 * me + 2], "float32", seed)
+
+
+def case_choice(kit: Any) -> None:
+    """The runtime picks what capabilities.toml's ``choose`` says, by dtype and size, and the
+    public call runs it correctly at a size where a size-dependent algorithm is chosen."""
+    runtime = _runtime.current()
+    ops = tables.lookup("capabilities", runtime.capability_key, "ops")
+    for collective in ("reduce_scatter", "reduce_scatter_tensor"):
+        entry = ops[collective]
+        base = entry.get("algorithm", "native") if entry["impl"] == "emulated" else "native"
+        for dtype in ("float32", "float64"):
+            choices = [c for c in entry.get("choose", []) if dtype in c.get("dtypes", [dtype])]
+            for size in sorted({0, 1, *(c["min_bytes"] for c in choices), 2**30}):
+                eligible = [c for c in choices if c["min_bytes"] <= size]
+                expected = base
+                if eligible:
+                    expected = max(eligible, key=lambda c: c["min_bytes"])["algorithm"]
+                actual = runtime.algorithm(collective, dtype, size)
+                assert actual == expected, (collective, dtype, size, actual, expected)
+    # The largest threshold, through compat.reduce_scatter_tensor and compat.reduce_scatter.
+    thresholds = [c["min_bytes"] for c in ops["reduce_scatter_tensor"].get("choose", [])]
+    n, me = world(), rank()
+    rows = max(2, -(-max(thresholds, default=0) // (4 * 4 * n)))  # float32 rows of 4 elements
+    seed = "algo-choice"
+    mine = values(seed, me, (rows * n, 4))
+    full = reduce_np([values(seed, r, (rows * n, 4)) for r in range(n)], "sum")
+    result = compat.reduce_scatter_tensor(kit.tensor(mine, "float32"))
+    np.testing.assert_allclose(kit.numpy(result), full[rows * me : rows * (me + 1)])
+    output = sentinel(kit, (rows, 4), "float32")
+    parts = adapter().split(kit.tensor(mine, "float32"), [rows] * n)
+    wait_if(compat.reduce_scatter(output, parts, async_op=True), True)
+    np.testing.assert_allclose(kit.numpy(output), full[rows * me : rows * (me + 1)])
+
+
+for _algorithm, (_tensor_form, _frameworks, _dtypes) in ALGORITHMS.items():
+    for _async in (False, True):
+        _suffix = "-async" if _async else ""
+        register(
+            f"algorithm[{_algorithm}]{_suffix}",
+            partial(case_list_form, algorithm=_algorithm, async_op=_async),
+            frameworks=_frameworks,
+        )
+        register(
+            f"algorithm[{_tensor_form}]{_suffix}",
+            partial(case_tensor_form, algorithm=_algorithm, async_op=_async),
+            frameworks=_frameworks,
+        )
+        register(
+            f"algorithm[{_algorithm}]-uneven{_suffix}",
+            partial(case_uneven, algorithm=_algorithm, async_op=_async),
+            frameworks=_frameworks,
+        )
+    register(
+        f"algorithm[{_algorithm}]-subgroup",
+        partial(case_subgroup, algorithm=_algorithm),
+        frameworks=_frameworks,
+    )
+    register(
+        f"algorithm[{_algorithm}]-concurrent",
+        partial(case_concurrent, algorithm=_algorithm),
+        frameworks=_frameworks,
+    )
+register("algorithm-choice", case_choice)

@@ -1,0 +1,95 @@
+"""Fault injection on real ranks, both frameworks: mismatched calls (the pre-flight check), a rank
+that skips a collective (timeout), a rank killed mid-job, a rank that raises. Every test has a
+hard timeout; none can hang."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import pytest
+
+from compat.launch import launch
+from tests.jobs import run_job
+from tests.ranks import fault_cases
+from tests.ranks.cases import case_names
+
+SCRIPT = str(Path(__file__).resolve().parent / "fault_scripts.py")
+FRAMEWORKS = ["torch", "mindspore"]
+CHECK_ON = {"COMPAT_CHECK": "1"}
+
+
+@pytest.fixture(scope="module")
+def mismatch_jobs():
+    results = {}
+
+    def get(framework: str, world: int):
+        if (framework, world) not in results:
+            results[framework, world] = run_job(
+                framework,
+                world,
+                "tests.ranks.fault_cases",
+                list(fault_cases.CASES),
+                300,
+                env=CHECK_ON,
+            )
+        return results[framework, world]
+
+    return get
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("case", list(fault_cases.CASES))
+def test_mismatch_is_named_on_every_rank(mismatch_jobs, framework: str, world: int, case: str):
+    failure = mismatch_jobs(framework, world).failure(case)
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+
+
+@pytest.mark.parametrize(("framework", "world"), [("torch", 3), ("mindspore", 2)])
+def test_the_whole_suite_passes_with_the_check_on(framework: str, world: int) -> None:
+    """No false alarms: every collective case agrees with itself across ranks."""
+    names = [name for name in case_names(framework, world) if not name.startswith("bad_input")]
+    job = run_job(framework, world, "tests.ranks.cases", names, 600, env=CHECK_ON)
+    failures = [failure for name in names if (failure := job.failure(name)) is not None]
+    assert not failures, failures[0]
+
+
+def run_scenario(framework: str, scenario: str, timeout: float) -> tuple[int, str, float]:
+    sink = io.StringIO()
+    started = time.monotonic()
+    code = launch(2, [SCRIPT, scenario], framework, timeout=timeout, sink=sink)
+    return code, sink.getvalue(), time.monotonic() - started
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_rank_that_skips_a_collective_gives_a_timeout_not_a_hang(framework: str) -> None:
+    code, output, seconds = run_scenario(framework, "skip", timeout=120)
+    assert code == 0, output[-3000:]
+    assert "[rank 0] CollectiveTimeout after" in output, output[-3000:]
+    bound = 5 if framework == "torch" else 30
+    assert "did not complete within" in output
+    assert seconds < bound + 60, seconds
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_killed_rank_stops_the_job_and_is_named(framework: str) -> None:
+    code, output, seconds = run_scenario(framework, "killed", timeout=100)
+    assert code != 0
+    assert "compat launch: rank 1 was killed by signal SIGKILL; stopping the other ranks" in output
+    assert seconds < 60, f"took {seconds:.0f} s: the surviving rank was not stopped promptly"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_rank_that_raises_stops_the_others(framework: str) -> None:
+    code, output, seconds = run_scenario(framework, "raises", timeout=100)
+    assert code == 1
+    lines = output.splitlines()
+    assert any(
+        line.startswith("[rank 1] ") and "ValueError: rank 1 failed on purpose" in line
+        for line in lines
+    ), output[-3000:]
+    assert "compat launch: rank 1 exited with code 1; stopping the other ranks" in output
+    assert seconds < 60
