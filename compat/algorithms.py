@@ -161,6 +161,30 @@ def scatter_reduce_tensor(
     return scatter_reduce(adapter, output, parts, op, group, async_op)
 
 
+def _exchange(
+    adapter: Adapter,
+    me: int,
+    peer: int,
+    peer_rank: int,
+    outgoing: Tensor,
+    incoming: Tensor,
+    group: GroupHandle,
+) -> None:
+    """Send ``outgoing`` to and receive ``incoming`` from one peer with blocking calls.
+
+    ``me`` and ``peer`` are group ranks: the lower sends first, so pairs served in rank order
+    never wait on each other in a cycle. An empty part is neither sent nor received: both sides
+    know its size.
+    """
+    sends, receives = adapter.shape(outgoing)[0] > 0, adapter.shape(incoming)[0] > 0
+    if me < peer and sends:
+        adapter.send(outgoing, peer_rank, group)
+    if receives:
+        adapter.recv(incoming, peer_rank, group)
+    if me > peer and sends:
+        adapter.send(outgoing, peer_rank, group)
+
+
 def pairwise_all_to_all(
     adapter: Adapter,
     output: Tensor,
@@ -185,15 +209,8 @@ def pairwise_all_to_all(
         if peer == me:
             continue
         incoming = adapter.empty(adapter.shape(received[peer]), output)
-        # An empty part is neither sent nor received: both sides know its size.
-        sends, receives = input_split_sizes[peer] > 0, output_split_sizes[peer] > 0
-        if me < peer and sends:
-            adapter.send(sent[peer], ranks[peer], group)
-        if receives:
-            adapter.recv(incoming, ranks[peer], group)
-        if me > peer and sends:
-            adapter.send(sent[peer], ranks[peer], group)
-        if receives:
+        _exchange(adapter, me, peer, ranks[peer], sent[peer], incoming, group)
+        if output_split_sizes[peer]:
             adapter.copy_(received[peer], incoming)
     return Work() if async_op else None
 
@@ -349,14 +366,7 @@ def pairwise_reduce_scatter(
             continue
         buffer, key = _take(adapter, shape, output)
         taken.append((buffer, key))
-        # An empty part is neither sent nor received: both sides know its size.
-        sends, receives = adapter.shape(input_list[peer])[0] > 0, shape[0] > 0
-        if me < peer and sends:
-            adapter.send(input_list[peer], rank, group)
-        if receives:
-            adapter.recv(buffer, rank, group)
-        if me > peer and sends:
-            adapter.send(input_list[peer], rank, group)
+        _exchange(adapter, me, peer, rank, input_list[peer], buffer, group)
         pieces.append(buffer)
     adapter.reduce_into(output, pieces, op)
     for buffer, key in taken:
