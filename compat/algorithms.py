@@ -339,7 +339,7 @@ def all_to_all_reduce_tensor(
     return _complete([pending], async_op, finish)
 
 
-def pairwise_reduce_scatter(
+def buffered_send_reduce_scatter(
     adapter: Adapter,
     output: Tensor,
     input_list: list[Tensor],
@@ -347,34 +347,37 @@ def pairwise_reduce_scatter(
     group: GroupHandle,
     async_op: bool,
 ) -> Pending:
-    """reduce_scatter as blocking send/recv between each pair of ranks plus a local reduction:
-    every rank moves (n-1)/n of its input, the least any reduce_scatter can.
+    """reduce_scatter as blocking sends of every peer's part, then the receives, then a local
+    reduction: every rank moves (n-1)/n of its input, and all directions move at once.
 
-    Pairs are served in rank order, the lower rank sending first (as :func:`pairwise_all_to_all`),
-    so blocking calls never wait on each other in a cycle. (MCCL's isend would let both
-    directions overlap, but fails with "Send failed." when its receiver has moved on: measured.)
-    It completes before returning: with ``async_op`` the Work is already complete (recorded as
-    async = "completed" in the capability table).
+    Only for backends whose ``send`` completes before the receiver posts its ``recv``: on MCCL the
+    receiver's server thread stores and acknowledges each message (measured), so no rank waits
+    on another's receive. Where a send waits for its receive (Gloo, NCCL), this would deadlock;
+    the capability table chooses it for MCCL only. Each rank sends to the ranks after it first and
+    receives in the order the messages arrive. It completes before returning: with ``async_op``
+    the Work is already complete (async = "completed" in the table).
     """
     ranks = adapter.group_ranks(group)
-    me = ranks.index(adapter.rank())
+    count, me = len(ranks), ranks.index(adapter.rank())
+    order = [(me + step) % count for step in range(1, count)]
+    for peer in order:
+        if adapter.shape(input_list[peer])[0] > 0:
+            adapter.send(input_list[peer], ranks[peer], group)
     shape = adapter.shape(input_list[me])
-    taken, pieces = [], []
-    for peer, rank in enumerate(ranks):
-        if peer == me:
-            pieces.append(input_list[me])
-            continue
-        buffer, key = _take(adapter, shape, output)
-        taken.append((buffer, key))
-        _exchange(adapter, me, peer, rank, input_list[peer], buffer, group)
-        pieces.append(buffer)
+    taken, pieces = [], list(input_list)
+    if shape[0] > 0:
+        for peer in reversed(order):
+            buffer, key = _take(adapter, shape, output)
+            taken.append((buffer, key))
+            adapter.recv(buffer, ranks[peer], group)
+            pieces[peer] = buffer
     adapter.reduce_into(output, pieces, op)
     for buffer, key in taken:
         _give(adapter, buffer, key)
     return Work() if async_op else None
 
 
-def pairwise_reduce_scatter_tensor(
+def buffered_send_reduce_scatter_tensor(
     adapter: Adapter,
     output: Tensor,
     tensor: Tensor,
@@ -382,9 +385,9 @@ def pairwise_reduce_scatter_tensor(
     group: GroupHandle,
     async_op: bool,
 ) -> Pending:
-    """reduce_scatter_tensor as :func:`pairwise_reduce_scatter` of dim 0's equal parts."""
+    """reduce_scatter_tensor as :func:`buffered_send_reduce_scatter` of dim 0's equal parts."""
     parts = _equal_parts(adapter, tensor, group)
-    return pairwise_reduce_scatter(adapter, output, parts, op, group, async_op)
+    return buffered_send_reduce_scatter(adapter, output, parts, op, group, async_op)
 
 
 def all_reduce_slice(

@@ -209,7 +209,7 @@ def _byte_size(size: int) -> str:
 
 
 def _choice_text(choice: Table) -> str:
-    """A size-dependent choice: "from 1 MB: pairwise_reduce_scatter (float32, ...)"."""
+    """A size-dependent choice: "from 4 MB: buffered_send_reduce_scatter (float32, ...)"."""
     text = f"from {_byte_size(choice['min_bytes'])}: {choice['algorithm']}"
     if "dtypes" in choice:
         text += f" ({', '.join(choice['dtypes'])})"

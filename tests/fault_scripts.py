@@ -11,6 +11,9 @@ import numpy as np
 
 import compat
 
+#: Tensors that live until the interpreter exits.
+KEPT: list[object] = []
+
 
 def tensor(values: np.ndarray):  # type: ignore[no-untyped-def]
     if compat.get_framework() == "torch":
@@ -47,6 +50,18 @@ def main(scenario: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         compat.all_reduce(data)
         time.sleep(60)
+    if scenario == "last_send":
+        # The job's last operation is a 32 MB send: the receiver leaves as soon as it has the
+        # data, and the sender must still finish cleanly (MCCL: see MindSporeAdapter.destroy).
+        payload = tensor(np.full(8 * 2**20, rank + 1, dtype=np.float32))
+        # Kept to the end, like a script's module-level tensors: rank 0 leaves at once.
+        KEPT.append(payload)
+        if rank == 1:
+            compat.send(payload, 0)
+        else:
+            compat.recv(payload, 1)
+        print("finished", flush=True)
+        return
     if scenario == "raises":
         if rank == 1:
             raise ValueError("rank 1 failed on purpose")

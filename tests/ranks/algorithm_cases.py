@@ -34,14 +34,16 @@ from tests.ranks.cases import (
 
 TORCH = ("torch",)
 BOTH = ("torch", "mindspore")
+MINDSPORE = ("mindspore",)
 
 #: list-form algorithm -> (its tensor form, frameworks that can run it, dtypes it takes)
 ALGORITHMS = {
     "all_to_all_reduce": ("all_to_all_reduce_tensor", TORCH, DTYPES),
-    "pairwise_reduce_scatter": ("pairwise_reduce_scatter_tensor", BOTH, DTYPES),
     # MCCL's all_reduce moves no float64 (the table limits this choice to the dtypes it does).
     "all_reduce_slice": ("all_reduce_slice_tensor", BOTH, [d for d in DTYPES if d != "float64"]),
     "scatter_reduce": ("scatter_reduce_tensor", BOTH, DTYPES),
+    # Sends before receives: only where a send completes without its receive (MCCL).
+    "buffered_send_reduce_scatter": ("buffered_send_reduce_scatter_tensor", MINDSPORE, DTYPES),
 }
 
 
