@@ -146,24 +146,22 @@ def _torch_pair(op: str, rows: int, world: int, rank: int, dtype: str) -> Pair:
     rs_single = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
     ag_single = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
     if op in ("reduce_scatter_tensor", "reduce_scatter"):
+        # One output buffer for both: separate ones differ in speed by where they lie in memory
+        # (up to 15% at 1 KB for the same native call, measured).
         x = torch.ones(rows * world, dtype=kind)
-        out, native_out = torch.empty(rows, dtype=kind), torch.empty(rows, dtype=kind)
+        out = torch.empty(rows, dtype=kind)
         if op == "reduce_scatter_tensor":
-            return Pair(
-                lambda: compat.reduce_scatter_tensor(x, out=out),
-                lambda: rs_single(native_out, x),
-            )
+            return Pair(lambda: compat.reduce_scatter_tensor(x, out=out), lambda: rs_single(out, x))
         parts = list(x.chunk(world))
         return Pair(
-            lambda: compat.reduce_scatter(out, parts),
-            lambda: dist.reduce_scatter(native_out, parts),
+            lambda: compat.reduce_scatter(out, parts), lambda: dist.reduce_scatter(out, parts)
         )
     if op == "all_reduce":
         x = torch.zeros(rows * world, dtype=kind)  # zeros: the values stay fixed
         return Pair(lambda: compat.all_reduce(x), lambda: dist.all_reduce(x))
     x = torch.ones(rows, dtype=kind)
-    out, native_out = torch.empty(rows * world, dtype=kind), torch.empty(rows * world, dtype=kind)
-    return Pair(lambda: compat.all_gather_into_tensor(x, out=out), lambda: ag_single(native_out, x))
+    out = torch.empty(rows * world, dtype=kind)
+    return Pair(lambda: compat.all_gather_into_tensor(x, out=out), lambda: ag_single(out, x))
 
 
 def _mindspore_pair(op: str, rows: int, world: int, rank: int, dtype: str) -> Pair:
