@@ -62,6 +62,7 @@ COLUMNS = (
     "native_busbw_GBps",
     "compat_minus_native_us",
     "ratio",
+    "control",
 )
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 2**30, "GB": 2**30}
@@ -112,10 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--factor", type=int, choices=(2, 4), default=4, help="step between sizes (4)"
     )
-    parser.add_argument("--rounds", type=int, default=5, help="rounds per size; median (5)")
-    parser.add_argument("--budget", type=float, default=0.05, help="seconds per timed loop (0.05)")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds per size; median (10)")
+    parser.add_argument("--budget", type=float, default=0.1, help="seconds per timed loop (0.1)")
     parser.add_argument("--dtype", default="float32", help="dtype of the tensors (float32)")
     parser.add_argument("--csv", default=None, help="also write the table to this CSV file")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="also time the native call against itself, the same way, per size: the ratio "
+        "this machine's noise alone gives (column 'control')",
+    )
     parser.add_argument(
         "--algorithm",
         default=None,
@@ -333,7 +340,14 @@ def own_work(op: str, pair: Pair, collective: str, dtype: str) -> float:
 
 
 def row(
-    op: str, size: int, elements: int, algorithm: str, compat_s: float, native_s: float, n: int
+    op: str,
+    size: int,
+    elements: int,
+    algorithm: str,
+    compat_s: float,
+    native_s: float,
+    n: int,
+    control: float | None = None,
 ) -> dict[str, Any]:
     factor = BUS_FACTOR[op](n)
     compat_algbw, native_algbw = size / compat_s / 1e9, size / native_s / 1e9
@@ -350,6 +364,7 @@ def row(
         "native_busbw_GBps": round(native_algbw * factor, 3),
         "compat_minus_native_us": round((compat_s - native_s) * 1e6, 1),
         "ratio": round(compat_s / native_s, 3),
+        "control": None if control is None else round(control, 3),
     }
 
 
@@ -357,6 +372,7 @@ HEADER = (
     f"{'size':>7} {'elements':>10} {'algorithm':<26} {'compat us':>11} {'algbw':>7} "
     f"{'busbw':>7} {'native us':>11} {'algbw':>7} {'busbw':>7} {'diff us':>9} {'ratio':>6}"
 )
+CONTROL_HEADER = f"{HEADER} {'control':>7}"
 
 
 def format_row(values: dict[str, Any]) -> str:
@@ -366,6 +382,7 @@ def format_row(values: dict[str, Any]) -> str:
         f"{values['compat_busbw_GBps']:>7.3f} {values['native_us']:>11.1f} "
         f"{values['native_algbw_GBps']:>7.3f} {values['native_busbw_GBps']:>7.3f} "
         f"{values['compat_minus_native_us']:>9.1f} {values['ratio']:>6.3f}"
+        + ("" if values["control"] is None else f" {values['control']:>7.3f}")
     )
 
 
@@ -386,13 +403,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     lead = rank == 0
     rows_written: list[dict[str, Any]] = []
     if lead:
+        noise = "control = native/native timed the same way (the noise floor); "
         print(
             f"# compat bench: {framework}/{backend}, {n} rank(s), {args.dtype}, sizes "
             f"{format_size(sizes[0])}..{format_size(sizes[-1])}; per size the median of "
             f"rank 0's calls over {args.rounds} rounds, compat and native alternating call by "
-            "call; "
-            "GB/s as nccl-tests (busbw = algbw * 2(n-1)/n for all_reduce, (n-1)/n otherwise); "
-            "ratio = compat/native",
+            f"call; {noise if args.control else ''}GB/s as nccl-tests (busbw = algbw * "
+            "2(n-1)/n for all_reduce, (n-1)/n otherwise); ratio = compat/native",
             flush=True,
         )
     for op in ops:
@@ -400,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             force(collective_of(op, framework), args.dtype, args.algorithm)
         if lead:
             print(f"# {op}: native = {natives[op]}", flush=True)
-            print(HEADER, flush=True)
+            print(CONTROL_HEADER if args.control else HEADER, flush=True)
         for size in sizes:
             # size is the whole buffer (nccl-tests): the input of reduce_scatter, the output of
             # all_gather; it is rounded down to a multiple of n elements (at least n).
@@ -408,9 +425,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             elements = rows * n
             pair = make_pair(op, rows, n, rank, args.dtype)
             compat_s, native_s = measure(pair, args.rounds, args.budget)
+            control = None
+            if args.control:
+                first, second = measure(Pair(pair.native, pair.native), args.rounds, args.budget)
+                control = first / second
             nbytes = elements * itemsize
             algorithm = runtime.algorithm(collective_of(op, framework), args.dtype, nbytes)
-            values = row(op, nbytes, elements, algorithm, compat_s, native_s, n)
+            values = row(op, nbytes, elements, algorithm, compat_s, native_s, n, control)
             values["native"] = natives[op]
             rows_written.append(values)
             if lead:

@@ -60,8 +60,10 @@ def _bench(args: argparse.Namespace) -> int:
     forwarded: list[str] = []
     for action in bench.build_parser()._actions:
         value = getattr(args, action.dest, None)
-        if value is not None and action.option_strings:
-            forwarded += [action.option_strings[0], str(value)]
+        if value is None or value is False or not action.option_strings:
+            continue
+        flag = action.option_strings[0]
+        forwarded += [flag] if value is True else [flag, str(value)]
     print(
         f"compat bench: {args.nprocs} ranks on {framework} (compat launch -n {args.nprocs} "
         f"--framework {framework} -m compat.bench {' '.join(forwarded)})",

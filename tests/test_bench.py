@@ -85,6 +85,7 @@ def test_bench_runs_end_to_end(framework: str, tmp_path) -> None:
             "reduce_scatter_tensor",
             "--csv",
             str(table),
+            "--control",
             "--timeout",
             "200",
         ],
@@ -97,7 +98,7 @@ def test_bench_runs_end_to_end(framework: str, tmp_path) -> None:
     out = result.stdout
     assert "native = " in out
     header = next(line for line in out.splitlines() if line.lstrip().startswith("size"))
-    for column in ("compat us", "algbw", "busbw", "native us", "ratio", "algorithm"):
+    for column in ("compat us", "algbw", "busbw", "native us", "ratio", "algorithm", "control"):
         assert column in header, header
     rows = [
         line.split() for line in out.splitlines() if line.split()[:1] in (["1K"], ["2K"], ["4K"])
@@ -108,6 +109,7 @@ def test_bench_runs_end_to_end(framework: str, tmp_path) -> None:
         records = list(csv.DictReader(handle))
     assert list(records[0]) == EXPECTED_COLUMNS
     assert [int(r["bytes"]) for r in records] == [1024, 2048, 4096]
+    assert all(float(r["control"]) > 0 for r in records), records
     for record in records:
         assert record["framework"] == framework and record["world_size"] == "2"
         assert float(record["compat_us"]) > 0 and float(record["native_us"]) > 0
