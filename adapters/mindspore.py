@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -216,6 +217,9 @@ class MindSporeAdapter(Adapter):
             for start, size in zip(starts, sizes, strict=True)
         ]
 
+    def narrow(self, tensor: ms.Tensor, start: int, length: int) -> ms.Tensor:
+        return tensor[(slice(start, start + length),)]  # one slice: 0.2 ms each (see split)
+
     def cat(self, tensors: Sequence[ms.Tensor], dim: int) -> ms.Tensor:
         return mint.cat(list(tensors), dim=dim)
 
@@ -242,6 +246,12 @@ class MindSporeAdapter(Adapter):
         _pynative_executor.sync()
 
     def copy_(self, dst: ms.Tensor, src: ms.Tensor) -> None:
+        # On CPU numpy copies the memory at once; a slice assignment is one more operation on
+        # the PyNative queue, which costs a reduce_scatter of 1 KB about 1 ms (measured).
+        target, source = self._host_view(dst), self._host_view(src)
+        if target is not None and source is not None and target.shape == source.shape:
+            np.copyto(target, source)
+            return
         # `dst[:] = src` writes through views; Tensor.copy_ on a view and `dst[...] = src` on a
         # view from mint.split do not (measured). A 0-d tensor takes only `[...]`, in bfloat16 too:
         # on a 0-d int16 view of it, `[...]` does not write through (measured).
@@ -300,7 +310,7 @@ class MindSporeAdapter(Adapter):
             return None
         _pynative_executor.sync()
         shape = tuple(tensor.shape)
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)
         address = tensor.data_ptr() if count else 0
         if count and not address:
             return None

@@ -124,6 +124,9 @@ class TorchAdapter(Adapter):
     def split(self, tensor: torch.Tensor, sizes: Sequence[int], dim: int = 0) -> list[torch.Tensor]:
         return list(torch.split(tensor, list(sizes), dim=dim))
 
+    def narrow(self, tensor: torch.Tensor, start: int, length: int) -> torch.Tensor:
+        return tensor.narrow(0, start, length)
+
     def cat(self, tensors: Sequence[torch.Tensor], dim: int) -> torch.Tensor:
         return torch.cat(list(tensors), dim=dim)
 

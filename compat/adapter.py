@@ -124,6 +124,11 @@ class Adapter(ABC):
     def split(self, tensor: Tensor, sizes: Sequence[int], dim: int = 0) -> list[Tensor]:
         """Views of ``tensor`` along ``dim`` (no copy)."""
 
+    def narrow(self, tensor: Tensor, start: int, length: int) -> Tensor:
+        """The view of rows ``start`` to ``start + length`` of ``tensor``'s dim 0."""
+        rest = self.shape(tensor)[0] - start - length
+        return self.split(tensor, [start, length, rest])[1]
+
     @abstractmethod
     def cat(self, tensors: Sequence[Tensor], dim: int) -> Tensor:
         """The concatenation of same-device tensors along ``dim``, as a new tensor."""

@@ -411,7 +411,7 @@ def all_reduce_slice(
     pending = adapter.all_reduce(whole, op, group, async_op)
 
     def finish() -> None:
-        adapter.copy_(output, adapter.split(whole, sizes)[me])
+        adapter.copy_(output, adapter.narrow(whole, sum(sizes[:me]), sizes[me]))
         _give(adapter, whole, key)
 
     return _complete([pending], async_op, finish)
@@ -433,7 +433,7 @@ def all_reduce_slice_tensor(
     pending = adapter.all_reduce(whole, op, group, async_op)
 
     def finish() -> None:
-        adapter.copy_(output, adapter.split(whole, [rows] * count)[me])
+        adapter.copy_(output, adapter.narrow(whole, rows * me, rows))
         _give(adapter, whole, key)
 
     return _complete([pending], async_op, finish)
