@@ -40,6 +40,10 @@ class Runtime:
         self.group_count = 0
 
     # -- argument checks ---------------------------------------------------------------------
+    def is_known_tensor(self, obj: object) -> bool:
+        """True if ``obj``'s type has passed :meth:`check_tensor` before (a fast path)."""
+        return type(obj) in self._tensor_types
+
     def check_tensor(self, obj: object, param: str) -> None:
         if type(obj) in self._tensor_types:
             return
