@@ -340,6 +340,27 @@ class MindSporeAdapter(Adapter):
     def shares_memory(self, pieces: Sequence[ms.Tensor], whole: ms.Tensor) -> bool:
         return False
 
+    def joined(self, pieces: Sequence[ms.Tensor]) -> ms.Tensor | None:
+        # MindSpore views do not expose their base tensor, so on CPU the pieces, if they lie back
+        # to back in memory, are joined as one tensor over that memory (no copy).
+        first = pieces[0]
+        if len(pieces) == 1:
+            return first if self._is_own(first) else None
+        arrays = [self._host_view(piece) for piece in pieces]
+        if any(array is None or array.dtype != arrays[0].dtype for array in arrays):
+            return None
+        trailing = arrays[0].shape[1:]
+        address = arrays[0].ctypes.data
+        for array in arrays:
+            if array.ndim == 0 or array.shape[1:] != trailing or array.ctypes.data != address:
+                return None
+            address += array.nbytes
+        rows = sum(array.shape[0] for array in arrays)
+        start, dtype = arrays[0].ctypes.data, arrays[0].dtype
+        memory = (ctypes.c_char * (address - start)).from_address(start)
+        whole = np.frombuffer(memory, dtype=dtype).reshape((rows, *trailing))
+        return ms.Tensor.from_numpy(whole)
+
     # -- staging of views --------------------------------------------------------------------
     @staticmethod
     def _is_own(tensor: ms.Tensor) -> bool:

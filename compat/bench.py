@@ -38,13 +38,28 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
 }
 
 
-def collective_of(op: str, framework: str) -> str:
+def collective_of(op: str, joins: bool) -> str:
     """The capability-table entry whose algorithm choice the op's row reports: the list form on
-    parts of one buffer (``x.chunk(n)``) runs as the tensor form where the adapter can join them
-    without a copy (torch)."""
-    if op == "reduce_scatter" and framework == "torch":
+    parts of one buffer (``x.chunk(n)``) runs as the tensor form where the adapter ``joins``
+    them without a copy (torch; MindSpore on CPU)."""
+    if op == "reduce_scatter" and joins:
         return "reduce_scatter_tensor"
     return op
+
+
+def adapter_joins(runtime: Any) -> bool:
+    """Whether the adapter joins the equal parts of one buffer into one tensor (asked, not
+    assumed: it depends on the device)."""
+    adapter = runtime.adapter
+    if runtime.framework == "torch":
+        import torch
+
+        sample = torch.zeros(4)
+    else:
+        from mindspore import mint
+
+        sample = mint.zeros((4,))
+    return adapter.joined(adapter.split(sample, [2, 2])) is not None
 
 
 DEFAULT_SIZES = {"torch": "1K..64M", "mindspore": "1K..16M"}
@@ -398,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ops = OPS if args.op == "all" else (args.op,)
     make_pair = _torch_pair if framework == "torch" else _mindspore_pair
     runtime = _runtime.current()
+    joins = adapter_joins(runtime)
     natives = native_description(framework, backend)
     itemsize = int(tables_bytes(args.dtype))
     lead = rank == 0
@@ -414,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     for op in ops:
         if args.algorithm is not None:
-            force(collective_of(op, framework), args.dtype, args.algorithm)
+            force(collective_of(op, joins), args.dtype, args.algorithm)
         if lead:
             print(f"# {op}: native = {natives[op]}", flush=True)
             print(CONTROL_HEADER if args.control else HEADER, flush=True)
@@ -430,13 +446,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 first, second = measure(Pair(pair.native, pair.native), args.rounds, args.budget)
                 control = first / second
             nbytes = elements * itemsize
-            algorithm = runtime.algorithm(collective_of(op, framework), args.dtype, nbytes)
+            algorithm = runtime.algorithm(collective_of(op, joins), args.dtype, nbytes)
             values = row(op, nbytes, elements, algorithm, compat_s, native_s, n, control)
             values["native"] = natives[op]
             rows_written.append(values)
             if lead:
                 print(format_row(values), flush=True)
-        own = own_work(op, pair, collective_of(op, framework), args.dtype)
+        own = own_work(op, pair, collective_of(op, joins), args.dtype)
         if lead:
             print(
                 f"# {op}: compat's own work per call (checks, dispatch, choice; the collective "

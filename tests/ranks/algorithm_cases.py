@@ -193,6 +193,26 @@ def case_choice(kit: Any) -> None:
     np.testing.assert_allclose(kit.numpy(output), full[rows * me : rows * (me + 1)])
 
 
+def case_join(kit: Any) -> None:
+    """Equal dim-0 views of one tensor join into one tensor over the same memory (no copy), so
+    the list form of reduce_scatter runs as the tensor form; parts out of order do not join."""
+    n = world()
+    data = values("join", rank(), (2 * n, 3))
+    whole = kit.tensor(data, "float32")
+    parts = adapter().split(whole, [2] * n)
+    joined = adapter().joined(parts)
+    assert joined is not None, "equal views of one tensor, in order, must join"
+    assert_close(kit.numpy(joined), data, "float32", "joined")
+    marker = kit.tensor(np.full((1, 3), 5.0, dtype=np.float32), "float32")
+    adapter().copy_(adapter().narrow(joined, 2 * n - 1, 1), marker)
+    assert_close(kit.numpy(whole)[-1:], np.full((1, 3), 5.0), "float32", "shared memory")
+    if n > 1:
+        assert adapter().joined(parts[::-1]) is None, "parts out of order must not join"
+
+
+register("algorithm-join", case_join)
+
+
 for _algorithm, (_tensor_form, _frameworks, _dtypes) in ALGORITHMS.items():
     for _async in (False, True):
         _suffix = "-async" if _async else ""
