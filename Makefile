@@ -23,6 +23,7 @@ demo: setup
 
 test: setup
 	$(PY) -m ruff check .
+	$(PY) -m mypy compat adapters
 	$(PY) -m pytest -q
 
 lint: setup

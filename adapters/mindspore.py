@@ -3,8 +3,16 @@
 What MCCL lacks on CPU is routed to compat.algorithms by the capability table; this module only
 translates, plus four things MindSpore 2.10 needs to give correct results:
 
-- Collectives ignore a tensor's storage offset: an all_reduce on a slice ``t[2:6]`` silently leaves
-  it unchanged (measured). Views are staged through a tensor of their own and written back.
+- Collectives use the whole storage behind a tensor, from its start: an all_reduce of ``t[2:6]``
+  leaves it unchanged, one of ``t[:2]`` reduces all of ``t`` (measured). compat.layout gives the
+  adapter dense tensors only; views that compat.algorithms cut from their own buffers are staged
+  here (``_stage_in``/``_stage_out``).
+- A tensor that was ever written by slice assignment (``t[:] = x``, ``t[:2] = x``) no longer
+  receives the result of broadcast, all_gather, scatter or gather: the call returns, and ``t``
+  keeps its old values (raw mint.distributed too; all_reduce and recv are not affected;
+  measured on MCCL, MindSpore 2.10). Users write their buffers that way, so those four receive
+  into a new tensor and copy the result over (``_receive``), and compat itself never slice-assigns
+  on CPU: its copies go through numpy on the tensors' memory.
 - Errors of an operation surface one call late (PyNative runs asynchronously); a synchronous call
   synchronises so that its error is raised by the call that caused it.
 - ``get_cache_group_rank``/``get_cache_group_size`` bind "hccl_world_group" as a default at import,
@@ -21,7 +29,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -38,17 +45,18 @@ from mindspore import communication, mint
 from mindspore.graph.api import _pynative_executor
 
 from compat import tables
-from compat.adapter import Adapter, GroupHandle, Pending, Translate, translating_errors
+from compat.adapter import Adapter, GroupHandle, Translate, translating_errors
 from compat.errors import CollectiveTimeout, UnsupportedError
-from compat.types import ReduceOp
+from compat.types import Handle, ReduceOp
 
 Writeback = Callable[[], None]
+Array = np.ndarray[Any, Any]
 
 #: MindSpore's device target names, by their lower-case spelling.
 _DEVICE_TARGETS = {"cpu": "CPU", "gpu": "GPU", "ascend": "Ascend"}
 
 
-class _Handle:
+class _CommHandle:
     """A MindSpore CommHandle as a compat pending handle.
 
     CommHandle has ``wait()`` but no ``is_completed()`` and no timeout, so completion is known
@@ -78,7 +86,7 @@ class _Handle:
         return self._done
 
 
-class _Differentiable(ms.nn.Cell):
+class _Differentiable(ms.nn.Cell):  # type: ignore[misc]
     """Runs a collective forward; ``bprop`` (MindSpore's custom backward, used by mindspore.grad
     and value_and_grad in PyNative mode) runs the collective compat.autograd pairs with it."""
 
@@ -100,6 +108,7 @@ class MindSporeAdapter(Adapter):
     framework = "mindspore"
 
     def __init__(self) -> None:
+        super().__init__()
         self._dtype_names = {
             getattr(ms, entry["mindspore"]): name
             for name, entry in tables.lookup("dtypes", "dtypes").items()
@@ -120,6 +129,7 @@ class MindSporeAdapter(Adapter):
         }
         self._group_ranks: dict[str, list[int]] = {}
         self._world: list[int] = []
+        self._rank = 0
         self._on_cpu = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -135,8 +145,9 @@ class MindSporeAdapter(Adapter):
             if entry["framework"] == "mindspore"
         }
         if backend is None:
-            target = ms.get_context("device_target")
-            backend = next(name for name, device in backends.items() if device == target)
+            from compat.dispatch import default_backend
+
+            backend = default_backend(self.framework, self.device_kinds())
         ms.set_device(backends[backend])
         self._on_cpu = backends[backend] == "CPU"
         communication.init()
@@ -146,6 +157,7 @@ class MindSporeAdapter(Adapter):
             raise SystemExit(0)
         self._rebind_world_group_defaults()
         self._world = list(range(communication.get_group_size()))
+        self._rank = communication.get_rank()
         return backend
 
     @staticmethod
@@ -182,19 +194,17 @@ class MindSporeAdapter(Adapter):
         return size
 
     def new_group(self, ranks: Sequence[int], name: str) -> GroupHandle:
-        handle = dist.new_group(ranks=list(ranks))
-        try:
-            _pynative_executor.sync()
-        except RuntimeError as error:
-            # On a rank outside the group, new_group leaves a deferred "Group ... doesn't
-            # contain the global rank" error that the rank's next collective would raise
-            # (measured). It is the expected outcome there; any other error is not.
-            if handle or "doesn't contain the global rank" not in str(error):
-                raise
-        if not handle:
+        # Only the members create the group, as create_group's own docstring does: when every
+        # rank calls it, a non-member can block in it and leave the members blocked in their next
+        # collective (3 ranks, groups [0, 1] then [1, 2]: measured). mint.distributed.new_group is
+        # not used: it names a group after its ranks (a second group of the same ranks collides)
+        # and turns a failure into the name "", which the collectives read as the world group.
+        if self._rank not in ranks:
             return None
-        self._group_ranks[handle] = list(ranks)
-        return handle
+        communication.create_group(name, list(ranks))
+        _pynative_executor.sync()
+        self._group_ranks[name] = list(ranks)
+        return name
 
     def group_ranks(self, group: GroupHandle) -> list[int]:
         return self._world if group is None else self._group_ranks[group]
@@ -212,6 +222,24 @@ class MindSporeAdapter(Adapter):
 
     def empty(self, shape: Sequence[int], like: ms.Tensor) -> ms.Tensor:
         return mint.empty(tuple(shape), dtype=like.dtype)
+
+    def is_dense(self, tensor: ms.Tensor) -> bool:
+        return (
+            tensor.storage_offset() == 0
+            and tensor.is_contiguous()
+            and tensor.untyped_storage().nbytes() == tensor.nbytes
+        )
+
+    def clone(self, tensor: ms.Tensor) -> ms.Tensor:
+        # A new tensor plus copy_: Tensor.copy() of a view takes 12 ms for 8 MB on CPU, this
+        # 1.8 ms (measured, MindSpore 2.10); mint.clone has no CPU kernel.
+        staged = mint.empty(tuple(tensor.shape), dtype=tensor.dtype)
+        self.copy_(staged, tensor)
+        return staged
+
+    def numel(self, tensor: ms.Tensor) -> int:
+        count: int = tensor.size
+        return count
 
     def split(self, tensor: ms.Tensor, sizes: Sequence[int], dim: int = 0) -> list[ms.Tensor]:
         # Basic slicing makes the same views as mint.split in 40 us each, where mint.split takes
@@ -252,16 +280,23 @@ class MindSporeAdapter(Adapter):
         _pynative_executor.sync()
 
     def copy_(self, dst: ms.Tensor, src: ms.Tensor) -> None:
-        # On CPU numpy copies the memory at once; a slice assignment of a view plus the sync
-        # that waits for it took 2.2 ms at 1 KB and 1.6 ms at 8 MB, numpy 9 us and 0.27 ms
-        # (measured).
-        target, source = self._host_view(dst), self._host_view(src)
-        if target is not None and source is not None and target.shape == source.shape:
+        # On CPU numpy copies the memory at once, for any layout and dtype (as bits); a slice
+        # assignment of a view plus the sync that waits for it took 2.2 ms at 1 KB and 1.6 ms at
+        # 8 MB, numpy 9 us and 0.27 ms (measured). A slice assignment would also stop `dst`
+        # receiving broadcast results (see the module docstring).
+        target, source = self._host_view(dst, bits=True), self._host_view(src, bits=True)
+        if (
+            target is not None
+            and source is not None
+            and target.shape == source.shape
+            and target.dtype == source.dtype
+        ):
             np.copyto(target, source)
             return
-        # `dst[:] = src` writes through views; Tensor.copy_ on a view and `dst[...] = src` on a
-        # view from mint.split do not (measured). A 0-d tensor takes only `[...]`, in bfloat16 too:
-        # on a 0-d int16 view of it, `[...]` does not write through (measured).
+        # Off CPU (unverified: no GPU or NPU here). `dst[:] = src` writes through views;
+        # Tensor.copy_ on a view and `dst[...] = src` on a view from mint.split do not (measured
+        # on CPU). A 0-d tensor takes only `[...]`, in bfloat16 too: on a 0-d int16 view of it,
+        # `[...]` does not write through (measured).
         if not dst.ndim:
             dst[...] = src
             return
@@ -290,8 +325,9 @@ class MindSporeAdapter(Adapter):
         # Each mint operation waits about 1 ms on the PyNative queue on CPU, and the reduction
         # plus the copy into `out` take 3 of them; numpy on the same memory takes none (16 MB,
         # 2 ranks: 13.6 ms vs 2.3 ms, measured).
-        arrays = [self._host_view(tensor) for tensor in (out, *tensors)]
-        if any(array is None for array in arrays):
+        views = [self._host_view(tensor) for tensor in (out, *tensors)]
+        arrays = [array for array in views if array is not None]
+        if len(arrays) != len(views):
             super().reduce_into(out, tensors, op)
             return
         target, *sources = arrays
@@ -308,23 +344,35 @@ class MindSporeAdapter(Adapter):
         if op is ReduceOp.AVG:
             np.divide(target, len(sources), out=target)
 
-    def _host_view(self, tensor: ms.Tensor) -> np.ndarray | None:
-        """``tensor``'s memory as a numpy array, without a copy, where that is safe: on CPU, for
-        a contiguous tensor of a dtype numpy has. (``asnumpy()`` copies a view.) It waits for
-        queued operations first, since numpy does not queue behind them."""
-        dtype = self._numpy_dtypes.get(tensor.dtype)
-        if not self._on_cpu or dtype is None or not tensor.is_contiguous():
+    def _host_view(self, tensor: ms.Tensor, bits: bool = False) -> Array | None:
+        """``tensor``'s elements as a numpy array over its memory (any layout: offset and strides
+        kept), without a copy; on CPU only, else None. (``asnumpy()`` copies a view.) ``bits``:
+        as unsigned integers of the dtype's width, which copies any dtype exactly (bfloat16 too);
+        else in the dtype's numpy spelling, None where numpy has none. It waits for queued
+        operations first, since numpy does not queue behind them."""
+        if not self._on_cpu:
+            return None
+        if bits:
+            dtype = _BIT_DTYPES.get(tensor.itemsize)
+        else:
+            dtype = self._numpy_dtypes.get(tensor.dtype)
+        if dtype is None:
+            return None
+        shape = tuple(tensor.shape)
+        if 0 in shape:
+            return np.empty(shape, dtype)
+        strides = tuple(tensor.stride())
+        if any(stride < 0 for stride in strides):
             return None
         _pynative_executor.sync()
-        shape = tuple(tensor.shape)
-        count = math.prod(shape)
-        address = tensor.data_ptr() if count else 0
-        if count and not address:
+        address = tensor.data_ptr()
+        if not address:
             return None
-        if not count:
-            return np.empty(shape, dtype)
-        memory = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
-        return np.frombuffer(memory, dtype=dtype).reshape(shape)
+        extent = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))
+        flat = _array_at(address, extent * dtype.itemsize, dtype)
+        return np.lib.stride_tricks.as_strided(
+            flat, shape, tuple(stride * dtype.itemsize for stride in strides)
+        )
 
     def bytes_tensor(self, data: bytes) -> ms.Tensor:
         return ms.Tensor(np.frombuffer(data, dtype=np.uint8).copy())
@@ -345,52 +393,53 @@ class MindSporeAdapter(Adapter):
         # to back in memory, are joined as one tensor over that memory (no copy).
         first = pieces[0]
         if len(pieces) == 1:
-            return first if self._is_own(first) else None
-        arrays = [self._host_view(piece) for piece in pieces]
-        if any(array is None or array.dtype != arrays[0].dtype for array in arrays):
+            return first if self.is_dense(first) else None
+        views = [self._host_view(piece) for piece in pieces]
+        arrays = [array for array in views if array is not None]
+        if len(arrays) != len(views) or any(
+            array.dtype != arrays[0].dtype or not array.flags.c_contiguous for array in arrays
+        ):
             return None
         trailing = arrays[0].shape[1:]
         address = arrays[0].ctypes.data
         for array in arrays:
-            if array.ndim == 0 or array.shape[1:] != trailing or array.ctypes.data != address:
+            if not array.ndim or array.shape[1:] != trailing or array.ctypes.data != address:
                 return None
             address += array.nbytes
         rows = sum(array.shape[0] for array in arrays)
         start, dtype = arrays[0].ctypes.data, arrays[0].dtype
-        memory = (ctypes.c_char * (address - start)).from_address(start)
-        whole = np.frombuffer(memory, dtype=dtype).reshape((rows, *trailing))
+        whole = _array_at(start, address - start, dtype).reshape((rows, *trailing))
         return ms.Tensor.from_numpy(whole)
 
     # -- staging of views --------------------------------------------------------------------
-    @staticmethod
-    def _is_own(tensor: ms.Tensor) -> bool:
-        return tensor.storage_offset() == 0 and tensor.is_contiguous()
-
-    def _own_copy(self, tensor: ms.Tensor) -> ms.Tensor:
-        # A new tensor plus copy_: Tensor.copy() of a view takes 12 ms for 8 MB on CPU, this
-        # 1.8 ms (measured, MindSpore 2.10).
-        staged = mint.empty(tuple(tensor.shape), dtype=tensor.dtype)
-        self.copy_(staged, tensor)
-        return staged
-
     def _alias(self, tensor: ms.Tensor) -> ms.Tensor | None:
-        """A tensor of its own over ``tensor``'s memory (a view's, at its offset), or None."""
+        """A dense tensor over a contiguous view's memory (at its offset), or None."""
         array = self._host_view(tensor)
-        return None if array is None else ms.Tensor.from_numpy(array)
+        if array is None or not array.flags.c_contiguous:
+            return None
+        return ms.Tensor.from_numpy(array)
 
     def _stage_in(self, tensor: ms.Tensor) -> ms.Tensor:
-        return tensor if self._is_own(tensor) else self._own_copy(tensor)
+        return tensor if self.is_dense(tensor) else self.clone(tensor)
 
     def _stage_out(self, tensor: ms.Tensor, writebacks: list[Writeback]) -> ms.Tensor:
-        if self._is_own(tensor):
+        """``tensor`` for an in-place call (all_reduce, reduce, recv, ...)."""
+        if self.is_dense(tensor):
             return tensor
-        staged = self._own_copy(tensor)
+        staged = self.clone(tensor)
         writebacks.append(lambda: self.copy_(tensor, staged))
         return staged
 
-    def _finish(self, handle: Any, async_op: bool, writebacks: list[Writeback]) -> Pending:
+    def _receive(self, tensor: ms.Tensor, writebacks: list[Writeback]) -> ms.Tensor:
+        """A new tensor for broadcast, all_gather, scatter and gather to write into, copied into
+        ``tensor`` afterwards: they do not write into a tensor that was ever slice-assigned."""
+        staged = mint.empty(tuple(tensor.shape), dtype=tensor.dtype)
+        writebacks.append(lambda: self.copy_(tensor, staged))
+        return staged
+
+    def _finish(self, handle: Any, async_op: bool, writebacks: list[Writeback]) -> Handle | None:
         if async_op:
-            return _Handle(handle, writebacks)
+            return _CommHandle(handle, writebacks)
         _pynative_executor.sync()
         for writeback in writebacks:
             writeback()
@@ -399,7 +448,7 @@ class MindSporeAdapter(Adapter):
     # -- collectives -------------------------------------------------------------------------
     def all_reduce(
         self, tensor: ms.Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
-    ) -> Pending:
+    ) -> Handle | None:
         writebacks: list[Writeback] = []
         staged = self._stage_out(tensor, writebacks)
         handle = dist.all_reduce(staged, op=self._ops[op], group=group, async_op=async_op)
@@ -407,15 +456,15 @@ class MindSporeAdapter(Adapter):
 
     def all_gather(
         self, tensor_list: list[ms.Tensor], tensor: ms.Tensor, group: GroupHandle, async_op: bool
-    ) -> Pending:
+    ) -> Handle | None:
         writebacks: list[Writeback] = []
-        outputs = [self._stage_out(item, writebacks) for item in tensor_list]
+        outputs = [self._receive(item, writebacks) for item in tensor_list]
         handle = dist.all_gather(outputs, self._stage_in(tensor), group=group, async_op=async_op)
         return self._finish(handle, async_op, writebacks)
 
     def all_gather_into_tensor(
         self, output: ms.Tensor, tensor: ms.Tensor, group: GroupHandle, async_op: bool
-    ) -> Pending:
+    ) -> Handle | None:
         writebacks: list[Writeback] = []
         staged = self._stage_out(output, writebacks)
         handle = dist.all_gather_into_tensor(
@@ -430,7 +479,7 @@ class MindSporeAdapter(Adapter):
         op: ReduceOp,
         group: GroupHandle,
         async_op: bool,
-    ) -> Pending:
+    ) -> Handle | None:
         writebacks: list[Writeback] = []
         staged = self._stage_out(output, writebacks)
         inputs = [self._stage_in(item) for item in input_list]
@@ -446,7 +495,7 @@ class MindSporeAdapter(Adapter):
         op: ReduceOp,
         group: GroupHandle,
         async_op: bool,
-    ) -> Pending:
+    ) -> Handle | None:
         writebacks: list[Writeback] = []
         staged = self._stage_out(output, writebacks)
         handle = dist.reduce_scatter_tensor(
@@ -454,9 +503,14 @@ class MindSporeAdapter(Adapter):
         )
         return self._finish(handle, async_op, writebacks)
 
-    def broadcast(self, tensor: ms.Tensor, src: int, group: GroupHandle, async_op: bool) -> Pending:
+    def broadcast(
+        self, tensor: ms.Tensor, src: int, group: GroupHandle, async_op: bool
+    ) -> Handle | None:
         writebacks: list[Writeback] = []
-        staged = self._stage_out(tensor, writebacks)
+        if src == self._rank:
+            staged = self._stage_in(tensor)
+        else:
+            staged = self._receive(tensor, writebacks)
         handle = dist.broadcast(staged, src, group=group, async_op=async_op)
         return self._finish(handle, async_op, writebacks)
 
@@ -467,9 +521,9 @@ class MindSporeAdapter(Adapter):
         src: int,
         group: GroupHandle,
         async_op: bool,
-    ) -> Pending:
+    ) -> Handle | None:
         writebacks: list[Writeback] = []
-        staged = self._stage_out(tensor, writebacks)
+        staged = self._receive(tensor, writebacks)
         # mint.distributed.scatter wants [] (not None) on the other ranks (measured).
         parts = [self._stage_in(item) for item in scatter_list or []]
         handle = dist.scatter(staged, parts, src=src, group=group, async_op=async_op)
@@ -482,9 +536,9 @@ class MindSporeAdapter(Adapter):
         dst: int,
         group: GroupHandle,
         async_op: bool,
-    ) -> Pending:
+    ) -> Handle | None:
         writebacks: list[Writeback] = []
-        outputs = [self._stage_out(item, writebacks) for item in gather_list or []]
+        outputs = [self._receive(item, writebacks) for item in gather_list or []]
         handle = dist.gather(
             self._stage_in(tensor), outputs, dst=dst, group=group, async_op=async_op
         )
@@ -492,7 +546,7 @@ class MindSporeAdapter(Adapter):
 
     def reduce(
         self, tensor: ms.Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
-    ) -> Pending:
+    ) -> Handle | None:
         writebacks: list[Writeback] = []
         staged = self._stage_out(tensor, writebacks)
         handle = dist.reduce(staged, dst, op=self._ops[op], group=group, async_op=async_op)
@@ -506,7 +560,7 @@ class MindSporeAdapter(Adapter):
         input_split_sizes: list[int],
         group: GroupHandle,
         async_op: bool,
-    ) -> Pending:
+    ) -> Handle | None:
         writebacks: list[Writeback] = []
         staged = self._stage_out(output, writebacks)
         handle = dist.all_to_all_single(
@@ -522,20 +576,100 @@ class MindSporeAdapter(Adapter):
     # send and recv complete before returning, so a view can go as a tensor over its own memory
     # (no copy: the view outlives the call); the other collectives may be asynchronous and stage.
     def send(self, tensor: ms.Tensor, dst: int, group: GroupHandle) -> None:
-        alias = None if self._is_own(tensor) else self._alias(tensor)
+        alias = None if self.is_dense(tensor) else self._alias(tensor)
         dist.send(self._stage_in(tensor) if alias is None else alias, dst=dst, group=group)
         self._finish(None, False, [])
 
     def recv(self, tensor: ms.Tensor, src: int, group: GroupHandle) -> None:
         writebacks: list[Writeback] = []
-        alias = None if self._is_own(tensor) else self._alias(tensor)
+        alias = None if self.is_dense(tensor) else self._alias(tensor)
         staged = self._stage_out(tensor, writebacks) if alias is None else alias
         dist.recv(staged, src=src, group=group)
         self._finish(None, False, writebacks)
 
-    def barrier(self, group: GroupHandle, async_op: bool) -> Pending:
+    def barrier(self, group: GroupHandle, async_op: bool) -> Handle | None:
         handle = dist.barrier(group=group, async_op=async_op)
         return self._finish(handle, async_op, [])
+
+    # -- framework facts for compat's tools ------------------------------------------------
+    def device_kinds(self) -> set[str]:
+        # The device target the user set (MindSpore's default, else "CPU").
+        kinds = {"GPU": "cuda", "Ascend": "ascend"}
+        target: str = ms.get_context("device_target")
+        return {kinds[target]} if target in kinds else set()
+
+    def bench_native(
+        self, op: str, rows: int, dtype: str
+    ) -> tuple[ms.Tensor, ms.Tensor | None, Callable[[], object], str]:
+        kind = {name: key for key, name in self._dtype_names.items()}[dtype]
+        world, rank = len(self._world), self._rank
+        # On MCCL (CPU) there is no reduce_scatter or all_gather_into_tensor kernel: "native" is
+        # then the best-known plain approach, and the description says so.
+        plain = self._on_cpu
+        if op in ("reduce_scatter_tensor", "reduce_scatter"):
+            x = mint.zeros((rows * world,), dtype=kind)
+            out = mint.empty((rows,), dtype=kind)
+
+            def all_reduce_slice() -> ms.Tensor:
+                # all_reduce the input in place (no copy: the reference is as cheap as it can be;
+                # zeros keep its values fixed) and keep this rank's slice.
+                dist.all_reduce(x)
+                part = x[rank * rows : (rank + 1) * rows]
+                self.synchronize()
+                return part
+
+            if op == "reduce_scatter":
+                as_above = "all_reduce in place + slice (as for reduce_scatter_tensor)"
+                return x, out, all_reduce_slice, as_above
+            return (
+                x,
+                out,
+                all_reduce_slice,
+                "mindspore.mint.distributed.all_reduce of the input in place + slice (MCCL has no "
+                "reduce_scatter kernel; the best-known plain approach)"
+                if plain
+                else "all_reduce in place + slice",
+            )
+        if op == "all_reduce":
+            x = mint.zeros((rows * world,), dtype=kind)  # zeros: the values stay fixed
+
+            def native_all_reduce() -> None:
+                dist.all_reduce(x)
+                self.synchronize()
+
+            return x, None, native_all_reduce, "mindspore.mint.distributed.all_reduce"
+        x = mint.ones((rows,), dtype=kind)
+        out = mint.empty((rows * world,), dtype=kind)
+
+        def all_gather_cat() -> ms.Tensor:
+            # A list all_gather + cat (the plain approach where MCCL has no all_gather_into_tensor).
+            gathered = [mint.empty((rows,), dtype=kind) for _ in range(world)]
+            dist.all_gather(gathered, x)
+            whole = mint.cat(gathered)
+            self.synchronize()
+            return whole
+
+        return (
+            x,
+            out,
+            all_gather_cat,
+            "list mindspore.mint.distributed.all_gather + cat (MCCL has no all_gather_into_tensor "
+            "kernel)"
+            if plain
+            else "list all_gather + cat",
+        )
+
+
+def _array_at(address: int, nbytes: int, dtype: np.dtype[Any]) -> Array:
+    """The ``nbytes`` of memory at ``address`` as a 1-d numpy array of ``dtype`` (no copy)."""
+    memory = (ctypes.c_char * nbytes).from_address(address)
+    return np.frombuffer(memoryview(memory).cast("B"), dtype=dtype)
+
+
+#: numpy's unsigned integers by width in bytes: copies move any dtype as these bits.
+_BIT_DTYPES = {
+    np.dtype(bits).itemsize: np.dtype(bits) for bits in (np.uint8, np.uint16, np.uint32, np.uint64)
+}
 
 
 def _numpy_elementwise(entry: dict[str, str]) -> np.ufunc:

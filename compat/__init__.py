@@ -7,14 +7,7 @@
 from compat import autograd as autograd
 from compat import comm as comm
 from compat.api import (
-    all_gather,
-    all_gather_into_tensor,
-    all_reduce,
-    all_to_all_single,
-    barrier,
-    broadcast,
     destroy,
-    gather,
     get_backend,
     get_framework,
     get_rank,
@@ -22,6 +15,15 @@ from compat.api import (
     init,
     is_initialized,
     new_group,
+)
+from compat.collectives import (
+    all_gather,
+    all_gather_into_tensor,
+    all_reduce,
+    all_to_all_single,
+    barrier,
+    broadcast,
+    gather,
     recv,
     reduce,
     reduce_scatter,

@@ -1,5 +1,5 @@
 import sys
 
-from compat.cli import main
+from compat.tools.cli import main
 
 sys.exit(main())

@@ -52,19 +52,26 @@ def check_split_sizes(
     """Split sizes: a sequence of ``parts`` non-negative ints that sum to ``total``."""
     if not isinstance(sizes, Sequence) or isinstance(sizes, str):
         raise TypeError(f"{param}: expected a list of {parts} ints; got {describe(sizes)}")
-    values = [check_int(size, f"{param}[{i}]") for i, size in enumerate(sizes)]
+    return check_sizes(
+        sizes, param, parts, total, per="rank of the group", of=f"dim 0 of {dim_param}"
+    )
+
+
+def check_sizes(
+    items: Sequence[object], param: str, parts: int, total: int, *, per: str, of: str
+) -> list[int]:
+    """The rule for split sizes: ``parts`` ints (one per ``per``), each >= 0, summing to ``total``
+    (``of`` says what that is). The caller checks which containers it takes."""
+    values = [check_int(size, f"{param}[{i}]") for i, size in enumerate(items)]
     if len(values) != parts:
         raise ValueError(
-            f"{param}: expected {parts} sizes (one per rank of the group); got {len(values)}: "
-            f"{values}"
+            f"{param}: expected {parts} sizes (one per {per}); got {len(values)}: {values}"
         )
-    negative = [size for size in values if size < 0]
-    if negative:
+    if any(size < 0 for size in values):
         raise ValueError(f"{param}: expected sizes >= 0; got {values}")
     if sum(values) != total:
         raise ValueError(
-            f"{param}: expected sizes summing to {total} (dim 0 of {dim_param}); got {values} "
-            f"(sum {sum(values)})"
+            f"{param}: expected sizes summing to {total} ({of}); got {values} (sum {sum(values)})"
         )
     return values
 

@@ -4,23 +4,24 @@ compat checks and normalises the arguments, then calls these methods; an adapter
 them to its framework. By the time a method is called: ``op`` is a ReduceOp the backend reduces
 natively for that dtype, ``group`` is the framework's own group handle (``None`` = the world),
 ranks (``src``, ``dst``) are global ranks, split sizes are lists of ints that fit the tensors, and
-output tensors have the right shape and dtype. A method returns a :class:`PendingHandle` when
+output tensors have the right shape and dtype. A method returns a :class:`Handle` when
 ``async_op`` is true, else ``None`` after the call has completed.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from compat.types import PendingHandle, ReduceOp
+from compat.scratch import ScratchPool
+from compat.types import Handle, ReduceOp
 
 Tensor = Any
 GroupHandle = Any
-Pending = PendingHandle | None
 
 #: The adapter methods that communicate (the ones whose failures adapters translate).
 COLLECTIVES = (
@@ -34,10 +35,10 @@ COLLECTIVES = (
 Translate = Callable[[Exception, float], Exception]
 
 
-class TranslatedHandle:
+class _TranslatingHandle:
     """A native pending handle whose ``wait`` raises compat's errors instead of the native ones."""
 
-    def __init__(self, handle: PendingHandle, translate: Translate, started: float) -> None:
+    def __init__(self, handle: Handle, translate: Translate, started: float) -> None:
         self._handle = handle
         self._translate = translate
         self._started = started
@@ -53,28 +54,27 @@ class TranslatedHandle:
 
 
 def translating_errors(cls: type, translate_for: Callable[[str], Translate]) -> type:
-    """Wrap ``cls``'s COLLECTIVES so native errors (and those of their handles) are translated by
-    ``translate_for(collective)``: the adapters' way of raising compat.CollectiveTimeout."""
+    """A subclass of ``cls`` whose COLLECTIVES translate native errors (and those of their
+    handles) with ``translate_for(collective)``: the adapters' way of raising
+    compat.CollectiveTimeout. ``cls`` itself is left as it is."""
 
     def wrap(name: str) -> Callable[..., Any]:
         method = getattr(cls, name)
         translate = translate_for(name)
 
+        @functools.wraps(method)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
             started = time.monotonic()
             try:
                 result = method(self, *args, **kwargs)
             except RuntimeError as error:
                 raise translate(error, time.monotonic() - started) from error
-            return None if result is None else TranslatedHandle(result, translate, started)
+            return None if result is None else _TranslatingHandle(result, translate, started)
 
-        wrapper.__name__ = wrapper.__qualname__ = name
-        wrapper.__doc__ = method.__doc__
         return wrapper
 
-    for name in COLLECTIVES:
-        setattr(cls, name, wrap(name))
-    return cls
+    namespace = {name: wrap(name) for name in COLLECTIVES}
+    return type(cls.__name__, (cls,), {**namespace, "__doc__": cls.__doc__})
 
 
 class Adapter(ABC):
@@ -82,6 +82,10 @@ class Adapter(ABC):
 
     #: The key of this framework in ``mapping_tables/frameworks.toml``.
     framework: str
+
+    def __init__(self) -> None:
+        #: buffers compat.algorithms reuse from call to call
+        self.scratch = ScratchPool(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     @abstractmethod
@@ -119,6 +123,22 @@ class Adapter(ABC):
     @abstractmethod
     def empty(self, shape: Sequence[int], like: Tensor) -> Tensor:
         """A new uninitialised tensor of ``like``'s dtype and device."""
+
+    @abstractmethod
+    def is_dense(self, tensor: Tensor) -> bool:
+        """True if the backend reads and writes exactly ``tensor``'s elements when given it as it
+        is; False for a view it would read or write as something else (see compat.layout)."""
+
+    @abstractmethod
+    def clone(self, tensor: Tensor) -> Tensor:
+        """A new dense tensor with ``tensor``'s values (any layout), on its device."""
+
+    def numel(self, tensor: Tensor) -> int:
+        """The number of elements of ``tensor``."""
+        count = 1
+        for size in self.shape(tensor):
+            count *= size
+        return count
 
     @abstractmethod
     def split(self, tensor: Tensor, sizes: Sequence[int], dim: int = 0) -> list[Tensor]:
@@ -201,17 +221,17 @@ class Adapter(ABC):
     @abstractmethod
     def all_reduce(
         self, tensor: Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
-    ) -> Pending: ...
+    ) -> Handle | None: ...
 
     @abstractmethod
     def all_gather(
         self, tensor_list: list[Tensor], tensor: Tensor, group: GroupHandle, async_op: bool
-    ) -> Pending: ...
+    ) -> Handle | None: ...
 
     @abstractmethod
     def all_gather_into_tensor(
         self, output: Tensor, tensor: Tensor, group: GroupHandle, async_op: bool
-    ) -> Pending: ...
+    ) -> Handle | None: ...
 
     @abstractmethod
     def reduce_scatter(
@@ -221,17 +241,17 @@ class Adapter(ABC):
         op: ReduceOp,
         group: GroupHandle,
         async_op: bool,
-    ) -> Pending: ...
+    ) -> Handle | None: ...
 
     @abstractmethod
     def reduce_scatter_tensor(
         self, output: Tensor, tensor: Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
-    ) -> Pending: ...
+    ) -> Handle | None: ...
 
     @abstractmethod
     def broadcast(
         self, tensor: Tensor, src: int, group: GroupHandle, async_op: bool
-    ) -> Pending: ...
+    ) -> Handle | None: ...
 
     @abstractmethod
     def scatter(
@@ -241,7 +261,7 @@ class Adapter(ABC):
         src: int,
         group: GroupHandle,
         async_op: bool,
-    ) -> Pending: ...
+    ) -> Handle | None: ...
 
     @abstractmethod
     def gather(
@@ -251,12 +271,12 @@ class Adapter(ABC):
         dst: int,
         group: GroupHandle,
         async_op: bool,
-    ) -> Pending: ...
+    ) -> Handle | None: ...
 
     @abstractmethod
     def reduce(
         self, tensor: Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
-    ) -> Pending: ...
+    ) -> Handle | None: ...
 
     @abstractmethod
     def all_to_all_single(
@@ -267,7 +287,7 @@ class Adapter(ABC):
         input_split_sizes: list[int],
         group: GroupHandle,
         async_op: bool,
-    ) -> Pending: ...
+    ) -> Handle | None: ...
 
     @abstractmethod
     def send(self, tensor: Tensor, dst: int, group: GroupHandle) -> None: ...
@@ -276,4 +296,27 @@ class Adapter(ABC):
     def recv(self, tensor: Tensor, src: int, group: GroupHandle) -> None: ...
 
     @abstractmethod
-    def barrier(self, group: GroupHandle, async_op: bool) -> Pending: ...
+    def barrier(self, group: GroupHandle, async_op: bool) -> Handle | None: ...
+
+    # -- framework facts for compat's tools ------------------------------------------------
+    def device_kinds(self) -> set[str]:
+        """The accelerators this process can use, as ``default_backend[].when`` in
+        ``mapping_tables/frameworks.toml`` names them (``"cuda"``, ``"ascend"``; empty: CPU
+        only). ``init`` picks its default backend by them (:func:`compat.dispatch.default_backend`).
+        """
+        return set()
+
+    @abstractmethod
+    def bench_native(
+        self, op: str, rows: int, dtype: str
+    ) -> tuple[Tensor, Tensor | None, Callable[[], object], str]:
+        """``compat bench``'s buffers and native call for ``op`` (one of compat.tools.bench.OPS)
+        on ``rows`` elements per rank of the canonical ``dtype``; called after ``init``.
+
+        Returns ``(input, output, native, description)``: new tensors on the home device that
+        compat's timed call uses too (input: ``rows * world_size`` elements, ``rows`` for
+        all_gather_into_tensor, with values the collective leaves unchanged; output: None for
+        the in-place all_reduce); ``native()`` runs the framework's own collective on them (where
+        the backend has none, the best-known plain approach) and returns once it has completed;
+        ``description`` names that call (bench's header and CSV).
+        """

@@ -11,13 +11,14 @@ tensors, which may be views. The reason each is used is written in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from compat.adapter import Adapter, GroupHandle, Pending, Tensor
-from compat.types import ReduceOp, Work
+from compat.adapter import Adapter, GroupHandle, Tensor
+from compat.types import Handle, ReduceOp, Work
 
 
-def _complete(pending: Sequence[Pending], async_op: bool, finish: Callable[[], None]) -> Pending:
+def _complete(
+    pending: Sequence[Handle | None], async_op: bool, finish: Callable[[], None]
+) -> Handle | None:
     """Run ``finish`` now (sync) or when the returned Work is waited on (async)."""
     if async_op:
         return Work([handle for handle in pending if handle is not None], finish)
@@ -46,7 +47,7 @@ def _equal_parts(adapter: Adapter, tensor: Tensor, group: GroupHandle) -> list[T
 
 def padded_all_gather(
     adapter: Adapter, tensor_list: list[Tensor], tensor: Tensor, group: GroupHandle, async_op: bool
-) -> Pending:
+) -> Handle | None:
     """all_gather of tensors that differ in dim 0: pad each to the largest, all_gather the
     equal-sized buffers, copy each rank's rows out."""
     sizes = [adapter.shape(item)[0] for item in tensor_list]
@@ -64,7 +65,7 @@ def padded_all_gather(
 
 def all_gather_concat(
     adapter: Adapter, output: Tensor, tensor: Tensor, group: GroupHandle, async_op: bool
-) -> Pending:
+) -> Handle | None:
     """all_gather_into_tensor as a list all_gather, then each part copied into ``output``."""
     count = len(adapter.group_ranks(group))
     gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
@@ -80,7 +81,7 @@ def all_gather_concat(
 
 def all_gather_reduce(
     adapter: Adapter, tensor: Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
-) -> Pending:
+) -> Handle | None:
     """all_reduce as all_gather plus a local reduction: exact for every dtype all_gather moves."""
     count = len(adapter.group_ranks(group))
     gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
@@ -92,7 +93,7 @@ def all_gather_reduce(
 
 def all_gather_reduce_to_dst(
     adapter: Adapter, tensor: Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
-) -> Pending:
+) -> Handle | None:
     """reduce as all_gather plus a local reduction on ``dst``; the other ranks' tensors stay."""
     count = len(adapter.group_ranks(group))
     gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
@@ -107,7 +108,7 @@ def all_gather_reduce_to_dst(
 
 def reduce_keep_input(
     adapter: Adapter, tensor: Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
-) -> Pending:
+) -> Handle | None:
     """reduce that leaves the other ranks' tensors unchanged: they reduce from a copy."""
     if adapter.rank() == dst:
         return adapter.reduce(tensor, dst, op, group, async_op)
@@ -123,7 +124,7 @@ def scatter_reduce(
     op: ReduceOp,
     group: GroupHandle,
     async_op: bool,
-) -> Pending:
+) -> Handle | None:
     """reduce_scatter as one scatter per source rank plus a local reduction.
 
     Every rank receives each rank's part for it, then reduces them. Uneven parts are padded to
@@ -155,7 +156,7 @@ def scatter_reduce_tensor(
     op: ReduceOp,
     group: GroupHandle,
     async_op: bool,
-) -> Pending:
+) -> Handle | None:
     """reduce_scatter_tensor as :func:`scatter_reduce` of dim 0's equal parts."""
     parts = _equal_parts(adapter, tensor, group)
     return scatter_reduce(adapter, output, parts, op, group, async_op)
@@ -193,7 +194,7 @@ def pairwise_all_to_all(
     input_split_sizes: list[int],
     group: GroupHandle,
     async_op: bool,
-) -> Pending:
+) -> Handle | None:
     """all_to_all_single as blocking send/recv between each pair of ranks.
 
     Pairs are served in rank order, the lower rank sending first, so blocking calls never wait on
@@ -215,55 +216,8 @@ def pairwise_all_to_all(
     return Work() if async_op else None
 
 
-# -- reduce_scatter by size: scratch buffers and the faster algorithms ------------------------
-#
-# The algorithms below receive into scratch buffers that are reused from call to call: a fresh
-# buffer of tens of MB costs as much as the communication itself on CPU (the kernel maps and zeroes
-# every page on first touch: 2 ranks, 64 MB, all_to_all + sum took 82 ms with a new buffer per call
-# and 40 ms with a reused one, measured). A buffer is taken for the duration of one collective
-# (until its Work's finish step for async_op) and then returned; at most SCRATCH_BYTES are kept.
-
-#: The most scratch memory kept between calls, in bytes, over all dtypes and shapes.
-SCRATCH_BYTES = 512 * 2**20
-
-_scratch: dict[tuple[Any, ...], list[Tensor]] = {}
-_scratch_bytes = 0
-
-
-def _take(adapter: Adapter, shape: tuple[int, ...], like: Tensor) -> tuple[Tensor, tuple[Any, ...]]:
-    """A buffer of ``shape`` and ``like``'s dtype and device, and the key to :func:`_give` it back
-    under: a kept one if there is one, else a new one."""
-    global _scratch_bytes
-    key = (adapter.framework, adapter.dtype(like), adapter.device(like), shape)
-    kept = _scratch.get(key)
-    if kept:
-        buffer = kept.pop()
-        _scratch_bytes -= adapter.nbytes(buffer)
-        return buffer, key
-    return adapter.empty(shape, like), key
-
-
-def _give(adapter: Adapter, buffer: Tensor, key: tuple[Any, ...]) -> None:
-    """Keep ``buffer`` for the next call, evicting the oldest kept buffers past SCRATCH_BYTES."""
-    global _scratch_bytes
-    size = adapter.nbytes(buffer)
-    if size > SCRATCH_BYTES:
-        return
-    _scratch.setdefault(key, []).append(buffer)
-    _scratch_bytes += size
-    while _scratch_bytes > SCRATCH_BYTES:
-        oldest = next(iter(_scratch))
-        evicted = _scratch[oldest]
-        _scratch_bytes -= adapter.nbytes(evicted.pop(0))
-        if not evicted:
-            del _scratch[oldest]
-
-
-def clear_scratch() -> None:
-    """Drop every kept scratch buffer (compat.destroy does; tests and benchmarks may)."""
-    global _scratch_bytes
-    _scratch.clear()
-    _scratch_bytes = 0
+# -- reduce_scatter by size: the faster algorithms, receiving into the adapter's scratch pool
+# (compat.scratch: buffers reused from call to call) -----------------------------------------
 
 
 def _members(adapter: Adapter, group: GroupHandle) -> tuple[int, int]:
@@ -279,7 +233,7 @@ def all_to_all_reduce(
     op: ReduceOp,
     group: GroupHandle,
     async_op: bool,
-) -> Pending:
+) -> Handle | None:
     """reduce_scatter as one all_to_all_single plus a local reduction.
 
     Each rank sends ``input_list[i]`` to rank i and receives every rank's part for it: every rank
@@ -296,19 +250,19 @@ def all_to_all_reduce(
     taken = []
     if whole is None:
         shape = (sum(sizes), *adapter.shape(output)[1:])
-        whole, key = _take(adapter, shape, output)
+        whole, key = adapter.scratch.take(shape, output)
         taken.append((whole, key))
         for part, item in zip(adapter.split(whole, sizes), input_list, strict=True):
             adapter.copy_(part, item)
     rows = sizes[me]
-    received, key = _take(adapter, (rows * count, *adapter.shape(output)[1:]), output)
+    received, key = adapter.scratch.take((rows * count, *adapter.shape(output)[1:]), output)
     taken.append((received, key))
     pending = adapter.all_to_all_single(received, whole, [rows] * count, sizes, group, async_op)
 
     def finish() -> None:
         adapter.reduce_into(output, adapter.split(received, [rows] * count), op)
         for buffer, buffer_key in taken:
-            _give(adapter, buffer, buffer_key)
+            adapter.scratch.give(buffer, buffer_key)
 
     return _complete([pending], async_op, finish)
 
@@ -320,21 +274,21 @@ def all_to_all_reduce_tensor(
     op: ReduceOp,
     group: GroupHandle,
     async_op: bool,
-) -> Pending:
+) -> Handle | None:
     """reduce_scatter_tensor as :func:`all_to_all_reduce` of dim 0's equal parts (no copy)."""
     count = len(adapter.group_ranks(group))
     rows = adapter.shape(tensor)[0] // count
     if count == 1:
         adapter.copy_(output, tensor)
         return _complete([], async_op, lambda: None)
-    received, key = _take(adapter, adapter.shape(tensor), tensor)
+    received, key = adapter.scratch.take(adapter.shape(tensor), tensor)
     pending = adapter.all_to_all_single(
         received, tensor, [rows] * count, [rows] * count, group, async_op
     )
 
     def finish() -> None:
         adapter.reduce_into(output, adapter.split(received, [rows] * count), op)
-        _give(adapter, received, key)
+        adapter.scratch.give(received, key)
 
     return _complete([pending], async_op, finish)
 
@@ -346,7 +300,7 @@ def buffered_send_reduce_scatter(
     op: ReduceOp,
     group: GroupHandle,
     async_op: bool,
-) -> Pending:
+) -> Handle | None:
     """reduce_scatter as blocking sends of every peer's part, then the receives, then a local
     reduction: every rank moves (n-1)/n of its input, and all directions move at once.
 
@@ -367,13 +321,13 @@ def buffered_send_reduce_scatter(
     taken, pieces = [], list(input_list)
     if shape[0] > 0:
         for peer in reversed(order):
-            buffer, key = _take(adapter, shape, output)
+            buffer, key = adapter.scratch.take(shape, output)
             taken.append((buffer, key))
             adapter.recv(buffer, ranks[peer], group)
             pieces[peer] = buffer
     adapter.reduce_into(output, pieces, op)
     for buffer, key in taken:
-        _give(adapter, buffer, key)
+        adapter.scratch.give(buffer, key)
     return Work() if async_op else None
 
 
@@ -384,7 +338,7 @@ def buffered_send_reduce_scatter_tensor(
     op: ReduceOp,
     group: GroupHandle,
     async_op: bool,
-) -> Pending:
+) -> Handle | None:
     """reduce_scatter_tensor as :func:`buffered_send_reduce_scatter` of dim 0's equal parts."""
     parts = _equal_parts(adapter, tensor, group)
     return buffered_send_reduce_scatter(adapter, output, parts, op, group, async_op)
@@ -397,7 +351,7 @@ def all_reduce_slice(
     op: ReduceOp,
     group: GroupHandle,
     async_op: bool,
-) -> Pending:
+) -> Handle | None:
     """reduce_scatter as an all_reduce of the whole input (a copy of it) and this rank's slice.
 
     It moves about twice the data of the other algorithms, but in one native call: the fastest for
@@ -405,14 +359,14 @@ def all_reduce_slice(
     """
     _, me = _members(adapter, group)
     sizes = [adapter.shape(item)[0] for item in input_list]
-    whole, key = _take(adapter, (sum(sizes), *adapter.shape(output)[1:]), output)
+    whole, key = adapter.scratch.take((sum(sizes), *adapter.shape(output)[1:]), output)
     for part, item in zip(adapter.split(whole, sizes), input_list, strict=True):
         adapter.copy_(part, item)
     pending = adapter.all_reduce(whole, op, group, async_op)
 
     def finish() -> None:
         adapter.copy_(output, adapter.narrow(whole, sum(sizes[:me]), sizes[me]))
-        _give(adapter, whole, key)
+        adapter.scratch.give(whole, key)
 
     return _complete([pending], async_op, finish)
 
@@ -424,16 +378,16 @@ def all_reduce_slice_tensor(
     op: ReduceOp,
     group: GroupHandle,
     async_op: bool,
-) -> Pending:
+) -> Handle | None:
     """reduce_scatter_tensor as :func:`all_reduce_slice`: one copy of the whole input."""
     count, me = _members(adapter, group)
     rows = adapter.shape(tensor)[0] // count
-    whole, key = _take(adapter, adapter.shape(tensor), tensor)
+    whole, key = adapter.scratch.take(adapter.shape(tensor), tensor)
     adapter.copy_(whole, tensor)
     pending = adapter.all_reduce(whole, op, group, async_op)
 
     def finish() -> None:
         adapter.copy_(output, adapter.narrow(whole, rows * me, rows))
-        _give(adapter, whole, key)
+        adapter.scratch.give(whole, key)
 
     return _complete([pending], async_op, finish)

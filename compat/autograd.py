@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from compat import _runtime, api
+from compat import api, collectives, state
 from compat.errors import UnsupportedError
 from compat.types import Group, ReduceOp, parse_op
 
@@ -43,10 +43,10 @@ def _apply(
     forward: Callable[[Tensor], Tensor],
     backward: Callable[[Tensor], Tensor],
 ) -> Tensor:
-    runtime = _runtime.current()
-    runtime.check_tensor(tensor, "tensor")
-    runtime.resolve_group(group)
-    return runtime.adapter.differentiable(forward, backward)(tensor)
+    current = state.current()
+    current.checks.tensor(tensor, "tensor")
+    current.checks.group(group)
+    return current.adapter.differentiable(forward, backward)(tensor)
 
 
 def all_gather(tensor: Tensor, group: Group | None = None) -> Tensor:
@@ -63,8 +63,8 @@ def all_gather(tensor: Tensor, group: Group | None = None) -> Tensor:
     return _apply(
         tensor,
         group,
-        lambda x: api.all_gather_into_tensor(x, group),
-        lambda grad: api.reduce_scatter_tensor(grad, ReduceOp.SUM, group),
+        lambda x: collectives.all_gather_into_tensor(x, group),
+        lambda grad: collectives.reduce_scatter_tensor(grad, ReduceOp.SUM, group),
     )
 
 
@@ -75,10 +75,12 @@ def reduce_scatter(
     reduce_op = _check_op(op)
 
     def backward(grad: Tensor) -> Tensor:
-        gathered = api.all_gather_into_tensor(grad, group)
+        gathered = collectives.all_gather_into_tensor(grad, group)
         return gathered if reduce_op is ReduceOp.SUM else gathered / api.get_world_size(group)
 
-    return _apply(tensor, group, lambda x: api.reduce_scatter_tensor(x, reduce_op, group), backward)
+    return _apply(
+        tensor, group, lambda x: collectives.reduce_scatter_tensor(x, reduce_op, group), backward
+    )
 
 
 def all_reduce(tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None) -> Tensor:
@@ -87,10 +89,10 @@ def all_reduce(tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None =
     reduce_op = _check_op(op)
 
     def reduced_copy(x: Tensor) -> Tensor:
-        adapter = _runtime.current().adapter
+        adapter = state.current().adapter
         result = adapter.empty(adapter.shape(x), x)
         adapter.copy_(result, x)
-        api.all_reduce(result, reduce_op, group)
+        collectives.all_reduce(result, reduce_op, group)
         return result
 
     return _apply(tensor, group, reduced_copy, reduced_copy)

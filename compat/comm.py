@@ -27,7 +27,7 @@ from functools import cache
 from typing import Any
 
 from compat import tables
-from compat._checks import check_int, describe
+from compat._checks import check_int, check_sizes, describe
 from compat.adapter import Adapter
 from compat.dispatch import framework_of, load_adapter
 
@@ -131,20 +131,14 @@ def _exactly_one(devices: object, out: object) -> None:
 
 def _check_chunk_sizes(value: object, parts: int, total: int, dim: int) -> list[int]:
     items = _check_sequence(value, "chunk_sizes", "ints")
-    sizes = [check_int(item, f"chunk_sizes[{index}]") for index, item in enumerate(items)]
-    if len(sizes) != parts:
-        raise ValueError(
-            f"chunk_sizes: expected {parts} sizes (one per device, as devices); "
-            f"got {len(sizes)}: {sizes}"
-        )
-    if any(size < 0 for size in sizes):
-        raise ValueError(f"chunk_sizes: expected sizes >= 0; got {sizes}")
-    if sum(sizes) != total:
-        raise ValueError(
-            f"chunk_sizes: expected sizes summing to {total} (the size of dim {dim} of tensor); "
-            f"got {sizes} (sum {sum(sizes)})"
-        )
-    return sizes
+    return check_sizes(
+        items,
+        "chunk_sizes",
+        parts,
+        total,
+        per="device, as devices",
+        of=f"the size of dim {dim} of tensor",
+    )
 
 
 def chunk_split(total: int, parts: int) -> list[int]:
@@ -182,9 +176,13 @@ def _check_pieces(
     return sizes
 
 
-def _all_cuda(framework: str, devices: Sequence[str]) -> bool:
-    """True if torch.cuda.comm can take the call: torch, and every device a CUDA device."""
-    return framework == "torch" and bool(devices) and all(d.startswith("cuda") for d in devices)
+def _native_comm(framework: str, devices: Sequence[str]) -> Any | None:
+    """The framework's own device comm module (``device_comm`` in frameworks.toml: torch.cuda.comm)
+    if it can take the call, every device being of its type; else None."""
+    entry = tables.lookup("frameworks", framework).get("device_comm")
+    if entry is None or not devices or any(d.split(":")[0] != entry["device"] for d in devices):
+        return None
+    return importlib.import_module(entry["module"])
 
 
 def _check_streams(streams: object, devices: Sequence[str]) -> None:
@@ -200,10 +198,6 @@ def _copy(adapter: Adapter, dst: Tensor, src: Tensor) -> None:
     # ("memcpy_s error" for a (3, 0) tensor, measured).
     if 0 not in adapter.shape(dst):
         adapter.copy_(dst, src)
-
-
-def _torch_cuda_comm() -> Any:
-    return importlib.import_module("torch.cuda.comm")
 
 
 # -- the API -----------------------------------------------------------------------------------
@@ -277,8 +271,9 @@ def scatter(
                 f"of tensor); got {sizes} (sum {sum(sizes)})"
             )
         targets = [adapter.device(item) for item in outputs]
-    if _all_cuda(framework, targets):
-        result = _torch_cuda_comm().scatter(
+    native = _native_comm(framework, targets)
+    if native is not None:
+        result = native.scatter(
             tensor,
             None if out is not None else targets,
             None if chunk_sizes is None else sizes,
@@ -361,8 +356,9 @@ def gather(
         target = adapter.canonical_device("cpu")
     elif destination is not None:
         target = _check_device(destination, "destination", framework, adapter)
-    if _all_cuda(framework, sources):
-        return _torch_cuda_comm().gather(items, dim, target, out=out)
+    native = _native_comm(framework, sources)
+    if native is not None:
+        return native.gather(items, dim, target, out=out)
     if out is not None:
         target = adapter.device(out)
     elif target is None:
@@ -418,11 +414,11 @@ def broadcast(
         targets = [adapter.device(item) for item in outputs]
     if not targets:
         return ()
-    if _all_cuda(framework, targets):
-        comm = _torch_cuda_comm()
+    native = _native_comm(framework, targets)
+    if native is not None:
         if out is None:
-            return tuple(comm.broadcast(tensor, targets))
-        return tuple(comm.broadcast(tensor, out=outputs))
+            return tuple(native.broadcast(tensor, targets))
+        return tuple(native.broadcast(tensor, out=outputs))
     if out is None:
         result = [adapter.to_device(tensor, target) for target in targets]
     else:

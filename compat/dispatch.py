@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
-from functools import cache, lru_cache
+from collections.abc import Collection
+from functools import cache
 
 from compat import tables
 from compat.adapter import Adapter
@@ -20,15 +22,26 @@ def frameworks() -> list[str]:
     return list(tables.load("frameworks"))
 
 
-@lru_cache(128)
+#: tensor type -> framework (a look-up per call; filled on first sight of each type)
+_FRAMEWORK_OF_TYPE: dict[type, str | None] = {}
+
+
 def framework_of_type(cls: type) -> str | None:
     """The framework whose tensor type ``cls`` is (a subclass of), or None."""
+    try:
+        return _FRAMEWORK_OF_TYPE[cls]
+    except KeyError:
+        pass
+    found = None
     for name, entry in tables.load("frameworks").items():
         module_name, class_name = entry["tensor"].split(":")
         module = sys.modules.get(module_name)
         if module is not None and issubclass(cls, getattr(module, class_name)):
-            return name
-    return None
+            found = name
+            break
+    if len(_FRAMEWORK_OF_TYPE) < 128:
+        _FRAMEWORK_OF_TYPE[cls] = found
+    return found
 
 
 def framework_of(obj: object) -> str | None:
@@ -52,3 +65,55 @@ def load_adapter(framework: str) -> Adapter:
     module = importlib.import_module(tables.lookup("frameworks", framework, "adapter"))
     adapter: Adapter = module.ADAPTER_CLASS()
     return adapter
+
+
+def choose_framework(framework: str | None = None, *, first_if_several: bool = False) -> str:
+    """The framework to run on: ``framework``, else ``COMPAT_FRAMEWORK``, else the framework whose
+    launcher started this process (any of its ``launcher_env`` variables set, in
+    ``mapping_tables/frameworks.toml``), else the one installed framework.
+
+    When nothing chooses and several frameworks are installed, ``first_if_several=True`` takes the
+    first installed one in frameworks.toml's order (``compat launch`` and ``compat bench``, whose
+    banner names the choice); without it that is a ValueError asking to choose (``compat.init``).
+    A chosen framework that is unknown or not installed is a ValueError naming where the choice
+    came from. Imports no framework.
+    """
+    known = frameworks()
+    if framework is None:
+        framework = os.environ.get("COMPAT_FRAMEWORK") or None
+        param = "COMPAT_FRAMEWORK"
+    else:
+        param = "framework"
+    if framework is None:
+        for name in known:
+            if any(var in os.environ for var in tables.lookup("frameworks", name, "launcher_env")):
+                framework, param = name, "the launcher's environment"
+                break
+    if framework is None:
+        present = installed()
+        if len(present) == 1 or (first_if_several and present):
+            return present[0]
+        raise ValueError(
+            "framework: expected one of "
+            f"{known} (or COMPAT_FRAMEWORK, or a launcher's environment) because "
+            f"{'several are' if present else 'none is'} installed ({present}); got None"
+        )
+    if framework not in known:
+        raise ValueError(f"{param}: expected one of {known}; got {framework!r}")
+    if not is_available(framework):
+        raise ValueError(f"{param}: {framework!r} is not installed; installed: {installed()}")
+    return framework
+
+
+def default_backend(framework: str, devices: Collection[str]) -> str:
+    """The backend ``framework`` uses when none is asked for: the first ``default_backend`` entry
+    of ``mapping_tables/frameworks.toml`` whose ``when`` is ``"always"`` or one of ``devices``
+    (the adapter's :meth:`~compat.adapter.Adapter.device_kinds`, e.g. ``"cuda"``)."""
+    for entry in tables.lookup("frameworks", framework, "default_backend"):
+        if entry["when"] == "always" or entry["when"] in devices:
+            backend: str = entry["backend"]
+            return backend
+    raise ValueError(
+        f"framework {framework!r}: no default backend for devices {sorted(devices)} "
+        '(mapping_tables/frameworks.toml: end default_backend with when = "always")'
+    )

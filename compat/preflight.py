@@ -36,7 +36,7 @@ AGREE: dict[str, tuple[str, ...]] = {
 
 
 @dataclass
-class Call:
+class Description:
     """This rank's call, as the pre-flight check compares it."""
 
     function: str
@@ -87,7 +87,7 @@ def mismatches(calls: list[dict[str, object]], ranks: Sequence[int]) -> list[str
     return problems
 
 
-def check(adapter: Adapter, group: Group, call: Call) -> None:
+def check(adapter: Adapter, group: Group, call: Description) -> None:
     """Exchange ``call`` with the group; raise CollectiveMismatchError on every rank if the
     calls disagree."""
     payload = json.dumps(call.describe(), separators=(",", ":")).encode()

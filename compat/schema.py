@@ -8,10 +8,12 @@ or a doc that silently misses a row. The structure is data too: one spec per kin
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from compat import _table_files
 from compat.errors import TableError
 
 #: Tables whose name starts with this describe one API family (see :data:`FAMILY`).
@@ -109,9 +111,21 @@ FRAMEWORKS = MapOf(
             "adapter": TEXT,
             "launcher_env": ListOf(TEXT),
             "default_backend": ArrayOf(Record(required={"backend": TEXT, "when": TEXT})),
-        }
+            "bench_sizes": TEXT,
+            "launch": Record(
+                required={"env": MapOf(TEXT), "rank_env": MapOf(TEXT)},
+                optional={"scheduler": Record(required={"env": MapOf(TEXT), "code": TEXT})},
+            ),
+        },
+        optional={
+            "bench_env": MapOf(TEXT),
+            "device_comm": Record(required={"module": TEXT, "device": TEXT}),
+        },
     )
 )
+
+#: The placeholders of ``[<framework>.launch]`` environment templates (see compat.tools.launch).
+LAUNCH_FIELDS = ("rank", "local_rank", "world", "port")
 
 # A size-dependent choice: from ``min_bytes`` of input up, ``algorithm`` ("native" or a
 # compat.algorithms function) runs instead of the entry's own implementation (the choice with the
@@ -130,8 +144,6 @@ CAPABILITY = Record(
     optional={
         "algorithm": TEXT,
         "reason": TEXT,
-        "native_dtypes": ListOf(TEXT),
-        "other_dtypes": TEXT,
         "choose": ArrayOf(CHOICE),
     },
 )
@@ -146,6 +158,7 @@ CAPABILITIES = MapOf(
             "dtypes_source": TEXT,
             "reduce_ops": ListOf(TEXT),
             "reduce_ops_source": TEXT,
+            "views": TEXT,
             "ops": MapOf(CAPABILITY),
         },
         optional={"backend": TEXT, "device_target": TEXT},
@@ -292,10 +305,9 @@ def _check_record(where: _Where, key: str, spec: Record, node: Any) -> None:
 
 
 def _known(name: str, *keys: str) -> set[str]:
-    """The keys of another table, for cross-references (imported late: tables imports us)."""
-    from compat import tables
-
-    node: Any = tables.lookup(name, *keys)
+    """The keys of another table, for cross-references (read as parsed: loading it through
+    compat.tables would validate it, and tables imports this module)."""
+    node: Any = _table_files.lookup(_table_files.read(name), name, *keys)
     return set(node)
 
 
@@ -324,10 +336,6 @@ def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
                 raise where.fail(f"{key}.algorithm", "missing (required when impl = 'emulated')")
             if cap["impl"] != "native" and "reason" not in cap:
                 raise where.fail(f"{key}.reason", f"missing (required when impl = {cap['impl']!r})")
-            if ("native_dtypes" in cap) != ("other_dtypes" in cap):
-                raise where.fail(key, "native_dtypes and other_dtypes go together")
-            if "native_dtypes" in cap:
-                _check_subset(where, f"{key}.native_dtypes", cap["native_dtypes"], dtypes, "dtypes")
             _check_choices(where, key, cap.get("choose", []), dtypes)
 
 
@@ -344,6 +352,12 @@ def _check_choices(
             raise where.fail(f"{choice_key}.min_bytes", "expected choices in increasing min_bytes")
         previous = choice["min_bytes"]
         _check_subset(where, f"{choice_key}.dtypes", choice.get("dtypes", []), dtypes, "dtypes")
+        if choice["min_bytes"] == 0 and "dtypes" not in choice:
+            raise where.fail(
+                choice_key,
+                "a choice from 0 bytes for every dtype leaves the default unused: make "
+                f"{choice['algorithm']!r} the default (impl and algorithm) instead",
+            )
 
 
 def _check_family(where: _Where, table: dict[str, Any]) -> None:
@@ -395,9 +409,48 @@ def _check_pair(
             raise where.fail(f"{key}.rows", f"no row for {pair[side]} parameters {missing}")
 
 
+def _check_frameworks(where: _Where, table: dict[str, Any]) -> None:
+    capabilities: dict[str, Any] = _table_files.read("capabilities")
+    for name, entry in table.items():
+        backends = {
+            cap.get("backend", key)
+            for key, cap in capabilities.items()
+            if cap.get("framework") == name
+        }
+        defaults = entry["default_backend"]
+        for index, default in enumerate(defaults):
+            if default["backend"] not in backends:
+                raise where.fail(
+                    f"{name}.default_backend[{index}].backend",
+                    f"{default['backend']!r} is no {name} backend of capabilities.toml; "
+                    f"known: {sorted(backends)}",
+                )
+        if not defaults or defaults[-1]["when"] != "always":
+            raise where.fail(
+                f"{name}.default_backend", "expected a last entry with when = 'always'"
+            )
+        launch = entry["launch"]
+        templates = {
+            f"{name}.launch.{part}.{var}": value
+            for part in ("env", "rank_env")
+            for var, value in launch[part].items()
+        }
+        for var, value in launch.get("scheduler", {}).get("env", {}).items():
+            templates[f"{name}.launch.scheduler.env.{var}"] = value
+        for key, value in templates.items():
+            try:
+                fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+            except ValueError as error:
+                raise where.fail(key, f"not a template: {error}") from None
+            unknown = [f for f in fields if f not in LAUNCH_FIELDS]
+            if unknown:
+                raise where.fail(key, f"unknown fields {unknown}; expected {list(LAUNCH_FIELDS)}")
+
+
 #: Checks that span keys or tables, run after the structure is known to be right.
 CROSS_CHECKS: dict[str, Callable[[_Where, dict[str, Any]], None]] = {
     "capabilities": _check_capabilities,
+    "frameworks": _check_frameworks,
 }
 
 

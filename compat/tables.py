@@ -6,18 +6,10 @@ module only loads them (once) and answers look-ups, naming the file and key when
 
 from __future__ import annotations
 
-import sys
 from functools import cache
-from importlib.resources import files
 from typing import Any
 
-from compat import schema
-from compat.errors import TableError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+from compat import _table_files, schema
 
 Table = dict[str, Any]
 
@@ -32,27 +24,14 @@ def load(name: str) -> Table:
         The file is missing, is not TOML, or does not match :mod:`compat.schema`; the message
         names the file (and the key).
     """
-    resource = files("compat.mapping_tables").joinpath(f"{name}.toml")
-    try:
-        text = resource.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TableError(
-            f"mapping table {name}.toml is missing from compat.mapping_tables"
-        ) from None
-    try:
-        table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise TableError(f"mapping table {name}.toml is not valid TOML: {exc}") from None
+    table = _table_files.read(name)
     schema.validate(name, table)
     return table
 
 
 def names() -> list[str]:
     """The names of every shipped table (file names without ``.toml``), sorted."""
-    folder = files("compat.mapping_tables")
-    return sorted(
-        entry.name[: -len(".toml")] for entry in folder.iterdir() if entry.name.endswith(".toml")
-    )
+    return _table_files.names()
 
 
 def families() -> list[Table]:
@@ -68,10 +47,4 @@ def family(name: str) -> Table:
 
 def lookup(name: str, *keys: str) -> Any:
     """Return ``table[keys[0]][keys[1]]...``; a missing key is a TableError naming file and key."""
-    node: Any = load(name)
-    for depth, key in enumerate(keys):
-        if not isinstance(node, dict) or key not in node:
-            path = ".".join(keys[: depth + 1])
-            raise TableError(f"mapping table {name}.toml has no key {path!r}")
-        node = node[key]
-    return node
+    return _table_files.lookup(load(name), name, *keys)

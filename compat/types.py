@@ -84,7 +84,7 @@ def parse_op(op: object, param: str = "op") -> ReduceOp:
     )
 
 
-class PendingHandle(Protocol):
+class Handle(Protocol):
     """What an adapter returns for an asynchronous native call."""
 
     def wait(self, timeout: timedelta | None = None) -> Any: ...
@@ -104,7 +104,7 @@ class Work:
 
     def __init__(
         self,
-        pending: Sequence[PendingHandle] = (),
+        pending: Sequence[Handle] = (),
         finish: Callable[[], None] | None = None,
     ) -> None:
         self._pending = list(pending)

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from compat.launch import launch
+from compat.tools.launch import launch
 
 SCRIPT = str(Path(__file__).resolve().parent / "zero_training.py")
 TOLERANCE = 1e-4

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compat.launch import launch
+from compat.tools.launch import launch
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from compat import algorithms, bench, tables
+from compat import algorithms, tables
+from compat.tools import bench
 
 EXPECTED_COLUMNS = [
     "framework",

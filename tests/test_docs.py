@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import compat
-from compat import cli, dispatch, docs, tables
+from compat import dispatch, tables
+from compat.tools import cli, docs
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "api_diff"
@@ -76,7 +77,7 @@ def test_compat_diff_prints_one_family(capsys: pytest.CaptureFixture[str]) -> No
 def test_compat_info_imports_no_missing_framework() -> None:
     # Pretend MindSpore is not installed: info must say so without importing it.
     code = (
-        "import sys, compat.dispatch as d, compat.cli as c; "
+        "import sys, compat.dispatch as d, compat.tools.cli as c; "
         "d.is_available = lambda name: name == 'torch'; c.main(['info']); "
         "sys.exit(1 if 'mindspore' in sys.modules else 0)"
     )
@@ -138,7 +139,7 @@ def _importable(module: str) -> bool:
 def mindspore_results() -> list[dict[str, dict[str, str]]]:
     if not dispatch.is_available("mindspore"):
         pytest.skip("MindSpore is not installed")
-    from compat.launch import launch
+    from compat.tools.launch import launch
 
     with tempfile.TemporaryDirectory(prefix="compat-snippets-") as results:
         sink = io.StringIO()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compat.launch import launch
+from compat.tools.launch import launch
 from tests.jobs import run_job
 from tests.ranks import fault_cases
 from tests.ranks.cases import case_names

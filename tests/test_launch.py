@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compat.launch import TIMEOUT_EXIT_CODE, free_port, launch
+from compat.tools.launch import TIMEOUT_EXIT_CODE, free_port, launch
 from tests.processes import run_bounded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,3 +149,53 @@ def test_the_same_script_runs_under_msrun(tmp_path: Path) -> None:
     assert result.returncode == 0, (result.stdout + workers)[-3000:]
     assert "mindspore/mccl rank 0: reduce_scatter -> [3. 6.]" in workers
     assert "mindspore/mccl rank 1: reduce_scatter -> [ 9. 12.]" in workers
+
+
+def test_rank_environments_come_from_frameworks_toml() -> None:
+    from compat.tools.launch import rank_environments
+
+    assert rank_environments("torch", 2, 1234) == [
+        {
+            "COMPAT_FRAMEWORK": "torch",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "1234",
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "GROUP_RANK": "0",
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+        }
+        for rank in range(2)
+    ]
+    common = {
+        "COMPAT_FRAMEWORK": "mindspore",
+        "MS_SCHED_HOST": "127.0.0.1",
+        "MS_SCHED_PORT": "1234",
+        "MS_WORKER_NUM": "2",
+    }
+    assert rank_environments("mindspore", 2, 1234) == [
+        {**common, "MS_ROLE": "MS_WORKER", "MS_NODE_ID": "0", "RANK_ID": "0", "LOCAL_RANK": "0"},
+        {**common, "MS_ROLE": "MS_WORKER", "MS_NODE_ID": "1", "RANK_ID": "1", "LOCAL_RANK": "1"},
+        {**common, "MS_ROLE": "MS_SCHED", "MS_NODE_ID": "sched"},
+    ]
+    with pytest.raises(ValueError, match="framework: expected one of"):
+        rank_environments("jax", 2, 1234)
+
+
+def test_launch_and_init_share_one_framework_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compat import dispatch
+
+    for var in ("COMPAT_FRAMEWORK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MS_ROLE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(dispatch, "installed", lambda: ["torch", "mindspore"])
+    # Several installed, nothing chosen: the launcher takes the first (and says so), init asks.
+    assert dispatch.choose_framework(None, first_if_several=True) == "torch"
+    with pytest.raises(ValueError, match="because several are installed"):
+        dispatch.choose_framework(None)
+    monkeypatch.setenv("MS_ROLE", "MS_WORKER")
+    assert dispatch.choose_framework(None) == "mindspore"
+    monkeypatch.setenv("COMPAT_FRAMEWORK", "torch")
+    assert dispatch.choose_framework(None, first_if_several=True) == "torch"
+    monkeypatch.setenv("COMPAT_FRAMEWORK", "jax")
+    with pytest.raises(ValueError, match="COMPAT_FRAMEWORK: expected one of"):
+        dispatch.choose_framework(None, first_if_several=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import zipfile
@@ -17,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_import_compat_imports_no_framework() -> None:
     code = (
-        "import sys, compat, compat.adapter, compat.dispatch, compat.launch, compat.cli; "
+        "import sys, compat, compat.adapter, compat.dispatch, compat.tools.launch, "
+        "compat.tools.cli; "
         "loaded = [m for m in ('torch', 'mindspore') if m in sys.modules]; "
         "print(loaded); sys.exit(1 if loaded else 0)"
     )
@@ -77,9 +79,54 @@ def test_wheel_ships_adapters_and_tables(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "compat/adapters/torch.py" in names
     assert "compat/py.typed" in names
+    assert "compat/tools/cli.py" in names and "compat/tools/port/_cst.py" in names
     for table in (ROOT / "mapping_tables").glob("*.toml"):
         assert f"compat/mapping_tables/{table.name}" in names
     assert not any(name.startswith("adapters/") for name in names), "adapters must not be top-level"
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The compat modules ``path`` imports, at any level (a lazy import closes a cycle too),
+    except those for type hints only (``if TYPE_CHECKING:``), which never run."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    hints_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        for inner in ast.walk(node)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in hints_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names} & modules
+            found |= submodules or {node.module}
+    return found & modules
+
+
+def test_no_import_cycles() -> None:
+    files = {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+        for path in (ROOT / "compat").rglob("*.py")
+    }
+    files |= {f"compat.adapters.{path.stem}": path for path in (ROOT / "adapters").glob("*.py")}
+    graph = {name: _imports(path, set(files)) - {name} for name, path in files.items()}
+
+    def cycle_from(start: str, path: list[str]) -> list[str] | None:
+        for imported in sorted(graph[path[-1]]):
+            if imported == start:
+                return [*path, start]
+            if imported not in path and imported > start:
+                found = cycle_from(start, [*path, imported])
+                if found:
+                    return found
+        return None
+
+    cycles = [cycle for name in sorted(graph) if (cycle := cycle_from(name, [name]))]
+    assert not cycles, [" -> ".join(cycle) for cycle in cycles]
 
 
 def test_tables_load_from_the_package() -> None:

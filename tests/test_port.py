@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from compat import cli, port
-from compat.launch import launch
+from compat.tools import cli, port
+from compat.tools.launch import launch
 from tests.processes import run_bounded
 
 pytest.importorskip("libcst")
@@ -488,7 +488,7 @@ def test_cli_diff_prints_a_unified_diff_and_writes_nothing(
 
 
 def test_import_compat_does_not_import_libcst() -> None:
-    code = "import sys, compat, compat.port, compat.cli; print('libcst' in sys.modules)"
+    code = "import sys, compat, compat.tools.port, compat.tools.cli; print('libcst' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import _runtime, algorithms, tables
+from compat import algorithms, state, tables
 from compat.types import ReduceOp
 from tests.ranks.cases import (
     DTYPES,
@@ -56,7 +56,7 @@ def combos(dtypes: list[str]) -> list[tuple[str, str]]:
 
 
 def adapter() -> Any:
-    return _runtime.current().adapter
+    return state.current().adapter
 
 
 def finish(pending: Any, async_op: bool) -> None:
@@ -164,7 +164,7 @@ def case_concurrent(kit: Any, algorithm: str) -> None:
 def case_choice(kit: Any) -> None:
     """The runtime picks what capabilities.toml's ``choose`` says, by dtype and size, and the
     public call runs it correctly at a size where a size-dependent algorithm is chosen."""
-    runtime = _runtime.current()
+    runtime = state.current()
     ops = tables.lookup("capabilities", runtime.capability_key, "ops")
     for collective in ("reduce_scatter", "reduce_scatter_tensor"):
         entry = ops[collective]

@@ -181,6 +181,36 @@ def _(kit: Any) -> None:
     )
 
 
+@bad_case("output_split_sizes_against_out")
+def _(kit: Any) -> None:
+    """The split sizes must add up to out's dim 0 (their sum was once checked against itself)."""
+    tensor = f32(kit, (2, 2))
+    sizes = [2] * world()
+    out = sentinel(kit, (2 * world() + 1, 2), "float32")
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.all_gather_into_tensor(tensor, out=out, output_split_sizes=sizes),
+        "out",
+        [f"expected shape ({2 * world()}, 2)", f"got ({2 * world() + 1}, 2)"],
+        [tensor, out],
+    )
+
+
+@bad_case("output_split_sizes_negative")
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2, 2))
+    sizes = [2] * (world() - 1) + [-1]
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.all_gather_into_tensor(tensor, output_split_sizes=sizes),
+        "output_split_sizes",
+        ["expected sizes >= 0", f"got {sizes}"],
+        [tensor],
+    )
+
+
 @bad_case("non_tensor")
 def _(kit: Any) -> None:
     expect_error(

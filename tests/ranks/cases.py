@@ -585,4 +585,9 @@ register("queries", case_queries)
 register("barrier", case_barrier)
 
 import tests.ranks.algorithm_cases  # noqa: E402,F401  (register cases)
-from tests.ranks import autograd_cases, bad_input_cases  # noqa: E402,F401  (register cases)
+from tests.ranks import (  # noqa: E402,F401  (register cases)
+    autograd_cases,
+    bad_input_cases,
+    layout_cases,
+    random_cases,
+)

@@ -14,6 +14,7 @@ from typing import Any
 
 from compat import tables
 from compat.errors import TableError
+from compat.tools._sizes import format_size
 
 Table = dict[str, Any]
 
@@ -40,7 +41,8 @@ def _cell(text: str) -> str:
 
 def _call(path: str, api: Table) -> str:
     """``path(signature)``, or the path alone for a class without one."""
-    return path + api.get("signature", "")
+    signature: str = api.get("signature", "")
+    return path + signature
 
 
 def _param_text(api: Table, name: str | None) -> str:
@@ -189,11 +191,9 @@ def capability_matrix() -> tuple[list[str], list[list[str]]]:
 def _capability_cell(cap: Table | None) -> str:
     if cap is None:
         return "-"
-    text = cap["impl"]
+    text: str = cap["impl"]
     if "algorithm" in cap:
         text += f" ({cap['algorithm']})"
-    if "native_dtypes" in cap:
-        text += f"; other dtypes: {cap['other_dtypes']}"
     if cap["async"] == "completed":
         text += "; async: completed"
     for choice in cap.get("choose", []):
@@ -201,18 +201,14 @@ def _capability_cell(cap: Table | None) -> str:
     return text
 
 
-def _byte_size(size: int) -> str:
-    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
-
-
 def _choice_text(choice: Table) -> str:
     """A size-dependent choice: "from 4 MB: buffered_send_reduce_scatter (float32, ...)"."""
-    text = f"from {_byte_size(choice['min_bytes'])}: {choice['algorithm']}"
-    if "dtypes" in choice:
-        text += f" ({', '.join(choice['dtypes'])})"
+    if choice["min_bytes"]:
+        text = f"from {format_size(choice['min_bytes'], long=True)}: {choice['algorithm']}"
+        if "dtypes" in choice:
+            text += f" ({', '.join(choice['dtypes'])})"
+    else:
+        text = f"{', '.join(choice['dtypes'])}: {choice['algorithm']}"
     if choice.get("async") == "completed":
         text += ", async: completed"
     return text
@@ -245,6 +241,7 @@ def capabilities_page() -> str:
         lines += [f"- framework: {where} ([source]({entry['source']}))"]
         lines += [f"- dtypes: {', '.join(entry['dtypes'])} ({entry['dtypes_source']})"]
         lines += [f"- reduce ops: {', '.join(entry['reduce_ops'])} ({entry['reduce_ops_source']})"]
+        lines += [f"- views and non-contiguous tensors: {entry['views']}"]
         for op, cap in entry["ops"].items():
             if "reason" in cap:
                 lines.append(f"- {op}: {_capability_cell(cap)}. {cap['reason']} ({cap['source']})")

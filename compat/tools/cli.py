@@ -11,22 +11,28 @@ from pathlib import Path
 from typing import TextIO
 
 from compat import tables
-from compat.dispatch import frameworks, installed
+from compat.dispatch import choose_framework, frameworks, installed
+
+#: The --framework default, as help text.
+_FRAMEWORK_DEFAULT = (
+    "default: COMPAT_FRAMEWORK, else the launcher's environment, else the installed framework "
+    f"(the first of {', '.join(frameworks())} if several are; the banner names the choice)"
+)
 
 
-def _default_framework() -> str:
-    chosen = os.environ.get("COMPAT_FRAMEWORK")
-    if chosen:
-        return chosen
-    present = installed()
-    # torch starts faster; with both installed it is the default, and the banner says so.
-    return "torch" if "torch" in present or not present else present[0]
+def _framework(args: argparse.Namespace) -> str:
+    """``--framework``, else compat.init's rule, except that with several frameworks installed
+    the first (frameworks.toml's order) is taken, where init asks to choose."""
+    try:
+        return choose_framework(args.framework, first_if_several=True)
+    except ValueError as error:
+        raise SystemExit(f"compat {args.subcommand}: {error}") from None
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from compat.launch import launch
+    from compat.tools.launch import launch
 
-    framework = args.framework or _default_framework()
+    framework = _framework(args)
     print(
         f"compat launch: {args.nprocs} ranks of {' '.join(args.command)} on {framework}",
         flush=True,
@@ -52,11 +58,11 @@ class _RankZeroSink:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from compat import bench
-    from compat.launch import launch
+    from compat.tools import bench
+    from compat.tools.launch import launch
 
-    framework = args.framework or _default_framework()
-    bench.parse_sizes(args.sizes or bench.DEFAULT_SIZES[framework], args.factor)  # fail early
+    framework = _framework(args)
+    bench.parse_sizes(args.sizes or bench.default_sizes(framework), args.factor)  # fail early
     forwarded: list[str] = []
     for action in bench.build_parser()._actions:
         value = getattr(args, action.dest, None)
@@ -66,14 +72,15 @@ def _bench(args: argparse.Namespace) -> int:
         forwarded += [flag] if value is True else [flag, str(value)]
     print(
         f"compat bench: {args.nprocs} ranks on {framework} (compat launch -n {args.nprocs} "
-        f"--framework {framework} -m compat.bench {' '.join(forwarded)})",
+        f"--framework {framework} -m compat.tools.bench {' '.join(forwarded)})",
         flush=True,
     )
-    # MindSpore's INFO/WARNING logging would bury the table; an explicit GLOG_v still wins.
-    env = {"GLOG_v": os.environ.get("GLOG_v", "3")}
+    # E.g. MindSpore's logging turned down (it would bury the table); an explicit value wins.
+    defaults = tables.lookup("frameworks", framework).get("bench_env", {})
+    env = {name: os.environ.get(name, value) for name, value in defaults.items()}
     return launch(
         args.nprocs,
-        ["-m", "compat.bench", *forwarded],
+        ["-m", "compat.tools.bench", *forwarded],
         framework,
         timeout=args.timeout,
         env=env,
@@ -82,14 +89,14 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from compat import docs
+    from compat.tools import docs
 
     print(docs.diff_text(args.name), end="")
     return 0
 
 
 def _docs(args: argparse.Namespace) -> int:
-    from compat import docs
+    from compat.tools import docs
 
     out = Path(args.out)
     if args.check:
@@ -115,7 +122,8 @@ def _version(module: str) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from compat import __version__, docs
+    from compat import __version__
+    from compat.tools import docs
 
     print(f"compat {__version__}")
     present = set(installed())
@@ -131,7 +139,7 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _port(args: argparse.Namespace) -> int:
-    from compat import port
+    from compat.tools import port
 
     return port.run(args.paths, write=args.write, diff=args.diff)
 
@@ -153,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument(
         "--framework",
         choices=frameworks(),
-        help="default: COMPAT_FRAMEWORK, else torch if installed",
+        help=_FRAMEWORK_DEFAULT,
     )
     launch.add_argument(
         "--timeout",
@@ -166,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.set_defaults(run=_launch)
 
-    from compat import bench as bench_module
+    from compat.tools import bench as bench_module
 
     bench = commands.add_parser(
         "bench",
@@ -179,9 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reduce_scatter), native is the best-known plain approach, named in the header.",
     )
     bench.add_argument("-n", "--nprocs", type=int, default=2, help="number of ranks (2)")
-    bench.add_argument(
-        "--framework", choices=frameworks(), help="default: COMPAT_FRAMEWORK, else torch"
-    )
+    bench.add_argument("--framework", choices=frameworks(), help=_FRAMEWORK_DEFAULT)
     bench.add_argument(
         "--timeout", type=float, default=None, help="stop the job after this many seconds"
     )

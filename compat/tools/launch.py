@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,58 +19,42 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from compat import tables
+from compat._net import free_port
+from compat.dispatch import choose_framework, frameworks
+
+__all__ = ["FAILURE_GRACE_SECONDS", "TIMEOUT_EXIT_CODE", "free_port", "launch", "rank_environments"]
+
 TIMEOUT_EXIT_CODE = 124
 # After a rank fails, how long the others may take to fail too before they are stopped.
 FAILURE_GRACE_SECONDS = 3.0
 
-# The MindSpore scheduler: a process of its own that only hosts the cluster's rendezvous.
-_MINDSPORE_SCHEDULER = (
-    "import mindspore as ms; ms.set_device('CPU'); from mindspore.communication import init; init()"
-)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def _fill(templates: Mapping[str, str], **fields: object) -> dict[str, str]:
+    return {name: value.format(**fields) for name, value in templates.items()}
 
 
 def rank_environments(framework: str, nprocs: int, port: int) -> list[dict[str, str]]:
-    """The environment of each rank (and, for MindSpore, of the scheduler, last)."""
-    if framework == "torch":
-        return [
-            {
-                "COMPAT_FRAMEWORK": "torch",
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(port),
-                "RANK": str(rank),
-                "LOCAL_RANK": str(rank),
-                "GROUP_RANK": "0",
-                "WORLD_SIZE": str(nprocs),
-                "LOCAL_WORLD_SIZE": str(nprocs),
-            }
-            for rank in range(nprocs)
-        ]
-    if framework == "mindspore":
-        common = {
-            "COMPAT_FRAMEWORK": "mindspore",
-            "MS_SCHED_HOST": "127.0.0.1",
-            "MS_SCHED_PORT": str(port),
-            "MS_WORKER_NUM": str(nprocs),
-        }
-        workers = [
-            {
-                **common,
-                "MS_ROLE": "MS_WORKER",
-                "MS_NODE_ID": str(rank),
-                "RANK_ID": str(rank),
-                "LOCAL_RANK": str(rank),
-            }
-            for rank in range(nprocs)
-        ]
-        return [*workers, {**common, "MS_ROLE": "MS_SCHED", "MS_NODE_ID": "sched"}]
-    raise ValueError(f"framework: expected 'torch' or 'mindspore'; got {framework!r}")
+    """The environment of each rank (and, for a framework with a scheduler, of the scheduler,
+    last), from ``[<framework>.launch]`` in ``mapping_tables/frameworks.toml``."""
+    known = frameworks()
+    if framework not in known:
+        raise ValueError(f"framework: expected one of {known}; got {framework!r}")
+    spec = tables.lookup("frameworks", framework, "launch")
+    common = _fill(spec["env"], world=nprocs, port=port)
+    envs = [
+        {**common, **_fill(spec["rank_env"], rank=rank, local_rank=rank, world=nprocs, port=port)}
+        for rank in range(nprocs)
+    ]
+    if "scheduler" in spec:
+        envs.append({**common, **_fill(spec["scheduler"]["env"], world=nprocs, port=port)})
+    return envs
+
+
+def _scheduler_code(framework: str) -> str | None:
+    """The ``python -c`` code of the framework's scheduler process, if it has one."""
+    scheduler = tables.lookup("frameworks", framework, "launch").get("scheduler")
+    return None if scheduler is None else str(scheduler["code"])
 
 
 @dataclass
@@ -127,7 +110,7 @@ def _stop(processes: Sequence[_Process], grace: float = 3.0) -> None:
 def launch(
     nprocs: int,
     command: Sequence[str],
-    framework: str = "torch",
+    framework: str | None = None,
     *,
     timeout: float | None = None,
     env: Mapping[str, str] | None = None,
@@ -143,7 +126,9 @@ def launch(
     command
         A script and its arguments, or ``["-m", module, *args]``.
     framework
-        ``"torch"`` or ``"mindspore"``: which launcher environment to set.
+        Whose launcher environment to set (a key of ``mapping_tables/frameworks.toml``). Default:
+        as ``compat launch`` chooses (:func:`compat.dispatch.choose_framework` with
+        ``first_if_several=True``).
     timeout
         Seconds after which a job still running is stopped (exit code 124).
     env
@@ -161,6 +146,7 @@ def launch(
         raise ValueError(f"nprocs: expected an int >= 1; got {nprocs!r}")
     if not command:
         raise ValueError("command: expected a script (and its arguments); got nothing")
+    framework = choose_framework(framework, first_if_several=True)
     out = sink if sink is not None else sys.stdout
     lock = threading.Lock()
     port = free_port()
@@ -168,9 +154,10 @@ def launch(
     if nprocs > 1:
         base_env.setdefault("OMP_NUM_THREADS", "1")
     processes: list[_Process] = []
+    scheduler = _scheduler_code(framework)
     for index, rank_env in enumerate(rank_environments(framework, nprocs, port)):
         is_rank = index < nprocs
-        argv = [python, *command] if is_rank else [python, "-c", _MINDSPORE_SCHEDULER]
+        argv = [python, *command] if is_rank or scheduler is None else [python, "-c", scheduler]
         popen = subprocess.Popen(
             argv,
             env={**base_env, **rank_env},
@@ -228,7 +215,7 @@ def launch(
     except KeyboardInterrupt:
         code = 130
     finally:
-        # The MindSpore scheduler ends by itself once the workers have; give it a moment.
+        # A scheduler (MindSpore's) ends by itself once the workers have; give it a moment.
         if code == 0:
             for process in processes:
                 try:

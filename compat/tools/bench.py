@@ -1,6 +1,6 @@
 """``compat bench``: time compat's collectives against the framework's own, like nccl-tests.
 
-The CLI starts N ranks of this module through :func:`compat.launch.launch`; each rank runs
+The CLI starts N ranks of this module through :func:`compat.tools.launch.launch`; each rank runs
 :func:`main`. Per op and size, compat's call and the native one alternate call by call for several
 rounds (each goes first equally often; each round starts after a barrier), each call timed on
 its own; the time of a size is the median of rank 0's calls. Rank 0 prints a row as each size
@@ -21,11 +21,16 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
+import struct
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from compat import tables
+from compat.adapter import Adapter
+from compat.tools._sizes import format_size
 
 OPS = ("reduce_scatter_tensor", "reduce_scatter", "all_reduce", "all_gather_into_tensor")
 
@@ -47,22 +52,19 @@ def collective_of(op: str, joins: bool) -> str:
     return op
 
 
-def adapter_joins(runtime: Any) -> bool:
+def adapter_joins(adapter: Adapter, dtype: str) -> bool:
     """Whether the adapter joins the equal parts of one buffer into one tensor (asked, not
-    assumed: it depends on the device)."""
-    adapter = runtime.adapter
-    if runtime.framework == "torch":
-        import torch
-
-        sample = torch.zeros(4)
-    else:
-        from mindspore import mint
-
-        sample = mint.zeros((4,))
-    return adapter.joined(adapter.split(sample, [2, 2])) is not None
+    assumed: it depends on the device), on a buffer such as the timed calls use."""
+    sample = adapter.bench_native("all_reduce", 2, dtype)[0]
+    total = adapter.shape(sample)[0]
+    return adapter.joined(adapter.split(sample, [total // 2, total - total // 2])) is not None
 
 
-DEFAULT_SIZES = {"torch": "1K..64M", "mindspore": "1K..16M"}
+def default_sizes(framework: str) -> str:
+    """The sizes bench sweeps on ``framework`` by default (``bench_sizes`` in frameworks.toml)."""
+    sizes: str = tables.lookup("frameworks", framework, "bench_sizes")
+    return sizes
+
 
 COLUMNS = (
     "op",
@@ -106,15 +108,8 @@ def parse_sizes(text: str, factor: int) -> list[int]:
     return sizes
 
 
-def format_size(size: int) -> str:
-    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale}{unit}"
-    return str(size)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """The rank-side options; ``compat bench`` adds -n and --framework (see compat.cli)."""
+    """The rank-side options; ``compat bench`` adds -n and --framework (see compat.tools.cli)."""
     parser = argparse.ArgumentParser(prog="compat bench", add_help=False)
     parser.add_argument(
         "--op", choices=(*OPS, "all"), default="all", help="the op to time (default: all four)"
@@ -122,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sizes",
         default=None,
-        help="LOW..HIGH in bytes, K/M/G suffixes (default: 1K..64M on torch, 1K..16M on "
-        "mindspore); size is the whole buffer, as in nccl-tests",
+        help="LOW..HIGH in bytes, K/M/G suffixes (default: "
+        + ", ".join(f"{default_sizes(name)} on {name}" for name in tables.load("frameworks"))
+        + "); size is the whole buffer, as in nccl-tests",
     )
     parser.add_argument(
         "--factor", type=int, choices=(2, 4), default=4, help="step between sizes (4)"
@@ -156,109 +152,23 @@ class Pair:
 
     compat: Callable[[], Any]
     native: Callable[[], Any]
+    description: str = ""
 
 
-def _torch_pair(op: str, rows: int, world: int, rank: int, dtype: str) -> Pair:
-    import torch
-    import torch.distributed as dist
-
+def make_pair(adapter: Adapter, op: str, rows: int, dtype: str) -> Pair:
+    """compat's call for ``op`` on the buffers of the adapter's native one
+    (:meth:`~compat.adapter.Adapter.bench_native`), and that native call."""
     import compat
 
-    kind = getattr(torch, dtype)
-    rs_single = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
-    ag_single = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
-    if op in ("reduce_scatter_tensor", "reduce_scatter"):
-        # One output buffer for both: separate ones differ in speed by where they lie in memory
-        # (up to 15% at 1 KB for the same native call, measured).
-        x = torch.ones(rows * world, dtype=kind)
-        out = torch.empty(rows, dtype=kind)
-        if op == "reduce_scatter_tensor":
-            return Pair(lambda: compat.reduce_scatter_tensor(x, out=out), lambda: rs_single(out, x))
-        parts = list(x.chunk(world))
-        return Pair(
-            lambda: compat.reduce_scatter(out, parts), lambda: dist.reduce_scatter(out, parts)
-        )
+    x, out, native, description = adapter.bench_native(op, rows, dtype)
+    if op == "reduce_scatter_tensor":
+        return Pair(lambda: compat.reduce_scatter_tensor(x, out=out), native, description)
+    if op == "reduce_scatter":
+        parts = adapter.split(x, [rows] * (adapter.shape(x)[0] // rows))
+        return Pair(lambda: compat.reduce_scatter(out, parts), native, description)
     if op == "all_reduce":
-        x = torch.zeros(rows * world, dtype=kind)  # zeros: the values stay fixed
-        return Pair(lambda: compat.all_reduce(x), lambda: dist.all_reduce(x))
-    x = torch.ones(rows, dtype=kind)
-    out = torch.empty(rows * world, dtype=kind)
-    return Pair(lambda: compat.all_gather_into_tensor(x, out=out), lambda: ag_single(out, x))
-
-
-def _mindspore_pair(op: str, rows: int, world: int, rank: int, dtype: str) -> Pair:
-    import mindspore as ms
-    import mindspore.mint.distributed as dist
-    from mindspore import mint
-
-    import compat
-    from compat import _runtime
-
-    adapter = _runtime.current().adapter
-    kind = getattr(ms, dtype)
-    if op in ("reduce_scatter_tensor", "reduce_scatter"):
-        x = mint.zeros((rows * world,), dtype=kind)
-        out = mint.empty((rows,), dtype=kind)
-
-        def all_reduce_slice() -> Any:
-            # The plain approach where MCCL has no reduce_scatter: all_reduce the input in place
-            # (no copy: the reference is as cheap as it can be; zeros keep its values fixed) and
-            # keep this rank's slice.
-            dist.all_reduce(x)
-            part = x[rank * rows : (rank + 1) * rows]
-            adapter.synchronize()
-            return part
-
-        if op == "reduce_scatter_tensor":
-            return Pair(lambda: compat.reduce_scatter_tensor(x, out=out), all_reduce_slice)
-        parts = list(mint.split(x, rows))
-        return Pair(lambda: compat.reduce_scatter(out, parts), all_reduce_slice)
-    if op == "all_reduce":
-        x = mint.zeros((rows * world,), dtype=kind)  # zeros: the values stay fixed
-
-        def native_all_reduce() -> None:
-            dist.all_reduce(x)
-            adapter.synchronize()
-
-        return Pair(lambda: compat.all_reduce(x), native_all_reduce)
-    x = mint.ones((rows,), dtype=kind)
-    out = mint.empty((rows * world,), dtype=kind)
-
-    def all_gather_cat() -> Any:
-        # The plain approach where MCCL has no all_gather_into_tensor: a list all_gather + cat.
-        gathered = [mint.empty((rows,), dtype=kind) for _ in range(world)]
-        dist.all_gather(gathered, x)
-        whole = mint.cat(gathered)
-        adapter.synchronize()
-        return whole
-
-    return Pair(lambda: compat.all_gather_into_tensor(x, out=out), all_gather_cat)
-
-
-def native_description(framework: str, backend: str) -> dict[str, str]:
-    """What "native" means for each op in this run (printed in the header)."""
-    if framework == "torch":
-        return {
-            "reduce_scatter_tensor": "torch.distributed.reduce_scatter_tensor "
-            "(its torch 2.13 name reduce_scatter_single)",
-            "reduce_scatter": "torch.distributed.reduce_scatter (list of x.chunk(n))",
-            "all_reduce": "torch.distributed.all_reduce",
-            "all_gather_into_tensor": "torch.distributed.all_gather_into_tensor "
-            "(its torch 2.13 name all_gather_single)",
-        }
-    plain = backend == "mccl"
-    return {
-        "reduce_scatter_tensor": "mindspore.mint.distributed.all_reduce of the input in place + "
-        "slice (MCCL has no reduce_scatter kernel; the best-known plain approach)"
-        if plain
-        else "all_reduce in place + slice",
-        "reduce_scatter": "all_reduce in place + slice (as for reduce_scatter_tensor)",
-        "all_reduce": "mindspore.mint.distributed.all_reduce",
-        "all_gather_into_tensor": "list mindspore.mint.distributed.all_gather + cat (MCCL has "
-        "no all_gather_into_tensor kernel)"
-        if plain
-        else "list all_gather + cat",
-    }
+        return Pair(lambda: compat.all_reduce(x), native, description)
+    return Pair(lambda: compat.all_gather_into_tensor(x, out=out), native, description)
 
 
 # -- timing --------------------------------------------------------------------------------------
@@ -267,20 +177,14 @@ def native_description(framework: str, backend: str) -> dict[str, str]:
 def _agree(value: float) -> float:
     """Rank 0's ``value`` on every rank (so every rank runs the same number of calls)."""
     import compat
-    from compat import _runtime
+    from compat import state
 
-    adapter = _runtime.current().adapter
-    if compat.get_framework() == "torch":
-        import torch
-
-        tensor = torch.tensor([value], dtype=torch.float32)
-    else:
-        import mindspore as ms
-
-        tensor = ms.Tensor([value], dtype=ms.float32)
+    adapter = state.current().adapter
+    tensor = adapter.bytes_tensor(struct.pack("<d", value))
     compat.broadcast(tensor, 0)
     adapter.synchronize()
-    return float(tensor.reshape(-1)[0].item())
+    agreed: float = struct.unpack("<d", adapter.to_bytes(tensor))[0]
+    return agreed
 
 
 def _loop(call: Callable[[], Any], iterations: int) -> float:
@@ -320,26 +224,18 @@ def measure(pair: Pair, rounds: int, budget: float) -> tuple[float, float]:
 
 def force(collective: str, dtype: str, algorithm: str) -> None:
     """Make compat run ``algorithm`` for ``collective`` on ``dtype`` at every size."""
-    from compat import _runtime
+    from compat import state
 
-    runtime = _runtime.current()
-    runtime.algorithm(collective, dtype, 0)
-    runtime._implementations[collective, dtype] = (
-        (algorithm, runtime._bind(collective, algorithm)),
-        [],
-    )
+    state.current().force(collective, dtype, algorithm)
 
 
 def own_work(op: str, pair: Pair, collective: str, dtype: str) -> float:
     """Seconds per call of compat's own work for ``op``: the call with what it runs (native or
     algorithm) replaced by a no-op, so only the checks, dispatch and choice remain."""
-    from compat import _runtime
+    from compat import state
 
-    runtime = _runtime.current()
-    key = (collective, dtype)
-    runtime.algorithm(collective, dtype, 0)  # resolves and caches the entry replaced below
-    saved = runtime._implementations[key]
-    runtime._implementations[key] = (("no-op", lambda *args: None), [])
+    runtime = state.current()
+    runtime.force(collective, dtype, ("no-op", lambda *args: None))
     try:
         for _ in range(100):
             pair.compat()
@@ -350,7 +246,7 @@ def own_work(op: str, pair: Pair, collective: str, dtype: str) -> float:
                 pair.compat()
             rounds.append((time.perf_counter() - started) / 2000)
     finally:
-        runtime._implementations[key] = saved
+        runtime.force(collective, dtype, None)
     return statistics.median(rounds)
 
 
@@ -404,17 +300,16 @@ def format_row(values: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import compat
-    from compat import _runtime
+    from compat import state
 
     compat.init()
     framework, backend = compat.get_framework(), compat.get_backend()
     n, rank = compat.get_world_size(), compat.get_rank()
-    sizes = parse_sizes(args.sizes or DEFAULT_SIZES[framework], args.factor)
+    sizes = parse_sizes(args.sizes or default_sizes(framework), args.factor)
     ops = OPS if args.op == "all" else (args.op,)
-    make_pair = _torch_pair if framework == "torch" else _mindspore_pair
-    runtime = _runtime.current()
-    joins = adapter_joins(runtime)
-    natives = native_description(framework, backend)
+    runtime = state.current()
+    adapter = runtime.adapter
+    joins = adapter_joins(adapter, args.dtype)
     itemsize = int(tables_bytes(args.dtype))
     lead = rank == 0
     rows_written: list[dict[str, Any]] = []
@@ -431,15 +326,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for op in ops:
         if args.algorithm is not None:
             force(collective_of(op, joins), args.dtype, args.algorithm)
-        if lead:
-            print(f"# {op}: native = {natives[op]}", flush=True)
-            print(CONTROL_HEADER if args.control else HEADER, flush=True)
-        for size in sizes:
+        for index, size in enumerate(sizes):
             # size is the whole buffer (nccl-tests): the input of reduce_scatter, the output of
             # all_gather; it is rounded down to a multiple of n elements (at least n).
             rows = max(1, size // itemsize // n)
             elements = rows * n
-            pair = make_pair(op, rows, n, rank, args.dtype)
+            pair = make_pair(adapter, op, rows, args.dtype)
+            if lead and index == 0:
+                print(f"# {op}: native = {pair.description}", flush=True)
+                print(CONTROL_HEADER if args.control else HEADER, flush=True)
             compat_s, native_s = measure(pair, args.rounds, args.budget)
             control = None
             if args.control:
@@ -448,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             nbytes = elements * itemsize
             algorithm = runtime.algorithm(collective_of(op, joins), args.dtype, nbytes)
             values = row(op, nbytes, elements, algorithm, compat_s, native_s, n, control)
-            values["native"] = natives[op]
+            values["native"] = pair.description
             rows_written.append(values)
             if lead:
                 print(format_row(values), flush=True)
@@ -480,8 +375,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def tables_bytes(dtype: str) -> int:
-    from compat import tables
-
     size: int = tables.lookup("dtypes", "dtypes", dtype, "bytes")
     return size
 

@@ -1,0 +1,230 @@
+"""The argument checks of the collectives, bound to the process state: they run on the calling
+rank before any communication, and each failure names the parameter, what was expected and what
+was given. Facts checked on every call are kept in the form that is cheapest to test (per-call
+overhead matters at small sizes: ``compat bench -n 1`` prints it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from compat import tables
+from compat._checks import (
+    check_dtype,
+    check_int,
+    check_list,
+    check_shape,
+    check_split_sizes,
+    describe,
+    even_split,
+)
+from compat.adapter import Tensor
+from compat.dispatch import framework_of
+from compat.errors import UnsupportedError
+from compat.types import Group, ReduceOp, parse_op
+
+if TYPE_CHECKING:
+    from compat.state import State
+
+
+class Checks:
+    """The checks of one process's calls (``State.checks``), with what they have seen before."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.adapter = state.adapter
+        self._dtype_kinds = {
+            name: entry["kind"] for name, entry in tables.lookup("dtypes", "dtypes").items()
+        }
+        self._dtypes_ok = frozenset(state.backend_entry["dtypes"])
+        self._reduce_ops_ok = frozenset(state.backend_entry["reduce_ops"])
+        self._tensor_types: set[type] = set()
+        self._reductions: dict[tuple[Any, str], ReduceOp] = {}
+
+    # -- tensors -------------------------------------------------------------------------------
+    def is_known_tensor(self, obj: object) -> bool:
+        """True if ``obj``'s type has passed :meth:`tensor` before (a fast path)."""
+        return type(obj) in self._tensor_types
+
+    def tensor(self, obj: object, param: str) -> None:
+        """``obj`` is a tensor of the framework compat was initialised for."""
+        if type(obj) in self._tensor_types:
+            return
+        framework = self.state.framework
+        if framework_of(obj) == framework:
+            self._tensor_types.add(type(obj))
+        else:
+            raise TypeError(
+                f"{param}: expected a {framework} tensor (compat was initialised for "
+                f"{framework}); got {describe(obj)}"
+            )
+
+    def like(
+        self,
+        tensor: object,
+        param: str,
+        like: Tensor,
+        like_param: str,
+        shape: tuple[int, ...] | None,
+    ) -> None:
+        """``tensor`` is a tensor of ``like``'s dtype and, unless ``shape`` is None, that shape."""
+        self.tensor(tensor, param)
+        adapter = self.adapter
+        # The error's words are built only when it is raised (this runs once per list item).
+        if adapter.dtype(tensor) != adapter.dtype(like):
+            check_dtype(
+                adapter.dtype(tensor), adapter.dtype(like), param, f"the dtype of {like_param}"
+            )
+        if shape is not None and adapter.shape(tensor) != shape:
+            check_shape(adapter.shape(tensor), shape, param, f"must match {like_param}")
+
+    def trailing(self, tensor: Tensor, param: str, like: Tensor, like_param: str) -> None:
+        """``tensor`` has the dims of ``like`` after dim 0 (it may differ in dim 0 only)."""
+        shape, reference = self.adapter.shape(tensor), self.adapter.shape(like)
+        if shape[1:] != reference[1:] or len(shape) != len(reference):
+            raise ValueError(
+                f"{param}: expected shape (*, {', '.join(map(str, reference[1:]))}) (only dim 0 "
+                f"may differ from {like_param}); got {shape}"
+            )
+
+    def dim0(self, tensor: Tensor, param: str) -> tuple[int, ...]:
+        """``tensor``'s shape, which must have a dim 0."""
+        shape = self.adapter.shape(tensor)
+        if not shape:
+            raise ValueError(
+                f"{param}: expected a tensor with at least one dimension; got a 0-d tensor"
+            )
+        return shape
+
+    def out(self, out: object, shape: tuple[int, ...], like: Tensor, like_param: str) -> Tensor:
+        """``out`` as given (checked against ``shape`` and ``like``'s dtype), or a new tensor."""
+        if out is None:
+            return self.adapter.empty(shape, like)
+        self.tensor(out, "out")
+        adapter = self.adapter
+        if adapter.dtype(out) != adapter.dtype(like):
+            check_dtype(
+                adapter.dtype(out), adapter.dtype(like), "out", f"the dtype of {like_param}"
+            )
+        check_shape(adapter.shape(out), shape, "out", "this rank's part of the result")
+        return out
+
+    def tensor_list(
+        self, value: object, param: str, group: Group, like: Tensor, like_param: str
+    ) -> list[Tensor]:
+        """One tensor per rank of ``group``, each with ``like``'s dtype and trailing dims, and this
+        rank's entry with ``like``'s shape (the list forms: all_gather, reduce_scatter)."""
+        items = check_list(value, param, group.size)
+        adapter, shape = self.adapter, self.adapter.shape(like)
+        dtype = adapter.dtype(like)
+        for i, item in enumerate(items):
+            # The checks' words are built only when one fails (this runs once per rank).
+            if (
+                not self.is_known_tensor(item)
+                or adapter.dtype(item) != dtype
+                or len(adapter.shape(item)) != len(shape)
+                or adapter.shape(item)[1:] != shape[1:]
+            ):
+                self.like(item, f"{param}[{i}]", like, like_param, None)
+                self.trailing(item, f"{param}[{i}]", like, like_param)
+        me = group.group_rank(self.state.rank)
+        check_shape(
+            adapter.shape(items[me]), shape, f"{param}[{me}]",
+            f"this rank's entry must have {like_param}'s shape",
+        )  # fmt: skip
+        return items
+
+    def root_list(
+        self, value: object, param: str, root: int, root_param: str, group: Group, tensor: Tensor
+    ) -> list[Tensor] | None:
+        """scatter_list / gather_list: a list of tensors like ``tensor`` on the root, else
+        absent."""
+        if self.state.rank != root:
+            if value:
+                raise ValueError(
+                    f"{param}: expected None on ranks other than {root_param}={root}; got "
+                    f"{describe(value)} on rank {self.state.rank}"
+                )
+            return None
+        items = check_list(value, param, group.size)
+        shape = self.adapter.shape(tensor)
+        for i, item in enumerate(items):
+            self.like(item, f"{param}[{i}]", tensor, "tensor", shape)
+        return items
+
+    # -- groups and ranks ----------------------------------------------------------------------
+    def group(self, group: object, param: str = "group") -> Group:
+        """The group a call runs on; this rank must be a member."""
+        state = self.state
+        if group is None:
+            return state.world
+        if not isinstance(group, Group):
+            raise TypeError(
+                f"{param}: expected a compat.Group from compat.new_group or None; "
+                f"got {describe(group)}"
+            )
+        if state.rank not in group:
+            raise ValueError(
+                f"{param}: this rank ({state.rank}) is not a member of the group; expected a "
+                f"group containing it, got one with ranks {list(group.ranks)}"
+            )
+        return group
+
+    def peer(self, value: object, param: str, group: Group) -> int:
+        """A global rank that must be a member of ``group``."""
+        rank = check_int(value, param)
+        if rank not in group:
+            where = "the world" if group is self.state.world else "the group"
+            raise ValueError(
+                f"{param}: expected a global rank in {where}, one of {list(group.ranks)}; "
+                f"got {rank}"
+            )
+        return rank
+
+    # -- dtypes and reductions -----------------------------------------------------------------
+    def dtype(self, dtype: str, param: str) -> None:
+        if dtype not in self._dtypes_ok:
+            raise UnsupportedError(
+                f"{param}: dtype {dtype} is not supported by the {self.state.backend} backend; "
+                f"supported: {', '.join(self.state.backend_entry['dtypes'])}"
+            )
+
+    def reduction(self, op: object, dtype: str, param: str) -> ReduceOp:
+        """``op`` as a ReduceOp that the backend applies to ``dtype`` (a tensor's dtype, checked
+        too, as the dtype of ``param``), or the error naming what is supported.
+
+        A combination that passed is remembered: the next call with it is one look-up.
+        """
+        try:
+            return self._reductions[op, dtype]
+        except (KeyError, TypeError):  # not seen yet, or an op that cannot be a key
+            pass
+        reduce_op = parse_op(op)
+        self.dtype(dtype, param)
+        self.reduce_op(reduce_op, dtype)
+        if len(self._reductions) < 256:
+            try:
+                self._reductions[op, dtype] = reduce_op
+            except TypeError:
+                pass
+        return reduce_op
+
+    def reduce_op(self, op: ReduceOp, dtype: str, param: str = "op") -> None:
+        if op.value not in self._reduce_ops_ok:
+            raise UnsupportedError(
+                f"{param}: {op.name} is not supported by the {self.state.backend} backend; "
+                f"supported: {', '.join(self.state.backend_entry['reduce_ops'])}"
+            )
+        if op is ReduceOp.AVG and self._dtype_kinds.get(dtype) not in ("float", "complex"):
+            raise UnsupportedError(
+                f"{param}: AVG needs a floating dtype (an integer mean is not representable); "
+                f"got dtype {dtype}. Use SUM and divide, or a floating dtype"
+            )
+
+    @staticmethod
+    def splits(sizes: object, param: str, count: int, total: int, of: str) -> list[int]:
+        """``sizes`` (split sizes for ``count`` ranks summing to ``total``, dim 0 of ``of``), or
+        equal parts when None."""
+        if sizes is None:
+            return even_split(total, count, of)
+        return check_split_sizes(sizes, param, count, total, of)

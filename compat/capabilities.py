@@ -1,0 +1,152 @@
+"""What runs each collective on each backend: ``mapping_tables/capabilities.toml``, resolved.
+
+One form for every entry: a default (``impl``: the adapter's native method, an ``emulated``
+algorithm of :mod:`compat.algorithms`, or ``unsupported``) and ``choose``, a list of choices by
+dtype and input size that replace the default where they match; among the matching choices, the
+one with the largest ``min_bytes`` not above the input's size wins. :func:`resolve` answers "what
+runs?" (``compat bench`` and ``compat info`` print it); :func:`bind` turns the answer into the
+callable the collectives call. :func:`check_contract` proves that every answer is callable: every
+native entry names a method of :class:`compat.adapter.Adapter`, every algorithm a function of
+:mod:`compat.algorithms` that takes that method's arguments after the adapter.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from functools import cache, partial
+from typing import Any
+
+from compat import algorithms, tables
+from compat.adapter import Adapter
+from compat.errors import TableError, UnsupportedError
+
+NATIVE = "native"
+
+#: The collectives a capability entry exists for, each run with the arguments of this Adapter
+#: method (an uneven all_gather takes all_gather's: a list of outputs of different dim 0).
+COLLECTIVES: dict[str, str] = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "all_gather_uneven": "all_gather",
+    "all_gather_into_tensor": "all_gather_into_tensor",
+    "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter_tensor",
+    "broadcast": "broadcast",
+    "scatter": "scatter",
+    "gather": "gather",
+    "reduce": "reduce",
+    "all_to_all_single": "all_to_all_single",
+    "send": "send",
+    "recv": "recv",
+    "barrier": "barrier",
+}
+
+
+def backends(framework: str) -> dict[str, str]:
+    """The backends of ``framework``: name -> key in capabilities.toml (names can repeat across
+    frameworks: torch's nccl and MindSpore's nccl)."""
+    return {
+        entry.get("backend", key): key
+        for key, entry in tables.load("capabilities").items()
+        if entry["framework"] == framework
+    }
+
+
+def backend_key(framework: str, backend: str) -> str:
+    return backends(framework)[backend]
+
+
+def resolve(key: str, collective: str, dtype: str, nbytes: int) -> str:
+    """What runs ``collective`` on backend ``key`` (a capabilities.toml key) for a ``dtype``
+    input of ``nbytes`` bytes: ``"native"`` or the name of a compat.algorithms function.
+
+    Raises
+    ------
+    UnsupportedError
+        The backend cannot run it, not even by emulation; the message says why.
+    """
+    entry = tables.lookup("capabilities", key, "ops", collective)
+    chosen, floor = None, -1
+    for choice in entry.get("choose", ()):
+        if floor < choice["min_bytes"] <= nbytes and dtype in choice.get("dtypes", (dtype,)):
+            chosen, floor = choice["algorithm"], choice["min_bytes"]
+    if chosen is not None:
+        return str(chosen)
+    if entry["impl"] == "unsupported":
+        backend = tables.lookup("capabilities", key).get("backend", key)
+        raise UnsupportedError(
+            f"{collective} is not supported by the {backend} backend: {entry['reason']}"
+        )
+    return NATIVE if entry["impl"] == NATIVE else str(entry["algorithm"])
+
+
+def size_thresholds(key: str, collective: str, dtype: str) -> list[int]:
+    """The input sizes (bytes) at which the choice for ``dtype`` can change, ascending, from 0."""
+    entry = tables.lookup("capabilities", key, "ops", collective)
+    found = {0}
+    for choice in entry.get("choose", ()):
+        if dtype in choice.get("dtypes", (dtype,)):
+            found.add(choice["min_bytes"])
+    return sorted(found)
+
+
+def bind(adapter: Adapter, collective: str, name: str) -> Callable[..., Any]:
+    """The callable that runs ``collective`` as ``name`` (a :func:`resolve` answer) on
+    ``adapter``: its native method, or the algorithm with the adapter as first argument."""
+    if name == NATIVE:
+        method: Callable[..., Any] = getattr(adapter, COLLECTIVES[collective])
+        return method
+    return partial(getattr(algorithms, name), adapter)
+
+
+# -- the contract: every name the table gives resolves to something that exists -----------------
+
+
+def check_contract(table: dict[str, Any] | None = None) -> None:
+    """Check that every entry of ``table`` (default: the shipped capabilities.toml) names what
+    exists: a native entry a method of Adapter, an algorithm a function of compat.algorithms
+    with that method's parameters after ``adapter``; and that every backend has an entry for
+    every collective. Raises TableError naming the entry."""
+    table = tables.load("capabilities") if table is None else table
+    for backend, entry in table.items():
+        missing = [name for name in COLLECTIVES if name not in entry["ops"]]
+        if missing:
+            raise TableError(f"capabilities.toml: {backend}.ops has no entry for {missing}")
+        for collective, cap in entry["ops"].items():
+            where = f"capabilities.toml: {backend}.ops.{collective}"
+            if collective not in COLLECTIVES:
+                raise TableError(f"{where}: unknown collective; known: {sorted(COLLECTIVES)}")
+            names = [choice["algorithm"] for choice in cap.get("choose", ())]
+            if cap["impl"] == "emulated":
+                names.append(cap["algorithm"])
+            elif cap["impl"] == NATIVE:
+                names.append(NATIVE)
+            for name in names:
+                problem = _problem(COLLECTIVES[collective], name)
+                if problem:
+                    raise TableError(f"{where}: {problem}")
+
+
+@cache
+def _parameters(function: Callable[..., Any], skip: int) -> tuple[str, ...]:
+    return tuple(inspect.signature(function).parameters)[skip:]
+
+
+def _problem(method: str, name: str) -> str | None:
+    """Why ``name`` cannot run adapter method ``method``'s calls, or None if it can."""
+    native = getattr(Adapter, method, None)
+    if native is None:
+        return f"the adapter interface has no method {method!r}"
+    if name == NATIVE:
+        return None
+    function = getattr(algorithms, name, None)
+    if not inspect.isfunction(function):
+        return f"compat.algorithms has no function {name!r}"
+    expected = _parameters(native, 1)
+    if _parameters(function, 1) != expected:
+        return (
+            f"algorithm {name!r} takes {list(_parameters(function, 1))} after the adapter; "
+            f"expected Adapter.{method}'s {list(expected)}"
+        )
+    return None

@@ -1,0 +1,550 @@
+"""The collectives, in both styles: each checks its arguments on the calling rank before any
+communication (a bad argument raises TypeError/ValueError naming the parameter, with output
+buffers untouched), then hands :class:`Call` what to run.
+
+Where each concern lives: the checks in :mod:`compat._validate` (``Call.checks``); the choice of
+native call or algorithm in :mod:`compat.capabilities` (``State.implementation``); the views'
+stand-ins in :mod:`compat.layout` (``Call`` is a ``Staging``); the translation to the framework in
+``adapters/``; the emulations in :mod:`compat.algorithms`; the pre-flight agreement check in
+:mod:`compat.preflight`. :meth:`Call.issue` runs the pre-flight check, skips a call with nothing
+to move, issues the work, and ``if async_op: return work`` else waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from compat import state
+from compat._checks import check_bool, check_dtype, check_int, describe, even_split
+from compat.adapter import Tensor
+from compat.layout import Staging, completed
+from compat.preflight import Description
+from compat.preflight import check as preflight
+from compat.types import Group, ReduceOp, Work
+
+
+class Call(Staging):
+    """One call of a collective: the process state, the group it runs on, the stand-ins of its
+    tensors (a :class:`compat.layout.Staging`: ``call.read(tensor)`` and so on), and whether it
+    returns a Work (``async_op``)."""
+
+    __slots__ = ("async_op", "checks", "group", "state")
+
+    def __init__(self, group: object, async_op: object = False) -> None:
+        current = self.state = state.current()
+        self.adapter, self._writebacks = current.adapter, None  # Staging's, without a call
+        self.checks = current.checks
+        self.group = self.checks.group(group) if group is not None else current.world
+        self.async_op = async_op if async_op is False else check_bool(async_op, "async_op")
+
+    def agree(self, describe_call: Callable[[], Description]) -> None:
+        """The pre-flight check (``init(check=True)``): every rank of the group compares its call
+        with the others' before anything runs."""
+        if self.state.check:
+            preflight(self.adapter, self.group, describe_call())
+
+    def issue(
+        self,
+        collective: str,
+        like: Tensor,
+        *args: Any,
+        nbytes: int | None = None,
+        agree: Callable[[], Description],
+        empty: bool = False,
+    ) -> Work | None:
+        """Run ``collective`` with ``args`` (then the group's handle and ``async_op``) through
+        what the capability table chooses for ``like``'s dtype and ``nbytes``; nothing when
+        ``empty`` (every rank knows its call moves no data)."""
+        if self.state.check:
+            preflight(self.adapter, self.group, agree())
+        if empty:
+            return completed(self.async_op)
+        run = self.state.implementation(collective, like, nbytes)
+        return self.done(run(*args, self.group.handle, self.async_op), self.async_op)
+
+    def issue_blocking(self, collective: str, like: Tensor, *args: Any, empty: bool) -> None:
+        """Point to point: ``args`` then the group's handle; returns once it has completed."""
+        if not empty:
+            self.state.implementation(collective, like)(*args, self.group.handle)
+            self.finish()
+
+    def result(self, tensor: Tensor, work: Work | None) -> Any:
+        """A functional form's result: the tensor, or ``(tensor, Work)`` with async_op."""
+        return (tensor, work) if self.async_op else tensor
+
+
+def _gather_sizes(call: Call, sizes: object, rows: int) -> list[int]:
+    """output_split_sizes: dim 0 of each rank's tensor, this rank's equal to ``rows``."""
+    count, me = call.group.size, call.group.group_rank(call.state.rank)
+    if sizes is None:
+        return [rows] * count
+    if not isinstance(sizes, Sequence) or isinstance(sizes, str):
+        raise TypeError(
+            f"output_split_sizes: expected a list of {count} ints; got {describe(sizes)}"
+        )
+    values = [check_int(size, f"output_split_sizes[{i}]") for i, size in enumerate(sizes)]
+    if len(values) != count:
+        raise ValueError(
+            f"output_split_sizes: expected {count} sizes (one per rank of the group); "
+            f"got {len(values)}: {values}"
+        )
+    if any(size < 0 for size in values):
+        raise ValueError(f"output_split_sizes: expected sizes >= 0; got {values}")
+    if values[me] != rows:
+        raise ValueError(
+            f"output_split_sizes: expected entry {me} (this rank) to equal dim 0 of tensor "
+            f"({rows}); got {values}"
+        )
+    return values
+
+
+def _check_point_to_point(call: Call, tensor: Tensor, peer: object, param: str) -> int:
+    call.checks.tensor(tensor, "tensor")
+    rank = call.checks.peer(peer, param, call.group)
+    if rank == call.state.rank:
+        raise ValueError(
+            f"{param}: expected a rank other than this rank ({call.state.rank}); got {rank}"
+        )
+    call.checks.dtype(call.adapter.dtype(tensor), "tensor")
+    return rank
+
+
+def reduce_scatter(
+    output: Tensor,
+    input_list: list[Tensor],
+    op: ReduceOp | str = ReduceOp.SUM,
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Reduce ``input_list`` element-wise across ranks; rank i receives the reduction of every
+    rank's ``input_list[i]`` in ``output`` (PyTorch's output-buffer style).
+
+    Parameters
+    ----------
+    output
+        This rank's result; its shape is ``input_list[rank]``'s.
+    input_list
+        One tensor per rank of the group. Sizes may differ in dim 0 (uneven).
+    op
+        A :class:`ReduceOp`, one of its strings, or a framework's own op.
+    group
+        A group from :func:`new_group`; default the world.
+    async_op
+        Return a :class:`Work` instead of waiting.
+
+    Returns
+    -------
+    Work or None
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> out = torch.empty(2)
+        >>> inputs = [torch.tensor([1., 2.]) * (rank + 1), torch.tensor([3., 4.]) * (rank + 1)]
+        >>> compat.reduce_scatter(out, inputs)
+        >>> out
+        tensor([3., 6.])   # rank 0
+        tensor([9., 12.])  # rank 1
+    """
+    call = Call(group, async_op)
+    checks, adapter = call.checks, call.adapter
+    checks.tensor(output, "output")
+    inputs = checks.tensor_list(input_list, "input_list", call.group, output, "output")
+    reduce_op = checks.reduction(op, adapter.dtype(output), "output")
+    agree = lambda: Description(  # noqa: E731
+        "reduce_scatter", adapter.dtype(output), adapter.shape(output), reduce_op.value,
+        sizes=[adapter.shape(item)[0] for item in inputs],
+    )  # fmt: skip
+    empty = all(adapter.numel(item) == 0 for item in inputs)
+    target, whole = call.write(output), adapter.joined(inputs)
+    if whole is not None and all(adapter.shape(item) == adapter.shape(output) for item in inputs):
+        # Equal parts of one buffer (x.chunk(n)): the tensor form, without concatenating.
+        return call.issue("reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree)
+    nbytes = sum(adapter.nbytes(item) for item in inputs)
+    return call.issue(
+        "reduce_scatter", output, target, call.read_all(inputs), reduce_op,
+        nbytes=nbytes, agree=agree, empty=empty,
+    )  # fmt: skip
+
+
+def reduce_scatter_tensor(
+    tensor: Tensor,
+    op: ReduceOp | str = ReduceOp.SUM,
+    group: Group | None = None,
+    async_op: bool = False,
+    *,
+    out: Tensor | None = None,
+    input_split_sizes: Sequence[int] | None = None,
+) -> Any:
+    """Reduce ``tensor`` across ranks and return this rank's part of dim 0 (MindSpore's
+    functional style, ``comm_func.reduce_scatter_tensor``).
+
+    Parameters
+    ----------
+    tensor
+        The same shape on every rank; dim 0 splits into the group's size equal parts, or into
+        ``input_split_sizes``.
+    op, group
+        As in :func:`reduce_scatter`.
+    async_op
+        Return ``(result, Work)``; ``result`` is valid after ``Work.wait()``.
+    out
+        Write the result here (shape ``(part, *tensor.shape[1:])``) instead of a new tensor.
+    input_split_sizes
+        Rows of dim 0 for each rank (uneven split).
+
+    Returns
+    -------
+    tensor, or (tensor, Work) if async_op
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> x = torch.tensor([1., 2., 3., 4.]) * (rank + 1)
+        >>> compat.reduce_scatter_tensor(x)
+        tensor([3., 6.])   # rank 0
+        tensor([9., 12.])  # rank 1
+        >>> compat.reduce_scatter_tensor(x, input_split_sizes=[1, 3])
+        tensor([3.])             # rank 0
+        tensor([6., 9., 12.])    # rank 1
+    """
+    call = Call(group, async_op)
+    checks, adapter = call.checks, call.adapter
+    checks.tensor(tensor, "tensor")
+    shape = checks.dim0(tensor, "tensor")
+    sizes = checks.splits(
+        input_split_sizes, "input_split_sizes", call.group.size, shape[0], "tensor"
+    )
+    reduce_op = checks.reduction(op, adapter.dtype(tensor), "tensor")
+    me = call.group.group_rank(call.state.rank)
+    result = checks.out(out, (sizes[me], *shape[1:]), tensor, "tensor")
+    agree = lambda: Description(  # noqa: E731
+        "reduce_scatter_tensor", adapter.dtype(tensor), shape, reduce_op.value, sizes=sizes
+    )
+    source, target = call.read(tensor), call.write(result)
+    if len(set(sizes)) == 1:
+        args: tuple[Any, ...] = ("reduce_scatter_tensor", source, target, source, reduce_op)
+    else:
+        args = ("reduce_scatter", source, target, adapter.split(source, sizes), reduce_op)
+    work = call.issue(*args, agree=agree, empty=adapter.numel(tensor) == 0)
+    return call.result(result, work)
+
+
+def all_reduce(
+    tensor: Tensor,
+    op: ReduceOp | str = ReduceOp.SUM,
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Reduce ``tensor`` across ranks, in place, on every rank.
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> t = torch.tensor([1., 2.]) * (rank + 1)
+        >>> compat.all_reduce(t)
+        >>> t
+        tensor([3., 6.])   # ranks 0 and 1
+    """
+    call = Call(group, async_op)
+    call.checks.tensor(tensor, "tensor")
+    reduce_op = call.checks.reduction(op, call.adapter.dtype(tensor), "tensor")
+    adapter = call.adapter
+    agree = lambda: Description(  # noqa: E731
+        "all_reduce", adapter.dtype(tensor), adapter.shape(tensor), reduce_op.value
+    )
+    staged = call.update(tensor)
+    return call.issue(
+        "all_reduce", staged, staged, reduce_op, agree=agree, empty=adapter.numel(tensor) == 0
+    )
+
+
+def all_gather(
+    tensor_list: list[Tensor],
+    tensor: Tensor,
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Gather every rank's ``tensor`` into ``tensor_list`` on every rank (output-buffer style).
+
+    ``tensor_list[i]`` receives rank i's tensor; sizes may differ in dim 0 (uneven).
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> out = [torch.empty(2), torch.empty(2)]
+        >>> compat.all_gather(out, torch.tensor([1., 2.]) + 10 * rank)
+        >>> out
+        [tensor([1., 2.]), tensor([11., 12.])]   # ranks 0 and 1
+    """
+    call = Call(group, async_op)
+    checks, adapter = call.checks, call.adapter
+    checks.tensor(tensor, "tensor")
+    outputs = checks.tensor_list(tensor_list, "tensor_list", call.group, tensor, "tensor")
+    checks.dtype(adapter.dtype(tensor), "tensor")
+    shape = adapter.shape(tensor)
+    agree = lambda: Description(  # noqa: E731
+        "all_gather", adapter.dtype(tensor), shape, sizes=[adapter.shape(o)[0] for o in outputs]
+    )
+    even = all(adapter.shape(item) == shape for item in outputs)
+    targets, source = call.write_all(outputs), call.read(tensor)
+    return call.issue(
+        "all_gather" if even else "all_gather_uneven", source, targets, source,
+        agree=agree, empty=all(adapter.numel(item) == 0 for item in outputs),
+    )  # fmt: skip
+
+
+def all_gather_into_tensor(
+    tensor: Tensor,
+    group: Group | None = None,
+    async_op: bool = False,
+    *,
+    out: Tensor | None = None,
+    output_split_sizes: Sequence[int] | None = None,
+) -> Any:
+    """Gather every rank's ``tensor`` and return them concatenated on dim 0 (functional style).
+
+    ``output_split_sizes[i]`` is rank i's dim 0 when the sizes differ (uneven).
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> compat.all_gather_into_tensor(torch.tensor([1., 2.]) + 10 * rank)
+        tensor([ 1.,  2., 11., 12.])   # ranks 0 and 1
+    """
+    call = Call(group, async_op)
+    checks, adapter = call.checks, call.adapter
+    checks.tensor(tensor, "tensor")
+    shape = checks.dim0(tensor, "tensor")
+    sizes = _gather_sizes(call, output_split_sizes, shape[0])
+    checks.dtype(adapter.dtype(tensor), "tensor")
+    result = checks.out(out, (sum(sizes), *shape[1:]), tensor, "tensor")
+    agree = lambda: Description(  # noqa: E731
+        "all_gather_into_tensor", adapter.dtype(tensor), shape, sizes=sizes
+    )
+    source, target = call.read(tensor), call.write(result)
+    if len(set(sizes)) == 1:
+        args: tuple[Any, ...] = ("all_gather_into_tensor", source, target, source)
+    else:
+        args = ("all_gather_uneven", source, adapter.split(target, sizes), source)
+    work = call.issue(*args, agree=agree, empty=adapter.numel(result) == 0)
+    return call.result(result, work)
+
+
+def broadcast(
+    tensor: Tensor, src: int, group: Group | None = None, async_op: bool = False
+) -> Work | None:
+    """Copy ``tensor`` of global rank ``src`` into ``tensor`` on every rank of the group."""
+    call = Call(group, async_op)
+    call.checks.tensor(tensor, "tensor")
+    root = call.checks.peer(src, "src", call.group)
+    adapter = call.adapter
+    call.checks.dtype(adapter.dtype(tensor), "tensor")
+    agree = lambda: Description(  # noqa: E731
+        "broadcast", adapter.dtype(tensor), adapter.shape(tensor), root=root
+    )
+    staged = call.update(tensor)
+    return call.issue(
+        "broadcast", staged, staged, root, agree=agree, empty=adapter.numel(tensor) == 0
+    )
+
+
+def scatter(
+    tensor: Tensor,
+    scatter_list: list[Tensor] | None = None,
+    src: int = 0,
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Rank ``src`` sends ``scatter_list[i]`` to group rank i, which receives it in ``tensor``.
+
+    ``scatter_list`` is given on ``src`` only (one tensor per rank, each like ``tensor``).
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> out = torch.empty(2)
+        >>> parts = [torch.tensor([1., 2.]), torch.tensor([3., 4.])] if rank == 0 else None
+        >>> compat.scatter(out, parts, src=0)
+        >>> out
+        tensor([1., 2.])   # rank 0
+        tensor([3., 4.])   # rank 1
+    """
+    call = Call(group, async_op)
+    checks, adapter = call.checks, call.adapter
+    checks.tensor(tensor, "tensor")
+    root = checks.peer(src, "src", call.group)
+    parts = checks.root_list(scatter_list, "scatter_list", root, "src", call.group, tensor)
+    checks.dtype(adapter.dtype(tensor), "tensor")
+    agree = lambda: Description(  # noqa: E731
+        "scatter", adapter.dtype(tensor), adapter.shape(tensor), root=root
+    )
+    target = call.write(tensor)
+    sources = None if parts is None else call.read_all(parts)
+    return call.issue(
+        "scatter", target, target, sources, root, agree=agree, empty=adapter.numel(tensor) == 0
+    )
+
+
+def scatter_tensor(
+    tensor: Tensor,
+    src: int = 0,
+    group: Group | None = None,
+    async_op: bool = False,
+    *,
+    out: Tensor | None = None,
+) -> Any:
+    """Split ``tensor`` of rank ``src`` on dim 0 into equal parts and return group rank i's
+    part on rank i (functional style, ``comm_func.scatter_tensor``). Every rank passes a tensor
+    of the same shape and dtype; only ``src``'s values are read.
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> compat.scatter_tensor(torch.tensor([1., 2., 3., 4.]) * (rank + 1), src=0)
+        tensor([1., 2.])   # rank 0
+        tensor([3., 4.])   # rank 1
+    """
+    call = Call(group, async_op)
+    checks, adapter = call.checks, call.adapter
+    checks.tensor(tensor, "tensor")
+    root = checks.peer(src, "src", call.group)
+    shape = checks.dim0(tensor, "tensor")
+    sizes = even_split(shape[0], call.group.size, "tensor")
+    checks.dtype(adapter.dtype(tensor), "tensor")
+    result = checks.out(out, (sizes[0], *shape[1:]), tensor, "tensor")
+    agree = lambda: Description("scatter_tensor", adapter.dtype(tensor), shape, root=root)  # noqa: E731
+    target = call.write(result)
+    # Only the root's values are read.
+    parts = adapter.split(call.read(tensor), sizes) if call.state.rank == root else None
+    work = call.issue(
+        "scatter", target, target, parts, root, agree=agree, empty=adapter.numel(result) == 0
+    )
+    return call.result(result, work)
+
+
+def gather(
+    tensor: Tensor,
+    gather_list: list[Tensor] | None = None,
+    dst: int = 0,
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Rank ``dst`` receives group rank i's ``tensor`` in ``gather_list[i]``.
+
+    ``gather_list`` is given on ``dst`` only (one tensor per rank, each like ``tensor``).
+    """
+    call = Call(group, async_op)
+    checks, adapter = call.checks, call.adapter
+    checks.tensor(tensor, "tensor")
+    root = checks.peer(dst, "dst", call.group)
+    parts = checks.root_list(gather_list, "gather_list", root, "dst", call.group, tensor)
+    checks.dtype(adapter.dtype(tensor), "tensor")
+    agree = lambda: Description(  # noqa: E731
+        "gather", adapter.dtype(tensor), adapter.shape(tensor), root=root
+    )
+    source = call.read(tensor)
+    targets = None if parts is None else call.write_all(parts)
+    return call.issue(
+        "gather", source, source, targets, root, agree=agree, empty=adapter.numel(tensor) == 0
+    )
+
+
+def reduce(
+    tensor: Tensor,
+    dst: int,
+    op: ReduceOp | str = ReduceOp.SUM,
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Reduce ``tensor`` across ranks into ``tensor`` on rank ``dst`` (other ranks' tensors are
+    left as they were)."""
+    call = Call(group, async_op)
+    call.checks.tensor(tensor, "tensor")
+    root = call.checks.peer(dst, "dst", call.group)
+    adapter = call.adapter
+    reduce_op = call.checks.reduction(op, adapter.dtype(tensor), "tensor")
+    agree = lambda: Description(  # noqa: E731
+        "reduce", adapter.dtype(tensor), adapter.shape(tensor), reduce_op.value, root=root
+    )
+    staged = call.update(tensor)
+    return call.issue(
+        "reduce", staged, staged, root, reduce_op, agree=agree, empty=adapter.numel(tensor) == 0
+    )
+
+
+def all_to_all_single(
+    output: Tensor,
+    input: Tensor,
+    output_split_sizes: Sequence[int] | None = None,
+    input_split_sizes: Sequence[int] | None = None,
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Split ``input`` on dim 0 and send part i to group rank i; ``output`` receives, in rank
+    order, the part each rank sent here. Split sizes default to equal parts.
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> out = torch.empty(2)
+        >>> compat.all_to_all_single(out, torch.tensor([1., 2.]) + 10 * rank)
+        >>> out
+        tensor([ 1., 11.])   # rank 0
+        tensor([ 2., 12.])   # rank 1
+    """
+    call = Call(group, async_op)
+    checks, adapter = call.checks, call.adapter
+    checks.tensor(output, "output")
+    checks.tensor(input, "input")
+    check_dtype(adapter.dtype(input), adapter.dtype(output), "input", "the dtype of output")
+    out_shape, in_shape = checks.dim0(output, "output"), checks.dim0(input, "input")
+    checks.trailing(input, "input", output, "output")
+    count = call.group.size
+    in_sizes = checks.splits(input_split_sizes, "input_split_sizes", count, in_shape[0], "input")
+    out_sizes = checks.splits(
+        output_split_sizes, "output_split_sizes", count, out_shape[0], "output"
+    )
+    checks.dtype(adapter.dtype(input), "input")
+    agree = lambda: Description(  # noqa: E731
+        "all_to_all_single", adapter.dtype(input), in_shape, send=in_sizes, receive=out_sizes
+    )
+    source, target = call.read(input), call.write(output)
+    return call.issue(
+        "all_to_all_single", source, target, source, out_sizes, in_sizes, agree=agree,
+        # The trailing dims agree on every rank: with a 0 among them, every part is empty.
+        empty=0 in in_shape[1:],
+    )  # fmt: skip
+
+
+def send(tensor: Tensor, dst: int, group: Group | None = None) -> None:
+    """Send ``tensor`` to global rank ``dst`` (blocking)."""
+    call = Call(group)
+    rank = _check_point_to_point(call, tensor, dst, "dst")
+    source = call.read(tensor)
+    # An empty tensor moves nothing: the receiver knows its size too.
+    call.issue_blocking("send", source, source, rank, empty=call.adapter.numel(tensor) == 0)
+
+
+def recv(tensor: Tensor, src: int, group: Group | None = None) -> None:
+    """Receive into ``tensor`` what global rank ``src`` sends (blocking)."""
+    call = Call(group)
+    rank = _check_point_to_point(call, tensor, src, "src")
+    target = call.write(tensor)
+    call.issue_blocking("recv", target, target, rank, empty=call.adapter.numel(tensor) == 0)
+
+
+def barrier(group: Group | None = None) -> None:
+    """Block until every rank of the group has reached the barrier."""
+    call = Call(group)
+    call.agree(lambda: Description("barrier"))
+    call.adapter.barrier(call.group.handle, False)
