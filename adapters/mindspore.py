@@ -30,7 +30,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import socket
+import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -45,7 +48,14 @@ from mindspore import communication, mint
 from mindspore.graph.api import _pynative_executor
 
 from compat import tables
-from compat.adapter import Adapter, GroupHandle, Translate, translating_errors
+from compat.adapter import (
+    Adapter,
+    GroupHandle,
+    P2PSpec,
+    Rendezvous,
+    Translate,
+    translating_errors,
+)
 from compat.errors import CollectiveTimeout, UnsupportedError
 from compat.types import Handle, ReduceOp
 
@@ -106,6 +116,7 @@ class _Differentiable(ms.nn.Cell):  # type: ignore[misc]
 
 class MindSporeAdapter(Adapter):
     framework = "mindspore"
+    native_group_names = "a MindSpore group name (str)"
 
     def __init__(self) -> None:
         super().__init__()
@@ -131,9 +142,12 @@ class MindSporeAdapter(Adapter):
         self._world: list[int] = []
         self._rank = 0
         self._on_cpu = False
+        self._adopted = False
+        self._scheduler: subprocess.Popen[bytes] | None = None
+        self._pending_recvs: list[threading.Event] = []  # see recv_within
 
     # -- lifecycle -------------------------------------------------------------------------
-    def init(self, backend: str | None, timeout: timedelta | None) -> str:
+    def init(self, backend: str | None, timeout: timedelta | None, rendezvous: Rendezvous) -> str:
         if timeout is not None:
             raise UnsupportedError(
                 "timeout: MindSpore bounds each collective itself (30 s on MCCL) and takes no "
@@ -144,13 +158,19 @@ class MindSporeAdapter(Adapter):
             for key, entry in tables.load("capabilities").items()
             if entry["framework"] == "mindspore"
         }
-        if backend is None:
-            from compat.dispatch import default_backend
+        self._adopted = bool(dist.is_initialized())
+        if self._adopted:
+            # The script called mindspore.communication.init itself: adopt its world.
+            target = ms.get_context("device_target")
+            backend = next(name for name, device in backends.items() if device == target)
+        else:
+            if backend is None:
+                from compat.dispatch import default_backend
 
-            backend = default_backend(self.framework, self.device_kinds())
-        ms.set_device(backends[backend])
+                backend = default_backend(self.framework, self.device_kinds())
+            ms.set_device(backends[backend])
+            self._join(rendezvous)
         self._on_cpu = backends[backend] == "CPU"
-        communication.init()
         if os.environ.get("MS_ROLE") == "MS_SCHED":
             # msrun runs the script in its scheduler process too: init() has served the
             # cluster there until the job ended, and the script must not go on to collectives.
@@ -159,6 +179,24 @@ class MindSporeAdapter(Adapter):
         self._world = list(range(communication.get_group_size()))
         self._rank = communication.get_rank()
         return backend
+
+    def _join(self, rendezvous: Rendezvous) -> None:
+        """mindspore.communication.init, after translating torch's way of meeting (tcp://, or
+        MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE) into MindSpore's: rank 0 starts the scheduler
+        (what msrun would start) at that address; ``destroy`` ends it."""
+        meeting = _torch_meeting(rendezvous)
+        if meeting is not None and "MS_ROLE" not in os.environ:
+            host, port, rank, world = meeting
+            common = {
+                "MS_SCHED_HOST": socket.gethostbyname(host),
+                "MS_SCHED_PORT": str(port),
+                "MS_WORKER_NUM": str(world),
+            }
+            if rank == 0:
+                self._scheduler = _start_scheduler(common)
+            os.environ.update(common, MS_ROLE="MS_WORKER", MS_NODE_ID=str(rank))
+            os.environ.setdefault("RANK_ID", str(rank))
+        communication.init()
 
     @staticmethod
     def _rebind_world_group_defaults() -> None:
@@ -171,19 +209,35 @@ class MindSporeAdapter(Adapter):
                 function.__defaults__ = (world,)
 
     def destroy(self) -> None:
+        if self._adopted:
+            return  # the script's own communication: it ends it
         # An MCCL send waits for its receiver's acknowledgement, and a receiver that exits right
         # after its last recv can leave that sender waiting until MCCL's 30 s bound, then failing
         # with "Send failed." (a 32-128 MB send as the last operation: 10 of 19 runs failed;
         # with this barrier, 0 of 11; measured). The barrier keeps every rank until all have
         # finished. A process leaving on an uncaught exception skips it: its peers are not
         # coming.
-        if not hasattr(sys, "last_value"):
+        # A timed recv still waiting for a rank that never sent (monitored_barrier after its
+        # timeout) holds the PyNative queue: the barrier would queue behind it and then meet
+        # peers that left, so it is skipped. Leaving still waits for that recv until MCCL's
+        # 30 s bound ("Recv failed."): destroy_process_group syncs the queue, and without it
+        # _finalize_collective, and without that MindSpore's own exit, wait the same (measured:
+        # a rank left 26-28 s after raising each way).
+        if not hasattr(sys, "last_value") and not self._blocked_recv():
             try:
                 dist.barrier()
                 _pynative_executor.sync()
             except RuntimeError:
                 pass  # a peer has gone: leaving is all that is left to do
         dist.destroy_process_group()
+        if self._scheduler is not None:
+            # It ends once every worker has left; a worker that died leaves it waiting.
+            try:
+                self._scheduler.wait(timeout=SCHEDULER_EXIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self._scheduler.kill()
+                self._scheduler.wait()
+            self._scheduler = None
 
     def rank(self) -> int:
         rank: int = communication.get_rank()
@@ -193,7 +247,19 @@ class MindSporeAdapter(Adapter):
         size: int = communication.get_group_size()
         return size
 
-    def new_group(self, ranks: Sequence[int], name: str) -> GroupHandle:
+    def new_group(
+        self, ranks: Sequence[int], name: str, timeout: timedelta | None, backend: str | None
+    ) -> GroupHandle:
+        if timeout is not None:
+            raise UnsupportedError(
+                "timeout: MindSpore's create_group takes no timeout (each collective is bounded "
+                f"by the backend); expected None on mindspore, got {timeout}"
+            )
+        if backend is not None and backend != _backend_of_target(ms.get_context("device_target")):
+            raise UnsupportedError(
+                "backend: a MindSpore group uses the job's backend "
+                f"({_backend_of_target(ms.get_context('device_target'))}); got {backend!r}"
+            )
         # Only the members create the group, as create_group's own docstring does: when every
         # rank calls it, a non-member can block in it and leave the members blocked in their next
         # collective (3 ranks, groups [0, 1] then [1, 2]: measured). mint.distributed.new_group is
@@ -206,8 +272,27 @@ class MindSporeAdapter(Adapter):
         self._group_ranks[name] = list(ranks)
         return name
 
+    def destroy_group(self, group: GroupHandle) -> None:
+        communication.destroy_group(group)
+        self._group_ranks.pop(group, None)
+
     def group_ranks(self, group: GroupHandle) -> list[int]:
         return self._world if group is None else self._group_ranks[group]
+
+    def native_group(self, obj: object) -> tuple[list[int], GroupHandle] | None:
+        if not isinstance(obj, str):
+            return None
+        if obj in _WORLD_GROUP_NAMES or obj == communication.GlobalComm.WORLD_COMM_GROUP:
+            return list(self._world), None
+        if obj not in self._group_ranks:
+            try:
+                self._group_ranks[obj] = list(dist.get_process_group_ranks(obj))
+            except (RuntimeError, ValueError, TypeError) as error:
+                raise ValueError(
+                    f"group: expected the name of a MindSpore group this process knows "
+                    f"(created here, or {sorted(_WORLD_GROUP_NAMES)}); got {obj!r} ({error})"
+                ) from None
+        return list(self._group_ranks[obj]), obj
 
     # -- local tensor facts and operations ------------------------------------------------
     def shape(self, tensor: ms.Tensor) -> tuple[int, ...]:
@@ -250,6 +335,9 @@ class MindSporeAdapter(Adapter):
             tensor[(*leading, slice(start, start + size))]
             for start, size in zip(starts, sizes, strict=True)
         ]
+
+    def movedim(self, tensor: ms.Tensor, source: int, destination: int) -> ms.Tensor:
+        return tensor.movedim(source, destination)  # a view (writes through it land: measured)
 
     def narrow(self, tensor: ms.Tensor, start: int, length: int) -> ms.Tensor:
         return tensor[(slice(start, start + length),)]  # one slice: 0.2 ms each (see split)
@@ -573,6 +661,19 @@ class MindSporeAdapter(Adapter):
         )
         return self._finish(handle, async_op, writebacks)
 
+    def all_to_all(
+        self,
+        output_tensor_list: list[ms.Tensor],
+        input_tensor_list: list[ms.Tensor],
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Handle | None:
+        writebacks: list[Writeback] = []
+        outputs = [self._receive(item, writebacks) for item in output_tensor_list]
+        inputs = [self._stage_in(item) for item in input_tensor_list]
+        handle = dist.all_to_all(outputs, inputs, group=group, async_op=async_op)
+        return self._finish(handle, async_op, writebacks)
+
     # send and recv complete before returning, so a view can go as a tensor over its own memory
     # (no copy: the view outlives the call); the other collectives may be asynchronous and stage.
     def send(self, tensor: ms.Tensor, dst: int, group: GroupHandle) -> None:
@@ -587,9 +688,61 @@ class MindSporeAdapter(Adapter):
         dist.recv(staged, src=src, group=group)
         self._finish(None, False, writebacks)
 
+    def isend(self, tensor: ms.Tensor, dst: int, group: GroupHandle) -> Handle:
+        # On MCCL the send completes once the receiver's server thread has stored the message,
+        # before any matching recv (16 MB: completed in 119 ms while the receiver posted its recv
+        # 2 s later; measured).
+        return _CommHandle(dist.isend(self._stage_in(tensor), dst=dst, group=group), [])
+
+    def irecv(self, tensor: ms.Tensor, src: int, group: GroupHandle) -> Handle:
+        # Not used on MCCL (capabilities.toml: its irecv blocks the queue in issue order).
+        writebacks: list[Writeback] = []
+        staged = self._stage_out(tensor, writebacks)
+        return _CommHandle(dist.irecv(staged, src=src, group=group), writebacks)
+
+    def batch_isend_irecv(self, p2p_ops: list[P2PSpec], group: GroupHandle) -> list[Handle]:
+        # Not used on MCCL ('The kernel DistCommBatchIsendIrecv unregistered', measured).
+        writebacks: list[Writeback] = []
+        functions = {"isend": dist.isend, "irecv": dist.irecv}
+        ops = [
+            dist.P2POp(
+                functions[kind],
+                self._stage_in(tensor) if kind == "isend" else self._stage_out(tensor, writebacks),
+                peer,
+                group=group,
+            )
+            for kind, tensor, peer in p2p_ops
+        ]
+        # MindSpore returns one CommHandle for the whole batch.
+        handle = _CommHandle(dist.batch_isend_irecv(ops)[0], writebacks)
+        return [handle] * len(p2p_ops)
+
     def barrier(self, group: GroupHandle, async_op: bool) -> Handle | None:
         handle = dist.barrier(group=group, async_op=async_op)
         return self._finish(handle, async_op, [])
+
+    # MCCL's send and recv take no timeout (a fixed 30 s): the timed forms issue the operation
+    # here, in call order on the PyNative queue, and wait for it on a daemon thread at most
+    # ``seconds`` (measured: a recv that timed out receives a later message). A recv still
+    # waiting blocks every later operation of this process, destroy's barrier too: it is
+    # remembered, and destroy then skips that barrier (_blocked_recv).
+    def send_within(self, tensor: ms.Tensor, dst: int, group: GroupHandle, seconds: float) -> bool:
+        return _completes_within(_synchronised(self.isend(tensor, dst, group)), seconds)
+
+    def recv_within(self, tensor: ms.Tensor, src: int, group: GroupHandle, seconds: float) -> bool:
+        done = threading.Event()
+        handle = self.irecv(tensor, src, group)
+        self._pending_recvs.append(done)
+        received = _completes_within(_synchronised(handle), seconds, done)
+        if received:
+            self._pending_recvs.remove(done)
+        return received
+
+    def _blocked_recv(self) -> bool:
+        """Whether a timed recv is still waiting (its peer never sent): it holds the PyNative
+        queue, so any later operation would wait behind it until MCCL's 30 s bound."""
+        self._pending_recvs[:] = [done for done in self._pending_recvs if not done.is_set()]
+        return bool(self._pending_recvs)
 
     # -- framework facts for compat's tools ------------------------------------------------
     def device_kinds(self) -> set[str]:
@@ -660,10 +813,97 @@ class MindSporeAdapter(Adapter):
         )
 
 
+def _synchronised(handle: Handle) -> Callable[[], None]:
+    """Waiting for ``handle`` until its operation has run: CommHandle.wait() returns while it is
+    still queued (on CPU); the executor's sync() waits for the queue and raises its error."""
+
+    def wait() -> None:
+        handle.wait()
+        _pynative_executor.sync()
+
+    return wait
+
+
+def _completes_within(
+    call: Callable[[], object], seconds: float, done: threading.Event | None = None
+) -> bool:
+    """Run ``call`` on a daemon thread; True if it returned within ``seconds``. ``done`` (new
+    if not given) is set whenever it returns."""
+    done = threading.Event() if done is None else done
+
+    def run() -> None:
+        try:
+            call()
+        except Exception:  # a failed call is one that did not complete
+            return
+        done.set()
+
+    threading.Thread(target=run, name="compat-timed-p2p", daemon=True).start()
+    return done.wait(max(seconds, 0.0))
+
+
 def _array_at(address: int, nbytes: int, dtype: np.dtype[Any]) -> Array:
     """The ``nbytes`` of memory at ``address`` as a 1-d numpy array of ``dtype`` (no copy)."""
     memory = (ctypes.c_char * nbytes).from_address(address)
     return np.frombuffer(memoryview(memory).cast("B"), dtype=dtype)
+
+
+#: The names MindSpore gives the world group, one per backend.
+_WORLD_GROUP_NAMES = frozenset({"hccl_world_group", "nccl_world_group", "mccl_world_group"})
+
+#: How long destroy() waits for the scheduler it started to end by itself.
+SCHEDULER_EXIT_SECONDS = 10.0
+
+
+def _backend_of_target(target: str) -> str:
+    for key, entry in tables.load("capabilities").items():
+        if entry["framework"] == "mindspore" and entry.get("device_target") == target:
+            name: str = entry.get("backend", key)
+            return name
+    raise UnsupportedError(
+        f"device target {target!r} has no MindSpore backend in capabilities.toml"
+    )
+
+
+def _torch_meeting(rendezvous: Rendezvous) -> tuple[str, int, int, int] | None:
+    """(host, port, rank, world size) from torch's init_process_group arguments: tcp://host:port
+    with rank and world_size, or env:// (or nothing) with MASTER_ADDR, MASTER_PORT, RANK and
+    WORLD_SIZE set; None when neither gives them (msrun's variables, or a world of one)."""
+    method = rendezvous.init_method
+    if method is not None and method.startswith("file://"):
+        raise UnsupportedError(
+            f"init_method: MindSpore meets over TCP only; expected env:// or tcp://host:port, "
+            f"got {method!r}"
+        )
+    if method is not None and method.startswith("tcp://"):
+        where = method.removeprefix("tcp://").split("?")[0].rstrip("/")
+        host, _, port = where.rpartition(":")
+        assert rendezvous.rank is not None and rendezvous.world_size is not None  # compat.init
+        return host, int(port), rendezvous.rank, rendezvous.world_size
+    names = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+    if not all(name in os.environ for name in names):
+        return None
+    rank = rendezvous.rank if rendezvous.rank is not None else int(os.environ["RANK"])
+    world = rendezvous.world_size
+    world = world if world is not None else int(os.environ["WORLD_SIZE"])
+    master_port = int(os.environ["MASTER_PORT"])
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        # torchrun's agent serves its own store on MASTER_PORT (the scheduler could not bind
+        # it, and the workers waited for ever: measured); the scheduler takes the next port.
+        master_port += 1
+    return os.environ["MASTER_ADDR"], master_port, rank, world
+
+
+def _start_scheduler(common: dict[str, str]) -> subprocess.Popen[bytes]:
+    """MindSpore's scheduler process, as compat launch and msrun start it (frameworks.toml)."""
+    scheduler = tables.lookup("frameworks", "mindspore", "launch", "scheduler")
+    env = {**os.environ, **common, **scheduler["env"], "GLOG_v": os.environ.get("GLOG_v", "3")}
+    return subprocess.Popen(
+        [sys.executable, "-c", scheduler["code"]],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 #: numpy's unsigned integers by width in bytes: copies move any dtype as these bits.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -12,7 +13,14 @@ import torch
 import torch.distributed as dist
 
 from compat import tables
-from compat.adapter import Adapter, GroupHandle, Translate, translating_errors
+from compat.adapter import (
+    Adapter,
+    GroupHandle,
+    P2PSpec,
+    Rendezvous,
+    Translate,
+    translating_errors,
+)
 from compat.errors import CollectiveTimeout
 from compat.types import Handle, ReduceOp
 
@@ -36,11 +44,40 @@ def _reduce_ops() -> dict[ReduceOp, Any]:
     return {ReduceOp(value): getattr(dist.ReduceOp, entry["torch"]) for value, entry in ops.items()}
 
 
+def _member_work(work: Any) -> Handle:
+    """isend/irecv's Work (None only on ranks outside the group, which compat never calls)."""
+    assert work is not None
+    handle: Handle = work
+    return handle
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _completes_within(call: Callable[[], object], seconds: float) -> bool:
+    """Run the blocking ``call`` on a daemon thread; True if it returned within ``seconds``.
+
+    Not ``Work.wait(timeout)``: when a Gloo point-to-point wait times out, Gloo closes every
+    connection of the group ("Application timeout caused pair closure"), so the other messages
+    of compat.algorithms.reported_barrier could no longer go (measured); and
+    ``Work.is_completed()`` of a Gloo send/recv stays False until waited on (measured). The
+    blocking call is bounded by the group's own timeout instead.
+    """
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            call()
+        except RuntimeError:  # a failed call is one that did not complete
+            return
+        done.set()
+
+    threading.Thread(target=run, name="compat-timed-p2p", daemon=True).start()
+    return done.wait(max(seconds, 0.0))
 
 
 class _Differentiable(torch.autograd.Function):
@@ -63,9 +100,11 @@ class _Differentiable(torch.autograd.Function):
 
 class TorchAdapter(Adapter):
     framework = "torch"
+    native_group_names = "a torch.distributed ProcessGroup (dist.group.WORLD too)"
 
     def __init__(self) -> None:
         super().__init__()
+        self._adopted = False
         self._dtype_names = _dtype_names()
         self._ops = _reduce_ops()
         self._elementwise = {
@@ -74,7 +113,12 @@ class TorchAdapter(Adapter):
         }
 
     # -- lifecycle -------------------------------------------------------------------------
-    def init(self, backend: str | None, timeout: timedelta | None) -> str:
+    def init(self, backend: str | None, timeout: timedelta | None, rendezvous: Rendezvous) -> str:
+        if dist.is_initialized():
+            # The script (or a helper it imports) called init_process_group: adopt that group.
+            self._adopted = True
+            adopted: str = dist.get_backend()
+            return adopted
         if backend is None:
             from compat.dispatch import default_backend
 
@@ -82,7 +126,13 @@ class TorchAdapter(Adapter):
         kwargs: dict[str, Any] = {"backend": backend}
         if timeout is not None:
             kwargs["timeout"] = timeout
-        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        if rendezvous.init_method is not None or rendezvous.rank is not None:
+            kwargs["init_method"] = rendezvous.init_method or "env://"
+            if rendezvous.rank is not None:
+                kwargs["rank"] = rendezvous.rank
+            if rendezvous.world_size is not None:
+                kwargs["world_size"] = rendezvous.world_size
+        elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
             kwargs["init_method"] = "env://"
         else:
             # Not started by a launcher: a world of one process.
@@ -93,7 +143,7 @@ class TorchAdapter(Adapter):
         return backend
 
     def destroy(self) -> None:
-        if dist.is_initialized():
+        if dist.is_initialized() and not self._adopted:
             dist.destroy_process_group()
 
     def rank(self) -> int:
@@ -102,9 +152,28 @@ class TorchAdapter(Adapter):
     def world_size(self) -> int:
         return dist.get_world_size()
 
-    def new_group(self, ranks: Sequence[int], name: str) -> GroupHandle:
-        handle = dist.new_group(list(ranks), group_desc=name)
+    def new_group(
+        self, ranks: Sequence[int], name: str, timeout: timedelta | None, backend: str | None
+    ) -> GroupHandle:
+        options: dict[str, Any] = {"group_desc": name}
+        if timeout is not None:
+            options["timeout"] = timeout
+        if backend is not None:
+            options["backend"] = backend
+        handle = dist.new_group(list(ranks), **options)
         return handle if dist.get_rank() in ranks else None
+
+    def destroy_group(self, group: GroupHandle) -> None:
+        dist.destroy_process_group(group)
+
+    def native_group(self, obj: object) -> tuple[list[int], GroupHandle] | None:
+        if obj is dist.GroupMember.NON_GROUP_MEMBER:
+            # What torch's new_group gives non-members: no ranks known here (get_rank: -1).
+            return [], obj
+        if not isinstance(obj, dist.ProcessGroup):
+            return None
+        ranks = dist.get_process_group_ranks(obj)
+        return ranks, (None if obj is dist.group.WORLD else obj)
 
     def group_ranks(self, group: GroupHandle) -> list[int]:
         return dist.get_process_group_ranks(group if group is not None else dist.group.WORLD)
@@ -137,6 +206,9 @@ class TorchAdapter(Adapter):
 
     def split(self, tensor: torch.Tensor, sizes: Sequence[int], dim: int = 0) -> list[torch.Tensor]:
         return list(torch.split(tensor, list(sizes), dim=dim))
+
+    def movedim(self, tensor: torch.Tensor, source: int, destination: int) -> torch.Tensor:
+        return tensor.movedim(source, destination)
 
     def narrow(self, tensor: torch.Tensor, start: int, length: int) -> torch.Tensor:
         return tensor.narrow(0, start, length)
@@ -187,6 +259,8 @@ class TorchAdapter(Adapter):
         return result
 
     def bytes_tensor(self, data: bytes) -> torch.Tensor:
+        if not data:  # torch.frombuffer refuses an empty buffer
+            return torch.empty(0, dtype=torch.uint8)
         return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
     def to_bytes(self, tensor: torch.Tensor) -> bytes:
@@ -344,14 +418,53 @@ class TorchAdapter(Adapter):
             output, tensor, output_split_sizes, input_split_sizes, group=group, async_op=async_op
         )
 
+    def all_to_all(
+        self,
+        output_tensor_list: list[torch.Tensor],
+        input_tensor_list: list[torch.Tensor],
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Handle | None:
+        return dist.all_to_all(
+            output_tensor_list, input_tensor_list, group=group, async_op=async_op
+        )
+
     def send(self, tensor: torch.Tensor, dst: int, group: GroupHandle) -> None:
         dist.send(tensor, dst, group=group)
 
     def recv(self, tensor: torch.Tensor, src: int, group: GroupHandle) -> None:
         dist.recv(tensor, src, group=group)
 
+    def isend(self, tensor: torch.Tensor, dst: int, group: GroupHandle) -> Handle:
+        return _member_work(dist.isend(tensor, dst, group=group))
+
+    def irecv(self, tensor: torch.Tensor, src: int, group: GroupHandle) -> Handle:
+        return _member_work(dist.irecv(tensor, src, group=group))
+
+    def batch_isend_irecv(self, p2p_ops: list[P2PSpec], group: GroupHandle) -> list[Handle]:
+        # One Work per op on Gloo; one for the whole (coalesced) batch on NCCL.
+        functions = {"isend": dist.isend, "irecv": dist.irecv}
+        works = dist.batch_isend_irecv(
+            [dist.P2POp(functions[kind], tensor, peer, group) for kind, tensor, peer in p2p_ops]
+        )
+        return [_member_work(work) for work in works]
+
     def barrier(self, group: GroupHandle, async_op: bool) -> Handle | None:
         return dist.barrier(group=group, async_op=async_op)
+
+    def send_within(
+        self, tensor: torch.Tensor, dst: int, group: GroupHandle, seconds: float
+    ) -> bool:
+        # Issued here, in call order (a later send to the same peer cannot overtake it); only
+        # the wait runs on the thread, so it may stay pending (seconds=0: issue, do not wait).
+        work = dist.isend(tensor, dst, group=group)
+        return work is not None and _completes_within(work.wait, seconds)
+
+    def recv_within(
+        self, tensor: torch.Tensor, src: int, group: GroupHandle, seconds: float
+    ) -> bool:
+        work = dist.irecv(tensor, src, group=group)  # issued here, as send_within's
+        return work is not None and _completes_within(work.wait, seconds)
 
     # -- framework facts for compat's tools ------------------------------------------------
     def device_kinds(self) -> set[str]:

@@ -6,6 +6,8 @@ overhead matters at small sizes: ``compat bench -n 1`` prints it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from compat import tables
@@ -14,6 +16,7 @@ from compat._checks import (
     check_int,
     check_list,
     check_shape,
+    check_sizes,
     check_split_sizes,
     describe,
     even_split,
@@ -21,7 +24,7 @@ from compat._checks import (
 from compat.adapter import Tensor
 from compat.dispatch import framework_of
 from compat.errors import UnsupportedError
-from compat.types import Group, ReduceOp, parse_op
+from compat.types import WORLD, Group, ReduceOp, parse_op
 
 if TYPE_CHECKING:
     from compat.state import State
@@ -40,6 +43,7 @@ class Checks:
         self._reduce_ops_ok = frozenset(state.backend_entry["reduce_ops"])
         self._tensor_types: set[type] = set()
         self._reductions: dict[tuple[Any, str], ReduceOp] = {}
+        self._native_groups: dict[object, Group] = {}
 
     # -- tensors -------------------------------------------------------------------------------
     def is_known_tensor(self, obj: object) -> bool:
@@ -153,21 +157,37 @@ class Checks:
         return items
 
     # -- groups and ranks ----------------------------------------------------------------------
-    def group(self, group: object, param: str = "group") -> Group:
-        """The group a call runs on; this rank must be a member."""
+    def group(self, group: object, param: str = "group", member: bool = True) -> Group:
+        """The group a call runs on: None and compat.WORLD mean the world; a compat.Group; or
+        the framework's own group (a torch ProcessGroup, a MindSpore group name). With
+        ``member``, this rank must belong to it."""
         state = self.state
-        if group is None:
+        if group is None or group is WORLD:
             return state.world
-        if not isinstance(group, Group):
-            raise TypeError(
-                f"{param}: expected a compat.Group from compat.new_group or None; "
-                f"got {describe(group)}"
-            )
-        if state.rank not in group:
+        resolved = group if isinstance(group, Group) else self._native_group(group, param)
+        if member and state.rank not in resolved:
             raise ValueError(
                 f"{param}: this rank ({state.rank}) is not a member of the group; expected a "
-                f"group containing it, got one with ranks {list(group.ranks)}"
+                f"group containing it, got one with ranks {list(resolved.ranks)}"
             )
+        return resolved
+
+    def _native_group(self, obj: object, param: str) -> Group:
+        """compat's Group for the framework's own group ``obj`` (made once per object)."""
+        try:
+            return self._native_groups[obj]
+        except (KeyError, TypeError):  # not seen yet, or not hashable (then not a group)
+            pass
+        found = self.adapter.native_group(obj)
+        if found is None:
+            raise TypeError(
+                f"{param}: expected None, compat.WORLD, a compat.Group or "
+                f"{self.adapter.native_group_names}; got {describe(obj)}"
+            )
+        ranks, handle = found
+        group = self.state.world if handle is None else Group(ranks, handle, repr(obj)[:40])
+        if len(self._native_groups) < 256:
+            self._native_groups[obj] = group
         return group
 
     def peer(self, value: object, param: str, group: Group) -> int:
@@ -228,3 +248,107 @@ class Checks:
         if sizes is None:
             return even_split(total, count, of)
         return check_split_sizes(sizes, param, count, total, of)
+
+    # -- rooted calls' group_src/group_dst, dim=, all_to_all, monitored_barrier ----------------
+    def root(
+        self,
+        value: object,
+        param: str,
+        group_value: object,
+        group_param: str,
+        group: Group,
+        default: object = None,
+    ) -> int:
+        """The global rank of a rooted call's root, given as ``param`` (a global rank) or as
+        ``group_param`` (a rank of ``group``, as torch 2.13 takes it): exactly one of them.
+        ``param`` is "not given" when it is ``default`` (the very object of its signature)."""
+        if group_value is None:
+            if value is None:
+                raise ValueError(
+                    f"{param}: expected a global rank, or {group_param} (a rank of the group); "
+                    "got neither"
+                )
+            return self.peer(value, param, group)
+        if value is not None and value is not default:
+            raise ValueError(
+                f"{param}: expected {param} (a global rank) or {group_param} (a rank of the "
+                f"group), not both; got {param}={value!r} and {group_param}={group_value!r}"
+            )
+        index = check_int(group_value, group_param)
+        if not 0 <= index < group.size:
+            raise ValueError(
+                f"{group_param}: expected a rank of the group, 0 to {group.size - 1}; got {index}"
+            )
+        return group.ranks[index]
+
+    @staticmethod
+    def dim(value: object, shape: tuple[int, ...], of: str) -> int:
+        """``dim=`` as an index into ``shape`` (``of``'s; negative counts from the end, as in
+        torch); ``shape`` has at least one dim (checked before)."""
+        dim = check_int(value, "dim")
+        ndim = len(shape)
+        if not -ndim <= dim < ndim:
+            raise ValueError(
+                f"dim: expected a dim of {of} (shape {shape}), {-ndim} to {ndim - 1}; got {dim}"
+            )
+        return dim % ndim
+
+    @staticmethod
+    def parts(sizes: object, param: str, count: int, total: int, of: str, dim: int) -> list[int]:
+        """Split sizes of dim ``dim`` of ``of`` (``total`` long) for ``count`` ranks: ``sizes``,
+        or equal parts when None."""
+        if dim == 0:
+            return Checks.splits(sizes, param, count, total, of)
+        if sizes is None:
+            if total % count:
+                raise ValueError(
+                    f"{of}: expected dim {dim} divisible by the group size {count}; got {total}"
+                )
+            return [total // count] * count
+        if not isinstance(sizes, Sequence) or isinstance(sizes, str):
+            raise TypeError(f"{param}: expected a list of {count} ints; got {describe(sizes)}")
+        return check_sizes(
+            sizes, param, count, total, per="rank of the group", of=f"dim {dim} of {of}"
+        )
+
+    def exchange_lists(
+        self, outputs: object, inputs: object, group: Group
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        """all_to_all's lists: one tensor per rank of ``group`` each, every one with the dtype
+        and the dims after dim 0 of ``input_tensor_list[0]``; this rank's part to itself has the
+        same dim 0 on both sides."""
+        ins = check_list(inputs, "input_tensor_list", group.size)
+        outs = check_list(outputs, "output_tensor_list", group.size)
+        first, first_param = ins[0], "input_tensor_list[0]"
+        self.tensor(first, first_param)
+        self.dim0(first, first_param)
+        for param, items in (("input_tensor_list", ins), ("output_tensor_list", outs)):
+            for i, item in enumerate(items):
+                self.like(item, f"{param}[{i}]", first, first_param, None)
+                self.trailing(item, f"{param}[{i}]", first, first_param)
+        me = group.group_rank(self.state.rank)
+        check_shape(
+            self.adapter.shape(outs[me]), self.adapter.shape(ins[me]),
+            f"output_tensor_list[{me}]", f"this rank's part to itself, input_tensor_list[{me}]",
+        )  # fmt: skip
+        self.dtype(self.adapter.dtype(first), first_param)
+        return outs, ins
+
+    @staticmethod
+    def seconds(value: object, param: str, default: float) -> float:
+        """A timeout as seconds: a ``datetime.timedelta`` or a positive int/float; None =
+        ``default``."""
+        if value is None:
+            return default
+        if isinstance(value, timedelta):
+            seconds = value.total_seconds()
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            seconds = float(value)
+        else:
+            raise TypeError(
+                f"{param}: expected a datetime.timedelta or a number of seconds; "
+                f"got {describe(value)}"
+            )
+        if not 0 < seconds < float("inf"):
+            raise ValueError(f"{param}: expected a positive, finite duration; got {value!r}")
+        return seconds

@@ -14,6 +14,7 @@ import functools
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -23,11 +24,26 @@ from compat.types import Handle, ReduceOp
 Tensor = Any
 GroupHandle = Any
 
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """How the ranks find each other: ``torch.distributed.init_process_group``'s arguments, as
+    compat.init checked them. All None: a launcher's environment, else a world of one."""
+
+    #: ``env://``, ``tcp://host:port`` or ``file://path``
+    init_method: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+
+
+#: One op of a batch_isend_irecv: ``("isend" | "irecv", tensor, global rank of the peer)``.
+P2PSpec = tuple[str, Tensor, int]
+
 #: The adapter methods that communicate (the ones whose failures adapters translate).
 COLLECTIVES = (
     "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
     "reduce_scatter_tensor", "broadcast", "scatter", "gather", "reduce", "all_to_all_single",
-    "send", "recv", "barrier",
+    "all_to_all", "send", "recv", "isend", "irecv", "batch_isend_irecv", "barrier",
 )  # fmt: skip
 
 
@@ -69,6 +85,8 @@ def translating_errors(cls: type, translate_for: Callable[[str], Translate]) -> 
                 result = method(self, *args, **kwargs)
             except RuntimeError as error:
                 raise translate(error, time.monotonic() - started) from error
+            if isinstance(result, list):  # batch_isend_irecv: one handle per op
+                return [_TranslatingHandle(item, translate, started) for item in result]
             return None if result is None else _TranslatingHandle(result, translate, started)
 
         return wrapper
@@ -82,6 +100,8 @@ class Adapter(ABC):
 
     #: The key of this framework in ``mapping_tables/frameworks.toml``.
     framework: str
+    #: What the framework's own groups are, for error messages ("a torch ProcessGroup").
+    native_group_names: str
 
     def __init__(self) -> None:
         #: buffers compat.algorithms reuse from call to call
@@ -89,11 +109,18 @@ class Adapter(ABC):
 
     # -- lifecycle -------------------------------------------------------------------------
     @abstractmethod
-    def init(self, backend: str | None, timeout: timedelta | None) -> str:
-        """Join the job (environment set by a launcher) and return the backend in use."""
+    def init(self, backend: str | None, timeout: timedelta | None, rendezvous: Rendezvous) -> str:
+        """Join the job and return the backend in use.
+
+        If the framework's own process group is already initialised (the user's script called
+        ``init_process_group``), adopt it instead: its backend is returned, and :meth:`destroy`
+        leaves it alive. Else join as ``rendezvous`` says (checked by compat.init), or as a
+        launcher's environment says, or as a world of one process.
+        """
 
     @abstractmethod
-    def destroy(self) -> None: ...
+    def destroy(self) -> None:
+        """Leave the job: the framework's process group too, unless it was adopted."""
 
     @abstractmethod
     def rank(self) -> int: ...
@@ -102,12 +129,26 @@ class Adapter(ABC):
     def world_size(self) -> int: ...
 
     @abstractmethod
-    def new_group(self, ranks: Sequence[int], name: str) -> GroupHandle:
-        """Create a group; called on every rank. Returns None on ranks outside ``ranks``."""
+    def new_group(
+        self, ranks: Sequence[int], name: str, timeout: timedelta | None, backend: str | None
+    ) -> GroupHandle:
+        """Create a group; called on every rank, in the same order. Returns None on ranks
+        outside ``ranks``; never a handle that means another group (the world)."""
+
+    @abstractmethod
+    def destroy_group(self, group: GroupHandle) -> None:
+        """Free a group made by :meth:`new_group` (or the user's, through the framework)."""
 
     @abstractmethod
     def group_ranks(self, group: GroupHandle) -> list[int]:
         """The global ranks of ``group`` (None = the world), in group-rank order."""
+
+    @abstractmethod
+    def native_group(self, obj: object) -> tuple[list[int], GroupHandle] | None:
+        """If ``obj`` is the framework's own group (a torch ProcessGroup, incl.
+        ``dist.group.WORLD``; a MindSpore group name), its global ranks and the handle the
+        collectives take (None for the world); else None. A group object that tells this rank
+        is not a member raises ValueError naming ``group``."""
 
     # -- local tensor facts and operations ------------------------------------------------
     @abstractmethod
@@ -143,6 +184,11 @@ class Adapter(ABC):
     @abstractmethod
     def split(self, tensor: Tensor, sizes: Sequence[int], dim: int = 0) -> list[Tensor]:
         """Views of ``tensor`` along ``dim`` (no copy)."""
+
+    @abstractmethod
+    def movedim(self, tensor: Tensor, source: int, destination: int) -> Tensor:
+        """The view of ``tensor`` with dim ``source`` moved to ``destination`` (no copy; the
+        functional collectives' ``dim=`` stages it through compat.layout)."""
 
     def narrow(self, tensor: Tensor, start: int, length: int) -> Tensor:
         """The view of rows ``start`` to ``start + length`` of ``tensor``'s dim 0."""
@@ -290,13 +336,57 @@ class Adapter(ABC):
     ) -> Handle | None: ...
 
     @abstractmethod
+    def all_to_all(
+        self,
+        output_tensor_list: list[Tensor],
+        input_tensor_list: list[Tensor],
+        group: GroupHandle,
+        async_op: bool,
+    ) -> Handle | None:
+        """``input_tensor_list[i]`` to group rank i, ``output_tensor_list[j]`` from group rank
+        j; dim 0 may differ per pair."""
+
+    @abstractmethod
     def send(self, tensor: Tensor, dst: int, group: GroupHandle) -> None: ...
 
     @abstractmethod
     def recv(self, tensor: Tensor, src: int, group: GroupHandle) -> None: ...
 
     @abstractmethod
+    def isend(self, tensor: Tensor, dst: int, group: GroupHandle) -> Handle:
+        """Start sending ``tensor`` to global rank ``dst``; ``tensor`` must stay unchanged until
+        the handle has completed."""
+
+    @abstractmethod
+    def irecv(self, tensor: Tensor, src: int, group: GroupHandle) -> Handle:
+        """Start receiving into ``tensor`` what global rank ``src`` sends; valid once the
+        handle has completed."""
+
+    @abstractmethod
+    def batch_isend_irecv(self, p2p_ops: list[P2PSpec], group: GroupHandle) -> list[Handle]:
+        """Issue every ``("isend" | "irecv", tensor, global peer)`` of ``p2p_ops`` on ``group``
+        at once (torch's batch_isend_irecv); one handle per op, or one for the whole batch
+        where the backend coalesces them."""
+
+    @abstractmethod
     def barrier(self, group: GroupHandle, async_op: bool) -> Handle | None: ...
+
+    def monitored_barrier(self, group: GroupHandle, timeout: float, wait_all_ranks: bool) -> None:
+        """A barrier that raises, within ``timeout`` seconds, on every rank that waited, naming
+        the ranks that did not arrive. No framework has one (torch's raises on rank 0 only, on
+        Gloo only): the capability table names compat.algorithms.reported_barrier."""
+        raise NotImplementedError("no native monitored_barrier: see capabilities.toml")
+
+    @abstractmethod
+    def send_within(self, tensor: Tensor, dst: int, group: GroupHandle, seconds: float) -> bool:
+        """Send ``tensor`` to global rank ``dst``; False if it has not completed within
+        ``seconds`` (or failed). It may then stay pending: only for a job that ends in an error
+        (compat.algorithms.reported_barrier)."""
+
+    @abstractmethod
+    def recv_within(self, tensor: Tensor, src: int, group: GroupHandle, seconds: float) -> bool:
+        """Receive into ``tensor`` from global rank ``src``; False if nothing arrived within
+        ``seconds`` (or it failed). As :meth:`send_within`, it may stay pending."""
 
     # -- framework facts for compat's tools ------------------------------------------------
     def device_kinds(self) -> set[str]:

@@ -10,9 +10,11 @@ tensors, which may be views. The reason each is used is written in
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from compat.adapter import Adapter, GroupHandle, Tensor
+from compat.errors import CollectiveTimeout
 from compat.types import Handle, ReduceOp, Work
 
 
@@ -391,3 +393,242 @@ def all_reduce_slice_tensor(
         adapter.scratch.give(whole, key)
 
     return _complete([pending], async_op, finish)
+
+
+# -- all_to_all (list form) ----------------------------------------------------------------------
+
+
+def concat_all_to_all(
+    adapter: Adapter,
+    output_tensor_list: list[Tensor],
+    input_tensor_list: list[Tensor],
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """all_to_all as one all_to_all_single with split sizes: the inputs go from one buffer (the
+    one they tile, else a scratch copy), the outputs are received into one buffer (the one they
+    tile, else a scratch buffer copied out). Any dim-0 size per pair."""
+    in_sizes = [adapter.shape(item)[0] for item in input_tensor_list]
+    out_sizes = [adapter.shape(item)[0] for item in output_tensor_list]
+    trailing = adapter.shape(input_tensor_list[0])[1:]
+    like = input_tensor_list[0]
+    taken = []
+    whole = adapter.joined(input_tensor_list)
+    if whole is None:
+        whole, key = adapter.scratch.take((sum(in_sizes), *trailing), like)
+        taken.append((whole, key))
+        for part, item in zip(adapter.split(whole, in_sizes), input_tensor_list, strict=True):
+            adapter.copy_(part, item)
+    received = adapter.joined(output_tensor_list)
+    copy_out = received is None
+    if received is None:
+        received, key = adapter.scratch.take((sum(out_sizes), *trailing), like)
+        taken.append((received, key))
+    pending = adapter.all_to_all_single(received, whole, out_sizes, in_sizes, group, async_op)
+
+    def finish() -> None:
+        if copy_out:
+            parts = adapter.split(received, out_sizes)
+            for out, part in zip(output_tensor_list, parts, strict=True):
+                adapter.copy_(out, part)
+        for buffer, buffer_key in taken:
+            adapter.scratch.give(buffer, buffer_key)
+
+    return _complete([pending], async_op, finish)
+
+
+def pairwise_all_to_all_list(
+    adapter: Adapter,
+    output_tensor_list: list[Tensor],
+    input_tensor_list: list[Tensor],
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """all_to_all as blocking send/recv between each pair of ranks (as
+    :func:`pairwise_all_to_all`), each part received straight into its output tensor. It
+    completes before returning: with ``async_op`` the Work is already complete."""
+    ranks = adapter.group_ranks(group)
+    me = ranks.index(adapter.rank())
+    if adapter.shape(output_tensor_list[me])[0]:
+        adapter.copy_(output_tensor_list[me], input_tensor_list[me])
+    for peer in range(len(ranks)):
+        if peer != me:
+            _exchange(
+                adapter, me, peer, ranks[peer], input_tensor_list[peer],
+                output_tensor_list[peer], group,
+            )  # fmt: skip
+    return Work() if async_op else None
+
+
+# -- monitored_barrier ---------------------------------------------------------------------------
+
+#: Seconds a rank still waits for a peer's arrival once the deadline has passed (an arrival
+#: already there is received in well under this).
+_GRACE = 1.0
+
+
+def reported_barrier(
+    adapter: Adapter, group: GroupHandle, timeout: float, wait_all_ranks: bool
+) -> None:
+    """monitored_barrier from point-to-point messages, timed by compat (so MCCL's fixed 30 s
+    bound does not apply): every rank first announces its arrival to every other rank of the
+    group (the sends are issued at once and left to complete), then receives the peers'
+    announcements in group order within ``timeout`` (:data:`_GRACE` for each one still to hear
+    from after the deadline). Every rank that waited raises :class:`compat.CollectiveTimeout`
+    naming the peers it did not hear from, so every waiting rank names the missing ranks,
+    whichever they are; no rank relays for another, so none waits on a rank that is away.
+
+    ``wait_all_ranks`` is taken as torch takes it; both values name every rank that had not
+    arrived by the deadline (the others' announcements are already there: hearing them costs
+    well under :data:`_GRACE` each).
+    """
+    del wait_all_ranks  # see the docstring
+    _announced_barrier(adapter, group, timeout, past_silence=True)
+
+
+def reported_barrier_until_silent(
+    adapter: Adapter, group: GroupHandle, timeout: float, wait_all_ranks: bool
+) -> None:
+    """:func:`reported_barrier` for backends where a receive that waits blocks every later
+    operation of the process (MindSpore's PyNative queue, MCCL): each rank stops at the first
+    peer it did not hear from by the deadline and names it; the peers after it in group order
+    are named as not checked (their announcements may be there, but no receive can reach them
+    until MCCL gives up on the blocked one after its fixed 30 s)."""
+    del wait_all_ranks  # see reported_barrier
+    _announced_barrier(adapter, group, timeout, past_silence=False)
+
+
+def _announced_barrier(
+    adapter: Adapter, group: GroupHandle, timeout: float, past_silence: bool
+) -> None:
+    ranks = adapter.group_ranks(group)
+    me = adapter.rank()
+    peers = [rank for rank in ranks if rank != me]
+    if not peers:
+        return
+    started = time.monotonic()
+    deadline = started + timeout
+    arrival = adapter.bytes_tensor(b"\x01")
+    # Every send first, each issued now and left pending: on MCCL it completes once the peer's
+    # server thread has stored it, on Gloo once the peer receives (below, whenever it arrives).
+    for peer in peers:
+        adapter.send_within(arrival, peer, group, 0.0)
+    silent: list[int] = []
+    unchecked: list[int] = []
+    for peer in peers:
+        if silent and not past_silence:
+            unchecked.append(peer)
+            continue
+        flag = adapter.bytes_tensor(b"\x00")
+        if (
+            not adapter.recv_within(flag, peer, group, max(deadline - time.monotonic(), _GRACE))
+            or adapter.to_bytes(flag) != b"\x01"
+        ):
+            silent.append(peer)
+    if silent:
+        names = ", ".join(map(str, silent))
+        after = (
+            f"; not checked (this backend cannot receive past a rank that is away): "
+            f"rank{'s' if len(unchecked) > 1 else ''} {', '.join(map(str, unchecked))}"
+            if unchecked
+            else ""
+        )
+        raise CollectiveTimeout(
+            f"monitored_barrier: rank{'s' if len(silent) > 1 else ''} {names} did not arrive "
+            f"within the timeout of {timeout:g} s (this rank waited "
+            f"{time.monotonic() - started:.1f} s){after}"
+        )
+
+
+# -- point to point ------------------------------------------------------------------------------
+
+
+class _DeferredRecv:
+    """A receive that runs when its Work is waited on (see :func:`deferred_recv`)."""
+
+    __slots__ = ("_adapter", "_done", "_group", "_queue", "_src", "_tensor")
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        tensor: Tensor,
+        src: int,
+        group: GroupHandle,
+        queue: list[_DeferredRecv],
+    ) -> None:
+        self._adapter, self._tensor, self._src, self._group = adapter, tensor, src, group
+        self._queue, self._done = queue, False
+        queue.append(self)
+
+    def wait(self, timeout: object = None) -> bool:
+        if timeout is not None:
+            from compat.errors import UnsupportedError
+
+            raise UnsupportedError(
+                "timeout: a deferred receive is one blocking recv, which MindSpore bounds itself "
+                f"(30 s on MCCL); expected None, got {timeout}"
+            )
+        if not self._done:
+            # A peer's messages arrive in the order it sent them: the receives from it that were
+            # issued earlier take theirs first.
+            for earlier in [item for item in self._queue if item._same_peer(self)]:
+                earlier._run()
+                if earlier is self:
+                    break
+        return True
+
+    def is_completed(self) -> bool:
+        # Completion is known only by receiving; the message is on its way or already stored
+        # by the receiver's server thread (a send completes without its receive).
+        return self.wait()
+
+    def _same_peer(self, other: _DeferredRecv) -> bool:
+        return self._src == other._src and self._group == other._group
+
+    def _run(self) -> None:
+        self._queue.remove(self)
+        self._done = True
+        self._adapter.recv(self._tensor, self._src, self._group)
+
+
+def _deferred_queue(adapter: Adapter) -> list[_DeferredRecv]:
+    """The receives of ``adapter``'s process that are issued but not yet run, in issue order."""
+    queue: list[_DeferredRecv] | None = getattr(adapter, "_deferred_recvs", None)
+    if queue is None:
+        queue = []
+        setattr(adapter, "_deferred_recvs", queue)  # noqa: B010  (per adapter, not global)
+    return queue
+
+
+def settle_deferred_recvs(adapter: Adapter, src: int, group: GroupHandle) -> None:
+    """Run the deferred receives from ``src`` on ``group`` (before a blocking recv from it, so
+    that messages keep their order)."""
+    queue: list[_DeferredRecv] | None = getattr(adapter, "_deferred_recvs", None)
+    if queue:
+        for item in [item for item in queue if item._src == src and item._group == group]:
+            item._run()
+
+
+def deferred_recv(adapter: Adapter, tensor: Tensor, src: int, group: GroupHandle) -> Handle:
+    """irecv where the backend's receive blocks in issue order (MCCL: an irecv queued before the
+    matching isend on every rank waits for ever): the receive is a blocking recv run by
+    ``Work.wait()`` (or ``is_completed()``), after the receives issued earlier from the same
+    peer. Never deadlocks where the backend's sends complete without their receive (MCCL's do:
+    the receiver's server thread stores the message): every send a wait needs has been issued.
+    """
+    return _DeferredRecv(adapter, tensor, src, group, _deferred_queue(adapter))
+
+
+def sends_then_deferred_recvs(
+    adapter: Adapter, p2p_ops: list[tuple[str, Tensor, int]], group: GroupHandle
+) -> list[Handle]:
+    """batch_isend_irecv from the backend's isend and :func:`deferred_recv`: every send is
+    issued now, in list order; each receive runs when its Work is waited on. No rank blocks
+    before all its sends are out, so no cycle of blocking calls can form."""
+    handles: list[Handle] = []
+    for direction, tensor, peer in p2p_ops:
+        if direction == "isend":
+            handles.append(adapter.isend(tensor, peer, group))
+        else:
+            handles.append(deferred_recv(adapter, tensor, peer, group))
+    return handles

@@ -10,9 +10,11 @@ from datetime import timedelta
 
 from compat import capabilities, state
 from compat._checks import check_bool, check_int, describe
-from compat.dispatch import choose_framework, load_adapter
+from compat.adapter import Rendezvous
+from compat.dispatch import choose_framework, installed, load_adapter
+from compat.errors import NotInitializedError
 from compat.state import State
-from compat.types import Group
+from compat.types import WORLD, Group
 
 # -- lifecycle --------------------------------------------------------------------------------
 
@@ -23,6 +25,9 @@ def init(
     *,
     timeout: float | timedelta | None = None,
     check: bool | None = None,
+    init_method: str | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
 ) -> None:
     """Join the job and set up communication.
 
@@ -42,8 +47,26 @@ def init(
         Run the pre-flight check before each collective (default: ``COMPAT_CHECK=1``): the
         ranks compare their calls and raise :class:`compat.CollectiveMismatchError` on every
         rank, naming the ranks and the difference, instead of hanging or corrupting data.
+    init_method, rank, world_size
+        As in ``torch.distributed.init_process_group``: ``"env://"`` (``MASTER_ADDR``,
+        ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``), ``"tcp://host:port"`` with ``rank`` and
+        ``world_size``, or ``"file://path"`` (torch). On MindSpore too: rank 0 starts
+        MindSpore's scheduler at ``host:port`` itself and ends it at :func:`destroy`, so a
+        ``torch.multiprocessing.spawn``-style script or ``torchrun`` starts a MindSpore job
+        without msrun.
 
-    Without a launcher's environment a torch process forms a world of one.
+    If the framework's own process group is already initialised (the script called
+    ``torch.distributed.init_process_group`` itself), compat adopts it: rank, world and backend
+    are read from it, and :func:`destroy` leaves it alive. Without any of these, a process
+    forms a world of one.
+
+    Examples
+    --------
+    Started by ``torch.multiprocessing.spawn(main, nprocs=2)``, on either framework::
+
+        >>> def main(rank):
+        ...     compat.init("mindspore", init_method="tcp://127.0.0.1:29500", rank=rank,
+        ...                 world_size=2)
     """
     if state.get_current() is not None:
         current = state.current()
@@ -55,21 +78,75 @@ def init(
     backends = list(capabilities.backends(chosen))
     if backend is not None and backend not in backends:
         raise ValueError(f"backend: expected one of {backends} for {chosen}; got {backend!r}")
-    if timeout is not None:
-        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
-            timeout = timedelta(seconds=timeout)
-        if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
-            raise ValueError(
-                f"timeout: expected a positive number of seconds or timedelta; got {timeout!r}"
-            )
-    adapter = load_adapter(chosen)
-    chosen_backend = adapter.init(backend, timeout)
+    timeout = _check_timeout(timeout, "timeout")
+    rendezvous = _check_rendezvous(init_method, rank, world_size)
     if check is None:
         check = os.environ.get("COMPAT_CHECK", "") not in ("", "0")
-    state.set_current(State(adapter, chosen_backend, check_bool(check, "check")))
+    check = check_bool(check, "check")
+    adapter = load_adapter(chosen)
+    chosen_backend = adapter.init(backend, timeout, rendezvous)
+    if backend is not None and chosen_backend != backend:
+        adapter.destroy()
+        raise ValueError(
+            f"backend: the process group compat adopted uses {chosen_backend!r}; got {backend!r}"
+        )
+    state.set_current(State(adapter, chosen_backend, check))
     # A torch process that exits with its process group alive aborts ("terminate called without
     # an active exception", measured): leave the job at exit if the script did not.
     atexit.register(destroy)
+
+
+def _check_timeout(timeout: object, param: str) -> timedelta | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        timeout = timedelta(seconds=timeout)
+    if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
+        raise ValueError(
+            f"{param}: expected a positive number of seconds or timedelta; got {timeout!r}"
+        )
+    return timeout
+
+
+_INIT_METHODS = ("env://", "tcp://", "file://")
+
+
+def _check_rendezvous(init_method: object, rank: object, world_size: object) -> Rendezvous:
+    if init_method is not None and (
+        not isinstance(init_method, str) or not init_method.startswith(_INIT_METHODS)
+    ):
+        raise ValueError(
+            f"init_method: expected None or a URL starting with one of {list(_INIT_METHODS)}; "
+            f"got {init_method!r}"
+        )
+    size = None if world_size is None else check_int(world_size, "world_size")
+    if size is not None and size < 1:
+        raise ValueError(f"world_size: expected an int >= 1; got {size}")
+    me = None if rank is None else check_int(rank, "rank")
+    if me is not None and not 0 <= me < (size if size is not None else me + 1):
+        raise ValueError(f"rank: expected an int in [0, world_size={size}); got {me}")
+    if isinstance(init_method, str) and init_method.startswith("tcp://"):
+        if me is None or size is None:
+            raise ValueError(
+                f"rank: expected rank and world_size with init_method={init_method!r}; got "
+                f"rank={me}, world_size={size}"
+            )
+        _host_port(init_method)
+    return Rendezvous(init_method, me, size)
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    """``tcp://host:port`` -> (host, port), or the ValueError naming init_method."""
+    where = url.removeprefix("tcp://").split("?")[0].rstrip("/")
+    host, _, port = where.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"init_method: expected tcp://host:port; got {url!r}")
+    return host, int(port)
+
+
+def is_available() -> bool:
+    """True if a framework compat runs on is installed (checked without importing it)."""
+    return bool(installed())
 
 
 def is_initialized() -> bool:
@@ -77,13 +154,34 @@ def is_initialized() -> bool:
     return state.get_current() is not None
 
 
-def destroy() -> None:
-    """Leave the job; :func:`init` may be called again afterwards."""
+def destroy(group: object = None) -> None:
+    """Leave the job, or free ``group``.
+
+    Without a group: leave compat, and the framework's process group if compat created it (an
+    adopted one stays alive); :func:`init` may be called again afterwards. With a group (a
+    compat.Group or the framework's own): free it, like
+    ``torch.distributed.destroy_process_group(group)``.
+    """
     current = state.get_current()
+    if group is not None and group is not WORLD:
+        if current is None:
+            raise NotInitializedError("compat is not initialised: there is no group to destroy")
+        resolved = current.checks.group(group, member=False)
+        if resolved is current.world:
+            raise ValueError(
+                "group: expected a group other than the world (destroy() leaves the whole job); "
+                f"got {describe(group)}"
+            )
+        if resolved.handle is not None:
+            current.adapter.destroy_group(resolved.handle)
+        return
     if current is not None:
         state.set_current(None)
         current.adapter.destroy()
         current.adapter.scratch.clear()
+
+
+# -- queries ----------------------------------------------------------------------------------
 
 
 def get_framework() -> str:
@@ -91,43 +189,90 @@ def get_framework() -> str:
     return state.current().framework
 
 
-def get_backend(group: Group | None = None) -> str:
+def get_backend(group: object = None) -> str:
     """The backend in use (``"gloo"``, ``"nccl"``, ``"mccl"``, ``"hccl"``)."""
     current = state.current()
-    if group is not None and not isinstance(group, Group):
-        raise TypeError(f"group: expected a compat.Group or None; got {describe(group)}")
+    current.checks.group(group, member=False)
     return current.backend
 
 
-def get_rank(group: Group | None = None) -> int:
+def get_rank(group: object = None) -> int:
     """This process's rank in the world, or in ``group`` (-1 if it is not a member)."""
     current = state.current()
-    if group is None:
-        return current.rank
-    if not isinstance(group, Group):
-        raise TypeError(f"group: expected a compat.Group or None; got {describe(group)}")
-    return group.group_rank(current.rank)
+    return current.checks.group(group, member=False).group_rank(current.rank)
 
 
-def get_world_size(group: Group | None = None) -> int:
+def get_world_size(group: object = None) -> int:
     """The number of ranks in the world, or in ``group``."""
-    current = state.current()
-    if group is None:
-        return current.world_size
-    if not isinstance(group, Group):
-        raise TypeError(f"group: expected a compat.Group or None; got {describe(group)}")
-    return group.size
+    return state.current().checks.group(group, member=False).size
 
 
-def new_group(ranks: Sequence[int]) -> Group:
-    """Create a group of the given global ranks. Every rank of the world must call it, in the
-    same order relative to other new_group calls, like ``torch.distributed.new_group``.
+def get_process_group_ranks(group: object) -> list[int]:
+    """The global ranks of ``group`` (None or compat.WORLD: every rank), in group-rank order."""
+    return list(state.current().checks.group(group, member=False).ranks)
 
-    Ranks are sorted: group rank i is the i-th smallest global rank.
+
+def get_global_rank(group: object, group_rank: int) -> int:
+    """The global rank of group rank ``group_rank`` of ``group``.
+
+    Examples
+    --------
+    >>> group = compat.new_group([1, 3])
+    >>> compat.get_global_rank(group, 1)
+    3
+    """
+    resolved = state.current().checks.group(group, member=False)
+    index = check_int(group_rank, "group_rank")
+    if not 0 <= index < resolved.size:
+        raise ValueError(
+            f"group_rank: expected a rank in [0, {resolved.size}) of the group with ranks "
+            f"{list(resolved.ranks)}; got {index}"
+        )
+    return resolved.ranks[index]
+
+
+def get_group_rank(group: object, global_rank: int) -> int:
+    """The rank in ``group`` of global rank ``global_rank``.
+
+    Examples
+    --------
+    >>> group = compat.new_group([1, 3])
+    >>> compat.get_group_rank(group, 3)
+    1
+    """
+    resolved = state.current().checks.group(group, member=False)
+    rank = check_int(global_rank, "global_rank")
+    if rank not in resolved:
+        raise ValueError(
+            f"global_rank: expected a member of the group, one of {list(resolved.ranks)}; "
+            f"got {rank}"
+        )
+    return resolved.group_rank(rank)
+
+
+# -- groups -----------------------------------------------------------------------------------
+
+
+def new_group(
+    ranks: Sequence[int] | None = None,
+    *,
+    timeout: float | timedelta | None = None,
+    backend: str | None = None,
+) -> Group:
+    """Create a group of the given global ranks (None: every rank). Every rank of the world
+    must call it, in the same order relative to other new_group calls, like
+    ``torch.distributed.new_group``; on MindSpore too (compat creates the group on its members
+    only, which MindSpore needs).
+
+    Ranks are sorted: group rank i is the i-th smallest global rank. ``timeout`` and
+    ``backend`` as in torch (torch: any of its backends, e.g. a gloo group in an NCCL job;
+    MindSpore: its own backend only, and no timeout: a clear error otherwise).
     """
     current = state.current()
+    if ranks is None:
+        ranks = range(current.world_size)
     if not isinstance(ranks, Sequence) or isinstance(ranks, str):
-        raise TypeError(f"ranks: expected a list of global ranks; got {describe(ranks)}")
+        raise TypeError(f"ranks: expected a list of global ranks or None; got {describe(ranks)}")
     members = [check_int(rank, f"ranks[{i}]") for i, rank in enumerate(ranks)]
     bad = [rank for rank in members if not 0 <= rank < current.world_size]
     if bad or not members or len(set(members)) != len(members):
@@ -135,8 +280,14 @@ def new_group(ranks: Sequence[int]) -> Group:
             f"ranks: expected distinct global ranks in [0, {current.world_size}), at least one; "
             f"got {members}"
         )
+    group_timeout = _check_timeout(timeout, "timeout")
+    backends = list(capabilities.backends(current.framework))
+    if backend is not None and backend not in backends:
+        raise ValueError(
+            f"backend: expected None or one of {backends} for {current.framework}; got {backend!r}"
+        )
     members.sort()
     current.group_count += 1
     name = f"compat_group_{current.group_count}"
-    handle = current.adapter.new_group(members, name)
+    handle = current.adapter.new_group(members, name, group_timeout, backend)
     return Group(members, handle, name)

@@ -37,9 +37,14 @@ COLLECTIVES: dict[str, str] = {
     "gather": "gather",
     "reduce": "reduce",
     "all_to_all_single": "all_to_all_single",
+    "all_to_all": "all_to_all",
     "send": "send",
     "recv": "recv",
+    "isend": "isend",
+    "irecv": "irecv",
+    "batch_isend_irecv": "batch_isend_irecv",
     "barrier": "barrier",
+    "monitored_barrier": "monitored_barrier",
 }
 
 

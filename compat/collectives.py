@@ -13,6 +13,7 @@ to move, issues the work, and ``if async_op: return work`` else waits.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from compat import state
@@ -74,8 +75,34 @@ class Call(Staging):
         return (tensor, work) if self.async_op else tensor
 
 
-def _gather_sizes(call: Call, sizes: object, rows: int) -> list[int]:
-    """output_split_sizes: dim 0 of each rank's tensor, this rank's equal to ``rows``."""
+class _DefaultRank(int):
+    """The default ``src=0``/``dst=0`` of scatter, scatter_tensor and gather: 0, but told apart
+    from a 0 the caller passed, so that ``group_src=``/``group_dst=`` alone is accepted and both
+    together are refused, as in torch 2.13 (whose default is None)."""
+
+    __slots__ = ()
+
+
+#: The default root of scatter, scatter_tensor and gather (see :class:`_DefaultRank`).
+DEFAULT_ROOT = _DefaultRank(0)
+
+
+def _moved(call: Call, tensor: Tensor, dim: int) -> Tensor:
+    """``tensor`` with ``dim`` moved to the front (a view; compat.layout stages it)."""
+    return call.adapter.movedim(tensor, dim, 0) if dim else tensor
+
+
+def _with_dim(shape: tuple[int, ...], dim: int, size: int) -> tuple[int, ...]:
+    return (*shape[:dim], size, *shape[dim + 1 :])
+
+
+def _front(shape: tuple[int, ...], dim: int) -> tuple[int, ...]:
+    """``shape`` with ``dim`` moved to the front (what the pre-flight check compares)."""
+    return (shape[dim], *shape[:dim], *shape[dim + 1 :])
+
+
+def _gather_sizes(call: Call, sizes: object, rows: int, dim: int = 0) -> list[int]:
+    """output_split_sizes: dim ``dim`` of each rank's tensor, this rank's equal to ``rows``."""
     count, me = call.group.size, call.group.group_rank(call.state.rank)
     if sizes is None:
         return [rows] * count
@@ -93,21 +120,10 @@ def _gather_sizes(call: Call, sizes: object, rows: int) -> list[int]:
         raise ValueError(f"output_split_sizes: expected sizes >= 0; got {values}")
     if values[me] != rows:
         raise ValueError(
-            f"output_split_sizes: expected entry {me} (this rank) to equal dim 0 of tensor "
+            f"output_split_sizes: expected entry {me} (this rank) to equal dim {dim} of tensor "
             f"({rows}); got {values}"
         )
     return values
-
-
-def _check_point_to_point(call: Call, tensor: Tensor, peer: object, param: str) -> int:
-    call.checks.tensor(tensor, "tensor")
-    rank = call.checks.peer(peer, param, call.group)
-    if rank == call.state.rank:
-        raise ValueError(
-            f"{param}: expected a rank other than this rank ({call.state.rank}); got {rank}"
-        )
-    call.checks.dtype(call.adapter.dtype(tensor), "tensor")
-    return rank
 
 
 def reduce_scatter(
@@ -177,23 +193,29 @@ def reduce_scatter_tensor(
     *,
     out: Tensor | None = None,
     input_split_sizes: Sequence[int] | None = None,
+    dim: int = 0,
 ) -> Any:
-    """Reduce ``tensor`` across ranks and return this rank's part of dim 0 (MindSpore's
-    functional style, ``comm_func.reduce_scatter_tensor``).
+    """Reduce ``tensor`` across ranks and return this rank's part of dim ``dim`` (MindSpore's
+    functional style, ``comm_func.reduce_scatter_tensor``; ``dim`` is funcol's
+    ``scatter_dim``).
 
     Parameters
     ----------
     tensor
-        The same shape on every rank; dim 0 splits into the group's size equal parts, or into
-        ``input_split_sizes``.
+        The same shape on every rank; dim ``dim`` splits into the group's size equal parts, or
+        into ``input_split_sizes``.
     op, group
         As in :func:`reduce_scatter`.
     async_op
         Return ``(result, Work)``; ``result`` is valid after ``Work.wait()``.
     out
-        Write the result here (shape ``(part, *tensor.shape[1:])``) instead of a new tensor.
+        Write the result here (``tensor``'s shape with dim ``dim`` this rank's part) instead of
+        a new tensor.
     input_split_sizes
-        Rows of dim 0 for each rank (uneven split).
+        Sizes of dim ``dim`` for each rank (uneven split).
+    dim
+        The dim to split (keyword-only; negative counts from the end). A dim other than 0 is
+        moved to the front through a staged copy; dim 0 is passed as it is (no copy).
 
     Returns
     -------
@@ -215,16 +237,18 @@ def reduce_scatter_tensor(
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
     shape = checks.dim0(tensor, "tensor")
-    sizes = checks.splits(
-        input_split_sizes, "input_split_sizes", call.group.size, shape[0], "tensor"
+    axis = checks.dim(dim, shape, "tensor")
+    sizes = checks.parts(
+        input_split_sizes, "input_split_sizes", call.group.size, shape[axis], "tensor", axis
     )
     reduce_op = checks.reduction(op, adapter.dtype(tensor), "tensor")
     me = call.group.group_rank(call.state.rank)
-    result = checks.out(out, (sizes[me], *shape[1:]), tensor, "tensor")
+    result = checks.out(out, _with_dim(shape, axis, sizes[me]), tensor, "tensor")
     agree = lambda: Description(  # noqa: E731
-        "reduce_scatter_tensor", adapter.dtype(tensor), shape, reduce_op.value, sizes=sizes
-    )
-    source, target = call.read(tensor), call.write(result)
+        "reduce_scatter_tensor", adapter.dtype(tensor), _front(shape, axis), reduce_op.value,
+        sizes=sizes, dim=axis,
+    )  # fmt: skip
+    source, target = call.read(_moved(call, tensor, axis)), call.write(_moved(call, result, axis))
     if len(set(sizes)) == 1:
         args: tuple[Any, ...] = ("reduce_scatter_tensor", source, target, source, reduce_op)
     else:
@@ -306,10 +330,13 @@ def all_gather_into_tensor(
     *,
     out: Tensor | None = None,
     output_split_sizes: Sequence[int] | None = None,
+    dim: int = 0,
 ) -> Any:
-    """Gather every rank's ``tensor`` and return them concatenated on dim 0 (functional style).
+    """Gather every rank's ``tensor`` and return them concatenated on dim ``dim`` (functional
+    style; ``dim`` is funcol's ``gather_dim``, keyword-only, negative counts from the end).
 
-    ``output_split_sizes[i]`` is rank i's dim 0 when the sizes differ (uneven).
+    ``output_split_sizes[i]`` is rank i's size of dim ``dim`` when the sizes differ (uneven).
+    A dim other than 0 is gathered through a staged copy; dim 0 straight into the result.
 
     Examples
     --------
@@ -322,13 +349,15 @@ def all_gather_into_tensor(
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
     shape = checks.dim0(tensor, "tensor")
-    sizes = _gather_sizes(call, output_split_sizes, shape[0])
+    axis = checks.dim(dim, shape, "tensor")
+    sizes = _gather_sizes(call, output_split_sizes, shape[axis], axis)
     checks.dtype(adapter.dtype(tensor), "tensor")
-    result = checks.out(out, (sum(sizes), *shape[1:]), tensor, "tensor")
+    result = checks.out(out, _with_dim(shape, axis, sum(sizes)), tensor, "tensor")
     agree = lambda: Description(  # noqa: E731
-        "all_gather_into_tensor", adapter.dtype(tensor), shape, sizes=sizes
-    )
-    source, target = call.read(tensor), call.write(result)
+        "all_gather_into_tensor", adapter.dtype(tensor), _front(shape, axis), sizes=sizes,
+        dim=axis,
+    )  # fmt: skip
+    source, target = call.read(_moved(call, tensor, axis)), call.write(_moved(call, result, axis))
     if len(set(sizes)) == 1:
         args: tuple[Any, ...] = ("all_gather_into_tensor", source, target, source)
     else:
@@ -338,12 +367,18 @@ def all_gather_into_tensor(
 
 
 def broadcast(
-    tensor: Tensor, src: int, group: Group | None = None, async_op: bool = False
+    tensor: Tensor,
+    src: int | None = None,
+    group: Group | None = None,
+    async_op: bool = False,
+    *,
+    group_src: int | None = None,
 ) -> Work | None:
-    """Copy ``tensor`` of global rank ``src`` into ``tensor`` on every rank of the group."""
+    """Copy ``tensor`` of global rank ``src`` (or of group rank ``group_src``; exactly one of
+    the two) into ``tensor`` on every rank of the group."""
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
-    root = call.checks.peer(src, "src", call.group)
+    root = call.checks.root(src, "src", group_src, "group_src", call.group)
     adapter = call.adapter
     call.checks.dtype(adapter.dtype(tensor), "tensor")
     agree = lambda: Description(  # noqa: E731
@@ -358,13 +393,16 @@ def broadcast(
 def scatter(
     tensor: Tensor,
     scatter_list: list[Tensor] | None = None,
-    src: int = 0,
+    src: int = DEFAULT_ROOT,
     group: Group | None = None,
     async_op: bool = False,
+    *,
+    group_src: int | None = None,
 ) -> Work | None:
     """Rank ``src`` sends ``scatter_list[i]`` to group rank i, which receives it in ``tensor``.
 
-    ``scatter_list`` is given on ``src`` only (one tensor per rank, each like ``tensor``).
+    ``scatter_list`` is given on ``src`` only (one tensor per rank, each like ``tensor``). The
+    root is global rank ``src`` (default 0) or group rank ``group_src``, not both.
 
     Examples
     --------
@@ -380,7 +418,7 @@ def scatter(
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
-    root = checks.peer(src, "src", call.group)
+    root = checks.root(src, "src", group_src, "group_src", call.group, DEFAULT_ROOT)
     parts = checks.root_list(scatter_list, "scatter_list", root, "src", call.group, tensor)
     checks.dtype(adapter.dtype(tensor), "tensor")
     agree = lambda: Description(  # noqa: E731
@@ -395,15 +433,17 @@ def scatter(
 
 def scatter_tensor(
     tensor: Tensor,
-    src: int = 0,
+    src: int = DEFAULT_ROOT,
     group: Group | None = None,
     async_op: bool = False,
     *,
     out: Tensor | None = None,
+    group_src: int | None = None,
 ) -> Any:
     """Split ``tensor`` of rank ``src`` on dim 0 into equal parts and return group rank i's
     part on rank i (functional style, ``comm_func.scatter_tensor``). Every rank passes a tensor
-    of the same shape and dtype; only ``src``'s values are read.
+    of the same shape and dtype; only ``src``'s values are read. The root is global rank
+    ``src`` (default 0) or group rank ``group_src``, not both.
 
     Examples
     --------
@@ -416,7 +456,7 @@ def scatter_tensor(
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
-    root = checks.peer(src, "src", call.group)
+    root = checks.root(src, "src", group_src, "group_src", call.group, DEFAULT_ROOT)
     shape = checks.dim0(tensor, "tensor")
     sizes = even_split(shape[0], call.group.size, "tensor")
     checks.dtype(adapter.dtype(tensor), "tensor")
@@ -434,18 +474,21 @@ def scatter_tensor(
 def gather(
     tensor: Tensor,
     gather_list: list[Tensor] | None = None,
-    dst: int = 0,
+    dst: int = DEFAULT_ROOT,
     group: Group | None = None,
     async_op: bool = False,
+    *,
+    group_dst: int | None = None,
 ) -> Work | None:
     """Rank ``dst`` receives group rank i's ``tensor`` in ``gather_list[i]``.
 
-    ``gather_list`` is given on ``dst`` only (one tensor per rank, each like ``tensor``).
+    ``gather_list`` is given on ``dst`` only (one tensor per rank, each like ``tensor``). The
+    root is global rank ``dst`` (default 0) or group rank ``group_dst``, not both.
     """
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
-    root = checks.peer(dst, "dst", call.group)
+    root = checks.root(dst, "dst", group_dst, "group_dst", call.group, DEFAULT_ROOT)
     parts = checks.root_list(gather_list, "gather_list", root, "dst", call.group, tensor)
     checks.dtype(adapter.dtype(tensor), "tensor")
     agree = lambda: Description(  # noqa: E731
@@ -460,16 +503,18 @@ def gather(
 
 def reduce(
     tensor: Tensor,
-    dst: int,
+    dst: int | None = None,
     op: ReduceOp | str = ReduceOp.SUM,
     group: Group | None = None,
     async_op: bool = False,
+    *,
+    group_dst: int | None = None,
 ) -> Work | None:
-    """Reduce ``tensor`` across ranks into ``tensor`` on rank ``dst`` (other ranks' tensors are
-    left as they were)."""
+    """Reduce ``tensor`` across ranks into ``tensor`` on global rank ``dst`` (or group rank
+    ``group_dst``; exactly one of the two). Other ranks' tensors are left as they were."""
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
-    root = call.checks.peer(dst, "dst", call.group)
+    root = call.checks.root(dst, "dst", group_dst, "group_dst", call.group)
     adapter = call.adapter
     reduce_op = call.checks.reduction(op, adapter.dtype(tensor), "tensor")
     agree = lambda: Description(  # noqa: E731
@@ -526,21 +571,47 @@ def all_to_all_single(
     )  # fmt: skip
 
 
-def send(tensor: Tensor, dst: int, group: Group | None = None) -> None:
-    """Send ``tensor`` to global rank ``dst`` (blocking)."""
-    call = Call(group)
-    rank = _check_point_to_point(call, tensor, dst, "dst")
-    source = call.read(tensor)
-    # An empty tensor moves nothing: the receiver knows its size too.
-    call.issue_blocking("send", source, source, rank, empty=call.adapter.numel(tensor) == 0)
+def all_to_all(
+    output_tensor_list: list[Tensor],
+    input_tensor_list: list[Tensor],
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Send ``input_tensor_list[i]`` to group rank i; ``output_tensor_list[j]`` receives what
+    group rank j sent here (torch's list form).
 
+    Sizes may differ per pair in dim 0 (uneven); every tensor has the dtype and the dims after
+    dim 0 of ``input_tensor_list[0]``, and ``output_tensor_list[j]`` has the dim 0 that rank j
+    sends here.
 
-def recv(tensor: Tensor, src: int, group: Group | None = None) -> None:
-    """Receive into ``tensor`` what global rank ``src`` sends (blocking)."""
-    call = Call(group)
-    rank = _check_point_to_point(call, tensor, src, "src")
-    target = call.write(tensor)
-    call.issue_blocking("recv", target, target, rank, empty=call.adapter.numel(tensor) == 0)
+    Examples
+    --------
+    With 2 ranks, rank r sending r + i + 1 rows to rank i::
+
+        >>> inputs = [torch.full((rank + i + 1,), 10. * rank + i) for i in range(2)]
+        >>> outputs = [torch.empty(r + rank + 1) for r in range(2)]
+        >>> compat.all_to_all(outputs, inputs)
+        >>> outputs
+        [tensor([0.]), tensor([10., 10.])]             # rank 0
+        [tensor([1., 1.]), tensor([11., 11., 11.])]    # rank 1
+    """
+    call = Call(group, async_op)
+    checks, adapter = call.checks, call.adapter
+    outputs, inputs = checks.exchange_lists(output_tensor_list, input_tensor_list, call.group)
+    first = inputs[0]
+    shape = adapter.shape(first)
+    agree = lambda: Description(  # noqa: E731
+        "all_to_all", adapter.dtype(first), shape,
+        send=[adapter.shape(item)[0] for item in inputs],
+        receive=[adapter.shape(item)[0] for item in outputs],
+    )  # fmt: skip
+    targets, sources = call.write_all(outputs), call.read_all(inputs)
+    return call.issue(
+        "all_to_all", first, targets, sources,
+        nbytes=sum(adapter.nbytes(item) for item in inputs), agree=agree,
+        # The trailing dims agree on every rank: with a 0 among them, every part is empty.
+        empty=0 in shape[1:],
+    )  # fmt: skip
 
 
 def barrier(group: Group | None = None) -> None:
@@ -548,3 +619,41 @@ def barrier(group: Group | None = None) -> None:
     call = Call(group)
     call.agree(lambda: Description("barrier"))
     call.adapter.barrier(call.group.handle, False)
+
+
+#: monitored_barrier's timeout when none is given: torch's default process-group timeout.
+DEFAULT_BARRIER_TIMEOUT = 1800.0
+
+
+def monitored_barrier(
+    group: Group | None = None,
+    timeout: float | timedelta | None = None,
+    wait_all_ranks: bool = False,
+) -> None:
+    """A barrier that fails instead of hanging: if a rank of the group has not arrived within
+    ``timeout`` (seconds or a ``timedelta``; default 30 minutes, torch's), every rank that
+    waited raises :class:`compat.CollectiveTimeout` naming the ranks that did not arrive (torch
+    raises on rank 0 only, and only on Gloo).
+
+    Built from point-to-point messages timed by compat: every rank sends its arrival to every
+    peer, then receives theirs within the time left (``compat.algorithms.reported_barrier``), so
+    it keeps ``timeout`` on every backend, also on MCCL, whose own calls give up after a fixed
+    30 s. ``wait_all_ranks`` is accepted as torch takes it; on torch every rank missing at the
+    deadline is named; on MindSpore a pending receive blocks every later operation, so a rank
+    names the first silent peer and lists those after it as not checked. After the error the
+    communicator is spent: end the job (on MCCL the process then takes up to 30 s to exit, while
+    MindSpore finishes the pending receive). No pre-flight check runs (it would wait for the
+    missing rank itself).
+
+    Examples
+    --------
+    With 3 ranks, rank 2 not calling it::
+
+        >>> compat.monitored_barrier(timeout=5)
+        CollectiveTimeout: monitored_barrier: rank 2 did not arrive within the timeout of 5 s ...
+    """
+    call = Call(group)
+    seconds = call.checks.seconds(timeout, "timeout", DEFAULT_BARRIER_TIMEOUT)
+    check_bool(wait_all_ranks, "wait_all_ranks")
+    run = call.state.implementation("monitored_barrier", call.adapter.bytes_tensor(b"\x00"), 0)
+    run(call.group.handle, seconds, wait_all_ranks)

@@ -22,15 +22,16 @@ from compat.types import Group
 AGREE: dict[str, tuple[str, ...]] = {
     "all_reduce": ("op", "dtype", "shape"),
     "reduce_scatter": ("op", "dtype", "trailing", "sizes"),
-    "reduce_scatter_tensor": ("op", "dtype", "shape", "sizes"),
+    "reduce_scatter_tensor": ("op", "dtype", "shape", "sizes", "dim"),
     "all_gather": ("dtype", "trailing", "sizes"),
-    "all_gather_into_tensor": ("dtype", "trailing", "sizes"),
+    "all_gather_into_tensor": ("dtype", "trailing", "sizes", "dim"),
     "broadcast": ("dtype", "shape", "root"),
     "scatter": ("dtype", "shape", "root"),
     "scatter_tensor": ("dtype", "shape", "root"),
     "gather": ("dtype", "shape", "root"),
     "reduce": ("op", "dtype", "shape", "root"),
     "all_to_all_single": ("dtype", "trailing"),
+    "all_to_all": ("dtype", "trailing"),
     "barrier": (),
 }
 
@@ -48,6 +49,8 @@ class Description:
     # all_to_all_single: rows this rank sends to / receives from each rank of the group
     send: Sequence[int] = ()
     receive: Sequence[int] = ()
+    #: reduce_scatter_tensor / all_gather_into_tensor: the dim split or concatenated
+    dim: int = 0
 
     def describe(self) -> dict[str, object]:
         described = asdict(self)
@@ -75,7 +78,7 @@ def mismatches(calls: list[dict[str, object]], ranks: Sequence[int]) -> list[str
         if any(value != values[0] for value in values):
             listed = ", ".join(f"rank {r} {v}" for r, v in zip(ranks, values, strict=True))
             problems.append(f"{key}: {listed}")
-    if functions[0] == "all_to_all_single":
+    if functions[0] in ("all_to_all_single", "all_to_all"):
         for i, sender in enumerate(calls):
             for j, receiver in enumerate(calls):
                 sent, expected = sender["send"][j], receiver["receive"][i]  # type: ignore[index]

@@ -132,13 +132,13 @@ LAUNCH_FIELDS = ("rank", "local_rank", "world", "port")
 # largest min_bytes not above the input's size wins; ``dtypes`` limits a choice to those dtypes).
 CHOICE = Record(
     required={"algorithm": TEXT, "min_bytes": Scalar(int), "reason": TEXT},
-    optional={"dtypes": ListOf(TEXT), "async": Scalar(str, ("native", "completed"))},
+    optional={"dtypes": ListOf(TEXT), "async": Scalar(str, ("native", "completed", "deferred"))},
 )
 
 CAPABILITY = Record(
     required={
         "impl": Scalar(str, ("native", "emulated", "unsupported")),
-        "async": Scalar(str, ("native", "completed")),
+        "async": Scalar(str, ("native", "completed", "deferred")),
         "source": TEXT,
     },
     optional={

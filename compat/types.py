@@ -149,7 +149,8 @@ class Work:
 
 
 class Group:
-    """A group of ranks, made by :func:`compat.new_group` (on every rank of the world).
+    """A group of ranks, made by :func:`compat.new_group` (on every rank of the world), or
+    compat's view of a framework's own group (a torch ProcessGroup, a MindSpore group name).
 
     ``ranks`` are global ranks, in group-rank order. ``handle`` is the framework's own group
     (a ProcessGroup for torch, a group name for MindSpore); ``None`` on ranks outside the group.
@@ -178,3 +179,16 @@ class Group:
 
     def __repr__(self) -> str:
         return f"compat.Group(name={self.name!r}, ranks={list(self.ranks)})"
+
+
+class _World(Group):
+    """The marker ``compat.WORLD``: every rank, whatever the world's size (resolved per call)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "compat.WORLD"
+
+
+#: The world group: the same as ``group=None`` wherever a group is taken.
+WORLD: Group = _World((), None, "world")

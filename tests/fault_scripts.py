@@ -27,7 +27,10 @@ def tensor(values: np.ndarray):  # type: ignore[no-untyped-def]
 
 def main(scenario: str) -> None:
     framework = os.environ["COMPAT_FRAMEWORK"]
-    compat.init(timeout=5 if framework == "torch" else None)
+    # monitored_barrier keeps its own timeout; the group's must be longer (Gloo closes every
+    # connection of a group whose timeout passes).
+    short = framework == "torch" and not scenario.startswith("monitored_barrier")
+    compat.init(timeout=5 if short else None)
     rank = compat.get_rank()
     data = tensor(np.ones(4, dtype=np.float32))
     if scenario == "skip":
@@ -62,6 +65,22 @@ def main(scenario: str) -> None:
             compat.recv(payload, 1)
         print("finished", flush=True)
         return
+    if scenario.startswith("monitored_barrier_skip_"):
+        # One rank skips a monitored_barrier(timeout=5): every rank that waited must raise
+        # CollectiveTimeout naming it within about 5 s (MCCL's own bound is a fixed 30 s).
+        skipper = int(scenario.rsplit("_", 1)[1])
+        if rank == skipper:
+            time.sleep(20)
+            return
+        started = time.monotonic()
+        try:
+            compat.monitored_barrier(timeout=5)
+        except compat.CollectiveTimeout as error:
+            print(
+                f"CollectiveTimeout after {time.monotonic() - started:.1f} s: {error}", flush=True
+            )
+            return
+        raise AssertionError(f"monitored_barrier passed without rank {skipper}")
     if scenario == "raises":
         if rank == 1:
             raise ValueError("rank 1 failed on purpose")

@@ -27,7 +27,11 @@ def run_bounded(
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
+        try:
+            stdout, stderr = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            # A grandchild in a session of its own (torchrun's workers) still holds the pipes.
+            stdout, stderr = "", "(the output could not be read: a child process kept it open)"
         raise AssertionError(
             f"{argv[0]} did not finish within {timeout} s\n{stdout[-2000:]}\n{stderr[-2000:]}"
         ) from None

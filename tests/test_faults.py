@@ -105,3 +105,34 @@ def test_a_job_whose_last_operation_is_a_large_send_ends_cleanly(framework: str)
         assert code == 0, output[-3000:]
         assert "[rank 0] finished" in output and "[rank 1] finished" in output, output[-3000:]
         assert seconds < 60, seconds
+
+
+@pytest.mark.parametrize("skipper", [0, 2])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_rank_that_skips_monitored_barrier_is_named_on_every_rank_that_waited(
+    framework: str, skipper: int
+) -> None:
+    """monitored_barrier(timeout=5) with one of 3 ranks away: the two others raise within about
+    5 s (not MCCL's fixed 30 s), each naming the missing rank; the group's first rank away too.
+    No rank hangs on leaving. On MCCL a waiting rank's recv from the missing rank stays queued
+    until MCCL's fixed 30 s bound, and leaving waits for it; the missing rank's own exit barrier
+    waits the same 30 s for the ranks that left (the job: 63 s, measured)."""
+    sink = io.StringIO()
+    started = time.monotonic()
+    code = launch(
+        3, [SCRIPT, f"monitored_barrier_skip_{skipper}"], framework, timeout=120, sink=sink
+    )
+    output = sink.getvalue()
+    assert code == 0, output[-3000:]
+    assert time.monotonic() - started < 20 + 30 + 40, output[-3000:]
+    waited = [rank for rank in range(3) if rank != skipper]
+    for rank in waited:
+        lines = [
+            line
+            for line in output.splitlines()
+            if line.startswith(f"[rank {rank}] CollectiveTimeout after ")
+        ]
+        assert lines, output[-3000:]
+        assert f"monitored_barrier: rank {skipper} did not " in lines[0], lines[0]
+        seconds = float(lines[0].split("CollectiveTimeout after ")[1].split(" s:")[0])
+        assert 4.5 <= seconds <= 5 + 8, lines[0]

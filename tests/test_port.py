@@ -363,13 +363,7 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
         """
         import torch.distributed as dist
 
-        dist.all_to_all(outs, ins)
-        dist.isend(t, 1)
-        dist.batch_isend_irecv(ops)
-        dist.all_gather_object(objs, obj)
-        dist.monitored_barrier()
         dist.send(t, 1, tag=7)
-        dist.broadcast(t, group_src=0, group=g)
         dist.reduce_scatter_tensor(out, inp, async_op=True)
         dist.all_reduce(t, op=dist.ReduceOp.BAND)
         handler = dist.all_reduce
@@ -379,21 +373,40 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
     assert result.rewritten == source  # nothing rewritten: no import compat either
     reasons = {(f.line, f.written): f.reason for f in result.findings}
     assert all(reason for reason in reasons.values())
-    reasons = {written: reason for (line, written), reason in reasons.items() if line != 13}
-    assert "no counterpart of torch.distributed.all_to_all" in str(reasons["dist.all_to_all"])
-    assert "no counterpart of torch.distributed.isend" in str(reasons["dist.isend"])
-    assert "no counterpart" in str(reasons["dist.batch_isend_irecv"])
-    assert "no counterpart" in str(reasons["dist.all_gather_object"])
-    assert "no counterpart" in str(reasons["dist.monitored_barrier"])
+    reasons = {written: reason for (line, written), reason in reasons.items() if line != 7}
     assert "compat.send has no tag" in str(reasons["dist.send"])
-    assert "compat.broadcast has no group_src" in str(reasons["dist.broadcast"])
     assert "returns (tensor, Work)" in str(reasons["dist.reduce_scatter_tensor"])
     assert "compat.ReduceOp has no BAND" in str(reasons["dist.ReduceOp.BAND"])
     assert "compat has no dist.ReduceOp.BAND" in str(reasons["dist.all_reduce"])
     texts = [f.text() for f in result.findings]
     assert any(
-        "f.py:13: dist.all_reduce -> not rewritten: referenced without a call" in t for t in texts
+        "f.py:7: dist.all_reduce -> not rewritten: referenced without a call" in t for t in texts
     )
+
+
+def test_the_rest_of_torch_distributed_is_rewritten_where_compat_has_it() -> None:
+    """The functions the mapping tables pair with compat's (point to point, objects, all_to_all,
+    monitored_barrier, group-rank roots) are rewritten, each to its compat name."""
+    source = textwrap.dedent(
+        """
+        import torch.distributed as dist
+
+        dist.all_to_all(outs, ins)
+        dist.isend(t, 1)
+        dist.batch_isend_irecv(ops)
+        dist.all_gather_object(objs, obj)
+        dist.monitored_barrier()
+        dist.broadcast(t, group_src=0, group=g)
+        """
+    )
+    result = port.port_source(source, "f.py")
+    for name in ("all_to_all", "isend", "batch_isend_irecv", "all_gather_object",
+                 "monitored_barrier", "broadcast"):  # fmt: skip
+        assert f"compat.{name}(" in result.rewritten, (name, result.rewritten)
+    assert "group_src=0" in result.rewritten
+    assert all(finding.rewritten for finding in result.findings), [
+        finding.text() for finding in result.findings if not finding.rewritten
+    ]
 
 
 # -- rewriting -----------------------------------------------------------------------------------
@@ -460,12 +473,13 @@ def test_rewrite_keeps_formatting_and_comments_and_maps_argument_forms() -> None
 
 def test_torch_imports_still_used_are_kept_and_compat_is_imported_once() -> None:
     source = (
-        "import compat\nimport torch.distributed as dist\n\ndist.all_reduce(t)\ndist.isend(t, 1)\n"
+        "import compat\nimport torch.distributed as dist\n\ndist.all_reduce(t)\n"
+        "dist.send(t, 1, tag=7)\n"
     )
     result = port.port_source(source)
     assert result.rewritten == (
         "import compat\nimport torch.distributed as dist\n\n"
-        "compat.all_reduce(t)\ndist.isend(t, 1)\n"
+        "compat.all_reduce(t)\ndist.send(t, 1, tag=7)\n"
     )
 
 

@@ -133,6 +133,8 @@ def family_page(family: Table, direction: str) -> str:
                 lines += [f"Called on `{api['inputs']}`.", ""]
             if "deprecated" in api:
                 lines += [f"**Deprecated**: {api['deprecated']}", ""]
+            if "note" in api:
+                lines += [f"Note: {api['note']}", ""]
         compat = f" compat: `compat.{pair['compat']}`." if "compat" in pair else ""
         lines += [f"**Differences**: {pair['note']}{compat}", ""]
         lines += [
@@ -194,8 +196,8 @@ def _capability_cell(cap: Table | None) -> str:
     text: str = cap["impl"]
     if "algorithm" in cap:
         text += f" ({cap['algorithm']})"
-    if cap["async"] == "completed":
-        text += "; async: completed"
+    if cap["async"] != "native":
+        text += f"; async: {cap['async']}"
     for choice in cap.get("choose", []):
         text += f"; {_choice_text(choice)}"
     return text

@@ -350,11 +350,24 @@ def _(kit: Any) -> None:
     expect_error(
         kit,
         TypeError,
-        lambda: compat.all_reduce(tensor, group="world"),
-        "group",  # type: ignore[arg-type]
-        ["expected a compat.Group", "got str 'world'"],
+        lambda: compat.all_reduce(tensor, group=3.5),  # type: ignore[arg-type]
+        "group",
+        ["expected None, compat.WORLD, a compat.Group or", "got float 3.5"],
         [tensor],
     )
+
+
+@bad_case("group_unknown_name")
+def _(kit: Any) -> None:
+    """A string is a group name on MindSpore (an unknown one is a ValueError), nothing on torch."""
+    tensor = f32(kit, (2,), rank())
+    error, words = (
+        (ValueError, ["expected the name of a MindSpore group", "got 'world'"])
+        if kit.framework == "mindspore"
+        else (TypeError, ["a torch.distributed ProcessGroup", "got str 'world'"])
+    )
+    expect_error(kit, error, lambda: compat.all_reduce(tensor, group="world"), "group", words,
+                 [tensor])  # fmt: skip
 
 
 @bad_case("other_framework_tensor")
@@ -467,4 +480,129 @@ def _(kit: Any) -> None:
         "tensor",
         ["at least one dimension", "got a 0-d tensor"],
         [tensor],
+    )
+
+
+# -- point to point: isend, irecv, P2POp, batch_isend_irecv --------------------------------------
+
+
+@bad_case("isend_peer_outside_world", min_world=2)
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2,))
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.isend(tensor, world()),
+        "dst",
+        [f"one of {list(range(world()))}", f"got {world()}"],
+        [tensor],
+    )
+
+
+@bad_case("irecv_from_self", min_world=2)
+def _(kit: Any) -> None:
+    tensor = sentinel(kit, (2,), "float32")
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.irecv(tensor, rank()),
+        "src",
+        [f"other than this rank ({rank()})", f"got {rank()}"],
+        [tensor],
+    )
+
+
+@bad_case("irecv_other_framework_tensor", min_world=2)
+def _(kit: Any) -> None:
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.irecv(kit.other_framework_tensor(), (rank() + 1) % world()),
+        "tensor",
+        [f"expected a {kit.framework} tensor"],
+        [],
+    )
+
+
+@bad_case("p2pop_wrong_op", min_world=2)
+def _(kit: Any) -> None:
+    tensor = f32(kit, (2,))
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.P2POp(compat.send, tensor, (rank() + 1) % world()),
+        "op",
+        ["expected compat.isend or compat.irecv", "got the function compat.p2p.send"],
+        [tensor],
+    )
+
+
+@bad_case("batch_non_tensor", min_world=2)
+def _(kit: Any) -> None:
+    received = sentinel(kit, (2,), "float32")
+    peer = (rank() + 1) % world()
+    ops = [compat.P2POp(compat.irecv, received, peer), compat.P2POp(compat.isend, [1.0, 2.0], peer)]
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.batch_isend_irecv(ops),
+        "p2p_op_list[1].tensor",
+        [f"expected a {kit.framework} tensor", "got list"],
+        [received],
+    )
+
+
+@bad_case("batch_peer_outside_group", min_world=2)
+def _(kit: Any) -> None:
+    group = subgroup()
+    if rank() not in group.ranks:
+        return
+    outside = 1 if world() > 2 else world()
+    received = sentinel(kit, (2,), "float32")
+    ops = [
+        compat.P2POp(
+            compat.isend, f32(kit, (2,)), group.ranks[-1 - group.ranks.index(rank())], group
+        ),
+        compat.P2POp(compat.irecv, received, outside, group),
+    ]
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.batch_isend_irecv(ops),
+        "p2p_op_list[1].peer",
+        [f"one of {list(group.ranks)}", f"got {outside}"],
+        [received],
+    )
+
+
+@bad_case("batch_mixed_groups", min_world=2)
+def _(kit: Any) -> None:
+    group = subgroup()
+    if rank() not in group.ranks:
+        return
+    peer = group.ranks[-1 - group.ranks.index(rank())]
+    received = sentinel(kit, (2,), "float32")
+    ops = [
+        compat.P2POp(compat.isend, f32(kit, (2,)), peer),
+        compat.P2POp(compat.irecv, received, peer, group),
+    ]
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.batch_isend_irecv(ops),
+        "p2p_op_list[1].group",
+        ["every op of a batch uses one group"],
+        [received],
+    )
+
+
+@bad_case("batch_empty_list")
+def _(kit: Any) -> None:
+    expect_error(
+        kit,
+        ValueError,
+        lambda: compat.batch_isend_irecv([]),
+        "p2p_op_list",
+        ["non-empty list", "got list []"],
+        [],
     )

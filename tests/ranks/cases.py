@@ -586,8 +586,12 @@ register("barrier", case_barrier)
 
 import tests.ranks.algorithm_cases  # noqa: E402,F401  (register cases)
 from tests.ranks import (  # noqa: E402,F401  (register cases)
+    a2a_cases,
     autograd_cases,
     bad_input_cases,
+    interop_cases,
     layout_cases,
+    object_cases,
+    p2p_cases,
     random_cases,
 )

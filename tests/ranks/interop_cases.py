@@ -1,0 +1,139 @@
+"""compat beside code that calls the framework directly: the framework's own groups passed to
+compat, compat's groups passed to the framework, compat.WORLD, and the group queries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import compat
+from tests.ranks.cases import assert_close, rank, register, world
+
+
+def _native_world(kit: Any) -> Any:
+    if kit.framework == "torch":
+        import torch.distributed as dist
+
+        return dist.group.WORLD
+    from mindspore.communication import GlobalComm
+
+    return GlobalComm.WORLD_COMM_GROUP
+
+
+def _native_group(kit: Any, ranks: list[int], name: str) -> Any:
+    """A group made by the framework itself (every rank calls this, in the same order)."""
+    if kit.framework == "torch":
+        import torch.distributed as dist
+
+        return dist.new_group(ranks)
+    from mindspore.communication import create_group
+
+    if rank() in ranks:
+        create_group(name, ranks)  # MindSpore's own rule: members only
+    return name
+
+
+def _native_all_reduce(kit: Any, tensor: Any, group: Any) -> None:
+    """The framework's own all_reduce on a group handle compat gave."""
+    if kit.framework == "torch":
+        import torch.distributed as dist
+
+        dist.all_reduce(tensor, group=group)
+    else:
+        import mindspore.mint.distributed as dist
+
+        dist.all_reduce(tensor, group=group)
+
+
+def case_world_spellings(kit: Any) -> None:
+    n = world()
+    for group in (None, compat.WORLD, _native_world(kit)):
+        x = kit.tensor(np.full((3,), rank() + 1), "float32")
+        compat.all_reduce(x, group=group)
+        assert_close(kit.numpy(x), np.full((3,), n * (n + 1) / 2), "float32", repr(group))
+        assert compat.get_world_size(group) == n
+        assert compat.get_rank(group) == rank()
+        assert compat.get_process_group_ranks(group) == list(range(n))
+        assert compat.get_backend(group) == compat.get_backend()
+
+
+def case_native_group_in_compat(kit: Any) -> None:
+    """A group the framework made, used by compat's collectives and queries."""
+    n = world()
+    ranks = [0, n - 1] if n > 1 else [0]
+    group = _native_group(kit, ranks, "interop_native_group")
+    if rank() not in ranks:
+        if kit.framework == "torch":  # MindSpore's non-members never create the group
+            assert compat.get_rank(group) == -1
+        return
+    assert compat.get_process_group_ranks(group) == ranks
+    assert compat.get_global_rank(group, len(ranks) - 1) == ranks[-1]
+    assert compat.get_group_rank(group, rank()) == ranks.index(rank())
+    x = kit.tensor(np.full((2, 2), 10 ** rank()), "float32")
+    compat.all_reduce(x, group=group)
+    assert_close(kit.numpy(x), np.full((2, 2), sum(10**r for r in ranks)), "float32")
+    parts = compat.reduce_scatter_tensor(kit.tensor(np.ones((2 * len(ranks), 2)), "float32"),
+                                         group=group)  # fmt: skip
+    assert_close(kit.numpy(parts), np.full((2, 2), len(ranks)), "float32")
+    y = kit.tensor(np.full((2,), rank()), "float32")
+    compat.broadcast(y, ranks[-1], group=group)
+    assert_close(kit.numpy(y), np.full((2,), ranks[-1]), "float32")
+
+
+def case_compat_group_in_native(kit: Any) -> None:
+    """A group compat made, used by the framework's own collective through ``group.handle``."""
+    n = world()
+    ranks = list(range(n))[::-1][: max(1, n - 1)]
+    group = compat.new_group(ranks)
+    if rank() not in ranks:
+        return
+    x = kit.tensor(np.full((3,), rank() + 1), "float32")
+    _native_all_reduce(kit, x, group.handle)
+    assert_close(kit.numpy(x), np.full((3,), sum(r + 1 for r in ranks)), "float32")
+
+
+def case_group_queries(kit: Any) -> None:
+    n = world()
+    group = compat.new_group()  # every rank
+    assert compat.get_process_group_ranks(group) == list(range(n))
+    members = sorted({0, n - 1})
+    sub = compat.new_group(members)
+    assert compat.get_process_group_ranks(sub) == members
+    assert [compat.get_global_rank(sub, i) for i in range(len(members))] == members
+    for global_rank in range(n):
+        if global_rank in members:
+            assert compat.get_group_rank(sub, global_rank) == members.index(global_rank)
+        else:
+            try:
+                compat.get_group_rank(sub, global_rank)
+            except ValueError as error:
+                assert str(error).startswith("global_rank:"), error
+            else:
+                raise AssertionError(f"get_group_rank({global_rank}) of a non-member")
+    try:
+        compat.get_global_rank(sub, len(members))
+    except ValueError as error:
+        assert str(error).startswith("group_rank:"), error
+    else:
+        raise AssertionError("get_global_rank past the group's size")
+
+
+def case_destroy_group(kit: Any) -> None:
+    """A group freed with destroy(group) is gone; the world goes on."""
+    n = world()
+    group = compat.new_group(list(range(n)))
+    x = kit.tensor(np.full((2,), 1.0), "float32")
+    compat.all_reduce(x, group=group)
+    compat.destroy(group)
+    assert compat.is_initialized()
+    y = kit.tensor(np.full((2,), 1.0), "float32")
+    compat.all_reduce(y)
+    assert_close(kit.numpy(y), np.full((2,), n), "float32")
+
+
+register("interop-world-spellings", case_world_spellings)
+register("interop-native-group-in-compat", case_native_group_in_compat)
+register("interop-compat-group-in-native", case_compat_group_in_native)
+register("interop-group-queries", case_group_queries)
+register("interop-destroy-group", case_destroy_group)

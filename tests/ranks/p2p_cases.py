@@ -1,0 +1,296 @@
+"""Point to point beyond send/recv: isend, irecv, P2POp and batch_isend_irecv on real ranks.
+
+Rings in both orders (isend first, irecv first: the order that deadlocks MCCL's own irecv), the
+Megatron pipeline exchange (one batch sending and receiving both ways), several messages
+outstanding and waited in reverse order, views in sentinel-filled bases, empty tensors,
+sub-groups (global ranks), every dtype of each backend. Each result is checked against numpy.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+import compat
+from compat import tables
+from tests.ranks.cases import (
+    assert_close,
+    rank,
+    register,
+    sentinel,
+    subgroup,
+    values,
+    world,
+)
+from tests.ranks.layout_cases import LAYOUTS, Placed, sentinel_out
+
+#: Every dtype each backend carries (capabilities.toml), by framework.
+BACKEND_DTYPES = {
+    "torch": tables.lookup("capabilities", "gloo", "dtypes"),
+    "mindspore": tables.lookup("capabilities", "mccl", "dtypes"),
+}
+
+
+def data(seed: str, who: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Rank ``who``'s values for ``dtype`` (non-negative for uint8, 0/1 for bool)."""
+    base = values(seed, who, shape)
+    if dtype == "bool":
+        return base > 0
+    if dtype == "uint8":
+        return base + 3
+    return base
+
+
+def ring_peers(ranks: list[int]) -> tuple[int, int]:
+    """(next, previous) of this rank among ``ranks``."""
+    me = ranks.index(rank())
+    return ranks[(me + 1) % len(ranks)], ranks[(me - 1) % len(ranks)]
+
+
+def wait_all(works: list[Any]) -> None:
+    for work in works:
+        assert isinstance(work, compat.Work), f"expected a compat.Work, got {work!r}"
+        assert work.wait() is True
+        assert work.is_completed()
+
+
+# -- rings ------------------------------------------------------------------------------------
+
+
+def case_ring(kit: Any, dtype: str, receive_first: bool) -> None:
+    """isend to the next rank, irecv from the previous; all of one kind first on every rank."""
+    right, left = ring_peers(list(range(world())))
+    seed = f"p2p-ring-{dtype}"
+    received = sentinel(kit, (3, 2), dtype)
+    outgoing = kit.tensor(data(seed, rank(), (3, 2), dtype), dtype)
+    if receive_first:
+        works = [compat.irecv(received, left), compat.isend(outgoing, right)]
+    else:
+        works = [compat.isend(outgoing, right), compat.irecv(received, left)]
+    wait_all(works)
+    assert_close(kit.numpy(received), data(seed, left, (3, 2), dtype), dtype, "irecv")
+    assert_close(kit.numpy(outgoing), data(seed, rank(), (3, 2), dtype), dtype, "isend input")
+
+
+for _framework, _dtypes in BACKEND_DTYPES.items():
+    for _dtype in _dtypes:
+        # A dtype both backends carry is one case on both (the parity test compares them).
+        _both = all(_dtype in dtypes for dtypes in BACKEND_DTYPES.values())
+        if _both and _framework == "mindspore":
+            continue
+        _frameworks = ("torch", "mindspore") if _both else (_framework,)
+        register(
+            f"p2p_ring[{_dtype}]",
+            partial(case_ring, dtype=_dtype, receive_first=False),
+            2,
+            _frameworks,
+        )
+register(
+    "p2p_ring_irecv_first[float32]", partial(case_ring, dtype="float32", receive_first=True), 2
+)
+register("p2p_ring_irecv_first[int64]", partial(case_ring, dtype="int64", receive_first=True), 2)
+
+
+def case_pipeline(kit: Any, receive_first: bool, group_name: str) -> None:
+    """Megatron's pipeline exchange: one batch sends forward and backward and receives from both
+    sides, repeated for a few steps."""
+    group = subgroup() if group_name == "group" else None
+    ranks = list(range(world())) if group is None else list(group.ranks)
+    if rank() not in ranks:
+        return
+    right, left = ring_peers(ranks)
+    for step in range(3):
+        seed = f"p2p-pipeline-{step}"
+        forward = kit.tensor(data(seed, rank(), (4, 3), "float32"), "float32")
+        backward = kit.tensor(data(seed, rank() + 100, (4, 3), "float32"), "float32")
+        from_left, from_right = sentinel(kit, (4, 3), "float32"), sentinel(kit, (4, 3), "float32")
+        sends = [
+            compat.P2POp(compat.isend, forward, right, group),
+            compat.P2POp(compat.isend, backward, left, group),
+        ]
+        receives = [
+            compat.P2POp(compat.irecv, from_left, left, group),
+            compat.P2POp(compat.irecv, from_right, right, group),
+        ]
+        ops = receives + sends if receive_first else sends + receives
+        works = compat.batch_isend_irecv(ops)
+        assert isinstance(works, list) and len(works) == 4, works
+        wait_all(works[::-1])
+        # With 2 ranks left == right: the peer's two messages arrive in the order it sent them.
+        expected_left = data(seed, left, (4, 3), "float32")
+        expected_right = data(seed, right + 100, (4, 3), "float32")
+        assert_close(kit.numpy(from_left), expected_left, "float32", f"step {step} from left")
+        assert_close(kit.numpy(from_right), expected_right, "float32", f"step {step} from right")
+
+
+for _order in (False, True):
+    for _group in ("world", "group"):
+        register(
+            f"p2p_pipeline[{'recv_first' if _order else 'send_first'}-{_group}]",
+            partial(case_pipeline, receive_first=_order, group_name=_group),
+            2,
+        )
+
+
+def case_outstanding(kit: Any) -> None:
+    """Three messages to the next rank outstanding at once; the receives are waited on in
+    reverse order, and a blocking recv after them gets the fourth message."""
+    right, left = ring_peers(list(range(world())))
+    seed = "p2p-outstanding"
+    messages = [data(f"{seed}-{k}", rank(), (5,), "int32") for k in range(4)]
+    outgoing = [kit.tensor(message, "int32") for message in messages]
+    inboxes = [sentinel(kit, (5,), "int32") for _ in range(3)]
+    receives = [compat.irecv(inbox, left) for inbox in inboxes]
+    sends = [compat.isend(tensor, right) for tensor in outgoing[:3]]
+    last = sentinel(kit, (5,), "int32")
+    if rank() % 2 == 0:
+        compat.send(outgoing[3], right)
+        compat.recv(last, left)
+    else:
+        compat.recv(last, left)
+        compat.send(outgoing[3], right)
+    wait_all(receives[::-1] + sends)
+    for k, inbox in enumerate(inboxes):
+        assert_close(kit.numpy(inbox), data(f"{seed}-{k}", left, (5,), "int32"), "int32", f"{k}")
+    assert_close(kit.numpy(last), data(f"{seed}-3", left, (5,), "int32"), "int32", "recv")
+
+
+register("p2p_outstanding", case_outstanding, 2)
+
+
+# -- views, empty tensors, sub-groups ---------------------------------------------------------
+
+
+def case_views(kit: Any, layout: str, dtype: str, batch: bool) -> None:
+    """Views as sources and destinations, in sentinel-filled bases: exactly the view's elements
+    are sent and received, nothing outside them is touched."""
+    right, left = ring_peers(list(range(world())))
+    seed = f"p2p-views-{layout}"
+    source = Placed(kit, data(seed, rank(), (3, 4), dtype), dtype, layout)
+    target = sentinel_out(kit, (3, 4), dtype, layout)
+    if batch:
+        works = compat.batch_isend_irecv(
+            [
+                compat.P2POp(compat.irecv, target.view, left),
+                compat.P2POp(compat.isend, source.view, right),
+            ]
+        )
+    else:
+        works = [compat.irecv(target.view, left), compat.isend(source.view, right)]
+    wait_all(works)
+    target.result(data(seed, left, (3, 4), dtype))
+    target.check("irecv into a view")
+    source.check("isend from a view")
+
+
+for _layout in LAYOUTS:
+    register(
+        f"p2p_views[{_layout}]",
+        partial(case_views, layout=_layout, dtype="float32", batch=False),
+        2,
+    )
+    register(
+        f"p2p_views_batch[{_layout}]",
+        partial(case_views, layout=_layout, dtype="float32", batch=True),
+        2,
+    )
+register(
+    "p2p_views[strided-int64]", partial(case_views, layout="strided", dtype="int64", batch=False), 2
+)
+
+
+def case_empty(kit: Any) -> None:
+    """Empty tensors move nothing and give completed Works; the next exchange is unaffected."""
+    right, left = ring_peers(list(range(world())))
+    for shape in ((0,), (2, 0)):
+        out = kit.tensor(np.zeros(shape), "float32")
+        works = [
+            compat.irecv(out, left),
+            compat.isend(kit.tensor(np.zeros(shape), "float32"), right),
+        ]
+        wait_all(works)
+        assert kit.numpy(out).shape == shape
+        works = compat.batch_isend_irecv(
+            [
+                compat.P2POp(compat.isend, kit.tensor(np.zeros(shape), "float32"), right),
+                compat.P2POp(compat.irecv, out, left),
+            ]
+        )
+        wait_all(works)
+    # A batch mixing empty and non-empty tensors: only the non-empty ones move.
+    received = sentinel(kit, (2,), "float32")
+    works = compat.batch_isend_irecv(
+        [
+            compat.P2POp(compat.isend, kit.tensor(np.zeros((0, 3)), "float32"), right),
+            compat.P2POp(compat.isend, kit.tensor(np.full((2,), rank() + 1), "float32"), right),
+            compat.P2POp(compat.irecv, kit.tensor(np.zeros((0, 3)), "float32"), left),
+            compat.P2POp(compat.irecv, received, left),
+        ]
+    )
+    wait_all(works)
+    assert_close(kit.numpy(received), np.full((2,), left + 1), "float32", "beside empty ones")
+
+
+register("p2p_empty", case_empty, 2)
+
+
+def case_subgroup(kit: Any, dtype: str) -> None:
+    """isend/irecv inside the sub-group {0, last}, peers given as global ranks; rank 1 of a
+    world of 3 is outside it and takes no part."""
+    group = subgroup()
+    if rank() not in group.ranks:
+        return
+    right, left = ring_peers(list(group.ranks))
+    seed = f"p2p-subgroup-{dtype}"
+    received = sentinel(kit, (4,), dtype)
+    works = [
+        compat.irecv(received, left, group),
+        compat.isend(kit.tensor(data(seed, rank(), (4,), dtype), dtype), right, group),
+    ]
+    wait_all(works)
+    assert_close(kit.numpy(received), data(seed, left, (4,), dtype), dtype, "sub-group irecv")
+
+
+register("p2p_subgroup[float32]", partial(case_subgroup, dtype="float32"), 2)
+register("p2p_subgroup[int32]", partial(case_subgroup, dtype="int32"), 2)
+
+
+def case_framework_ops(kit: Any) -> None:
+    """The framework's own isend/irecv as P2POp's op; on torch, torch's own P2POp objects in
+    compat.batch_isend_irecv."""
+    right, left = ring_peers(list(range(world())))
+    if kit.framework == "torch":
+        import torch.distributed as dist
+
+        native_isend, native_irecv = dist.isend, dist.irecv
+    else:
+        import mindspore.mint.distributed as dist
+
+        native_isend, native_irecv = dist.isend, dist.irecv
+    received = sentinel(kit, (3,), "float32")
+    works = compat.batch_isend_irecv(
+        [
+            compat.P2POp(native_irecv, received, left),
+            compat.P2POp(native_isend, kit.tensor(np.full((3,), rank()), "float32"), right),
+        ]
+    )
+    wait_all(works)
+    assert_close(kit.numpy(received), np.full((3,), left), "float32", "framework's op")
+    if kit.framework == "torch":
+        received = sentinel(kit, (3,), "float32")
+        works = compat.batch_isend_irecv(
+            [
+                dist.P2POp(dist.irecv, received, left),
+                dist.P2POp(dist.isend, kit.tensor(np.full((3,), 10 + rank()), "float32"), right),
+            ]
+        )
+        wait_all(works)
+        # Checked, not recorded: the parity test compares what both frameworks record.
+        np.testing.assert_array_equal(
+            kit.numpy(received), np.full((3,), 10 + left), "torch's P2POp"
+        )
+
+
+register("p2p_framework_ops", case_framework_ops, 2)

@@ -1,0 +1,199 @@
+"""compat in programs that start themselves the way PyTorch programs do: a script that calls
+``torch.distributed.init_process_group`` itself and then compat (adoption), one started by
+``torch.multiprocessing.spawn`` with ``init_method="tcp://..."`` (on torch and, with no launcher,
+on MindSpore), and torchrun starting a MindSpore job. Each runs under a hard timeout."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from compat._net import free_port
+from tests.processes import run_bounded
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Variables a launcher sets; the no-launcher tests start without any of them.
+LAUNCHER_VARIABLES = (
+    "COMPAT_FRAMEWORK", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+    "MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM", "MS_NODE_ID", "RANK_ID",
+    "TORCHELASTIC_RUN_ID",
+)  # fmt: skip
+
+
+def _environment() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key not in LAUNCHER_VARIABLES}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env.setdefault("GLOG_v", "3")
+    return env
+
+
+# The same checks on both frameworks: a collective in both reduce_scatter styles and an average,
+# every value known exactly.
+CHECKS = """
+def check(framework, rank, world):
+    import numpy as np
+    import compat
+
+    assert compat.get_rank() == rank and compat.get_world_size() == world, (
+        compat.get_rank(), compat.get_world_size())
+    if framework == "torch":
+        import torch
+        make = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float32))
+        read = lambda t: t.numpy()
+    else:
+        import mindspore as ms
+        make = lambda a: ms.Tensor(np.asarray(a, dtype=np.float32))
+        read = lambda t: t.asnumpy()
+    x = make(np.full(4, rank + 1.0))
+    compat.all_reduce(x, op="avg")
+    assert np.allclose(read(x), (world + 1) / 2), read(x)
+    full = np.arange(2 * world * 3, dtype=np.float32).reshape(2 * world, 3)
+    part = compat.reduce_scatter_tensor(make(full * (rank + 1)))
+    total = sum(range(1, world + 1))
+    assert np.array_equal(read(part), total * full[2 * rank : 2 * rank + 2]), read(part)
+    out = make(np.zeros((2, 3)))
+    compat.reduce_scatter(out, [make(full[2 * i : 2 * i + 2]) for i in range(world)])
+    assert np.array_equal(read(out), world * full[2 * rank : 2 * rank + 2]), read(out)
+"""
+
+SPAWN = (
+    CHECKS
+    + """
+import sys
+
+
+def main(rank, port, framework, world):
+    import compat
+
+    compat.init(framework, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    check(framework, rank, world)
+    compat.destroy()
+    print(f"rank {rank} OK", flush=True)
+
+
+if __name__ == "__main__":
+    framework, port, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    if framework == "torch":
+        import torch.multiprocessing as mp
+
+        mp.spawn(main, args=(port, framework, world), nprocs=world)
+    else:
+        # torch.multiprocessing.spawn's way, without importing torch into MindSpore ranks.
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        ranks = [context.Process(target=main, args=(r, port, framework, world))
+                 for r in range(world)]
+        for process in ranks:
+            process.start()
+        for process in ranks:
+            process.join()
+        codes = [process.exitcode for process in ranks]
+        if any(codes):
+            sys.exit(f"exit codes {codes}")
+"""
+)
+
+
+@pytest.mark.parametrize("framework", ["torch", "mindspore"])
+def test_a_spawn_style_program_runs_without_a_launcher(framework: str, tmp_path: Path) -> None:
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWN)
+    result = run_bounded(
+        [sys.executable, str(script), framework, str(free_port()), "2"],
+        timeout=240,
+        env=_environment(),
+        cwd=str(tmp_path),
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "rank 0 OK" in result.stdout and "rank 1 OK" in result.stdout, output[-3000:]
+
+
+ADOPT = (
+    CHECKS
+    + """
+import torch
+import torch.distributed as dist
+
+import compat
+
+dist.init_process_group("gloo")  # the script's own init, from the launcher's env://
+compat.init()  # adopts it
+rank, world = dist.get_rank(), dist.get_world_size()
+assert compat.get_backend() == "gloo"
+check("torch", rank, world)
+
+# torch's groups in compat's calls, compat's groups in torch's calls.
+x = torch.full((2,), float(rank + 1))
+compat.all_reduce(x, group=dist.group.WORLD)
+assert x.tolist() == [world * (world + 1) / 2] * 2, x
+pair = dist.new_group([0, world - 1])
+y = torch.ones(3)
+compat.all_reduce(y, group=pair)
+assert y.tolist() == [2.0] * 3, y
+assert compat.get_process_group_ranks(pair) == [0, world - 1]
+group = compat.new_group([0, world - 1])
+z = torch.ones(3)
+dist.all_reduce(z, group=group.handle)
+assert z.tolist() == [2.0] * 3, z
+
+compat.destroy()
+assert dist.is_initialized(), "compat.destroy() must leave an adopted process group alive"
+w = torch.ones(1)
+dist.all_reduce(w)
+assert w.item() == world
+dist.destroy_process_group()
+print(f"rank {rank} OK", flush=True)
+"""
+)
+
+
+def test_compat_adopts_a_process_group_the_script_initialised(tmp_path: Path) -> None:
+    script = tmp_path / "adopt.py"
+    script.write_text(ADOPT)
+    result = run_bounded(
+        [sys.executable, "-m", "compat", "launch", "-n", "2", "--framework", "torch",
+         "--timeout", "120", str(script)],
+        timeout=180,
+        env=_environment(),
+        cwd=str(tmp_path),
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert output.count("OK") == 2, output[-3000:]
+
+
+TORCHRUN = (
+    CHECKS
+    + """
+import os
+
+import compat
+
+compat.init("mindspore")  # torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE: no msrun
+check("mindspore", int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+compat.destroy()
+print(f"rank {os.environ['RANK']} OK", flush=True)
+"""
+)
+
+
+def test_torchrun_starts_a_mindspore_job(tmp_path: Path) -> None:
+    script = tmp_path / "torchrun_ms.py"
+    script.write_text(textwrap.dedent(TORCHRUN))
+    torchrun = Path(sys.executable).with_name("torchrun")
+    result = run_bounded(
+        [str(torchrun), "--nproc-per-node", "2", "--master-port", str(free_port()), str(script)],
+        timeout=240,
+        env=_environment(),
+        cwd=str(tmp_path),
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "rank 0 OK" in output and "rank 1 OK" in output, output[-3000:]
