@@ -48,6 +48,7 @@ from mindspore import communication, mint
 from mindspore.graph.api import _pynative_executor
 
 from compat import tables
+from compat._timing import completes_within
 from compat.adapter import (
     Adapter,
     GroupHandle,
@@ -727,13 +728,13 @@ class MindSporeAdapter(Adapter):
     # waiting blocks every later operation of this process, destroy's barrier too: it is
     # remembered, and destroy then skips that barrier (_blocked_recv).
     def send_within(self, tensor: ms.Tensor, dst: int, group: GroupHandle, seconds: float) -> bool:
-        return _completes_within(_synchronised(self.isend(tensor, dst, group)), seconds)
+        return completes_within(_synchronised(self.isend(tensor, dst, group)), seconds)
 
     def recv_within(self, tensor: ms.Tensor, src: int, group: GroupHandle, seconds: float) -> bool:
         done = threading.Event()
         handle = self.irecv(tensor, src, group)
         self._pending_recvs.append(done)
-        received = _completes_within(_synchronised(handle), seconds, done)
+        received = completes_within(_synchronised(handle), seconds, done)
         if received:
             self._pending_recvs.remove(done)
         return received
@@ -822,24 +823,6 @@ def _synchronised(handle: Handle) -> Callable[[], None]:
         _pynative_executor.sync()
 
     return wait
-
-
-def _completes_within(
-    call: Callable[[], object], seconds: float, done: threading.Event | None = None
-) -> bool:
-    """Run ``call`` on a daemon thread; True if it returned within ``seconds``. ``done`` (new
-    if not given) is set whenever it returns."""
-    done = threading.Event() if done is None else done
-
-    def run() -> None:
-        try:
-            call()
-        except Exception:  # a failed call is one that did not complete
-            return
-        done.set()
-
-    threading.Thread(target=run, name="compat-timed-p2p", daemon=True).start()
-    return done.wait(max(seconds, 0.0))
 
 
 def _array_at(address: int, nbytes: int, dtype: np.dtype[Any]) -> Array:

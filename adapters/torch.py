@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -13,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from compat import tables
+from compat._timing import completes_within
 from compat.adapter import (
     Adapter,
     GroupHandle,
@@ -56,28 +56,6 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _completes_within(call: Callable[[], object], seconds: float) -> bool:
-    """Run the blocking ``call`` on a daemon thread; True if it returned within ``seconds``.
-
-    Not ``Work.wait(timeout)``: when a Gloo point-to-point wait times out, Gloo closes every
-    connection of the group ("Application timeout caused pair closure"), so the other messages
-    of compat.algorithms.reported_barrier could no longer go (measured); and
-    ``Work.is_completed()`` of a Gloo send/recv stays False until waited on (measured). The
-    blocking call is bounded by the group's own timeout instead.
-    """
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            call()
-        except RuntimeError:  # a failed call is one that did not complete
-            return
-        done.set()
-
-    threading.Thread(target=run, name="compat-timed-p2p", daemon=True).start()
-    return done.wait(max(seconds, 0.0))
 
 
 class _Differentiable(torch.autograd.Function):
@@ -458,13 +436,13 @@ class TorchAdapter(Adapter):
         # Issued here, in call order (a later send to the same peer cannot overtake it); only
         # the wait runs on the thread, so it may stay pending (seconds=0: issue, do not wait).
         work = dist.isend(tensor, dst, group=group)
-        return work is not None and _completes_within(work.wait, seconds)
+        return work is not None and completes_within(work.wait, seconds)
 
     def recv_within(
         self, tensor: torch.Tensor, src: int, group: GroupHandle, seconds: float
     ) -> bool:
         work = dist.irecv(tensor, src, group=group)  # issued here, as send_within's
-        return work is not None and _completes_within(work.wait, seconds)
+        return work is not None and completes_within(work.wait, seconds)
 
     # -- framework facts for compat's tools ------------------------------------------------
     def device_kinds(self) -> set[str]:
