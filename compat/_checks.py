@@ -47,13 +47,14 @@ def check_list(value: object, param: str, length: int) -> list[Any]:
 
 
 def check_split_sizes(
-    sizes: object, param: str, parts: int, total: int, dim_param: str
+    sizes: object, param: str, parts: int, total: int, dim_param: str, dim: int = 0
 ) -> list[int]:
-    """Split sizes: a sequence of ``parts`` non-negative ints that sum to ``total``."""
+    """Split sizes: a sequence of ``parts`` non-negative ints that sum to ``total`` (the size of
+    dim ``dim`` of ``dim_param``)."""
     if not isinstance(sizes, Sequence) or isinstance(sizes, str):
         raise TypeError(f"{param}: expected a list of {parts} ints; got {describe(sizes)}")
     return check_sizes(
-        sizes, param, parts, total, per="rank of the group", of=f"dim 0 of {dim_param}"
+        sizes, param, parts, total, per="rank of the group", of=f"dim {dim} of {dim_param}"
     )
 
 
@@ -76,10 +77,10 @@ def check_sizes(
     return values
 
 
-def even_split(total: int, parts: int, param: str) -> list[int]:
+def even_split(total: int, parts: int, param: str, dim: int = 0) -> list[int]:
     if total % parts:
         raise ValueError(
-            f"{param}: expected dim 0 divisible by the group size {parts}; got {total}"
+            f"{param}: expected dim {dim} divisible by the group size {parts}; got {total}"
         )
     return [total // parts] * parts
 

@@ -6,7 +6,6 @@ overhead matters at small sizes: ``compat bench -n 1`` prints it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +15,6 @@ from compat._checks import (
     check_int,
     check_list,
     check_shape,
-    check_sizes,
     check_split_sizes,
     describe,
     even_split,
@@ -242,12 +240,14 @@ class Checks:
             )
 
     @staticmethod
-    def splits(sizes: object, param: str, count: int, total: int, of: str) -> list[int]:
-        """``sizes`` (split sizes for ``count`` ranks summing to ``total``, dim 0 of ``of``), or
-        equal parts when None."""
+    def splits(
+        sizes: object, param: str, count: int, total: int, of: str, dim: int = 0
+    ) -> list[int]:
+        """``sizes`` (split sizes for ``count`` ranks summing to ``total``, the size of dim
+        ``dim`` of ``of``), or equal parts when None."""
         if sizes is None:
-            return even_split(total, count, of)
-        return check_split_sizes(sizes, param, count, total, of)
+            return even_split(total, count, of, dim)
+        return check_split_sizes(sizes, param, count, total, of, dim)
 
     # -- rooted calls' group_src/group_dst, dim=, all_to_all, monitored_barrier ----------------
     def root(
@@ -292,24 +292,6 @@ class Checks:
                 f"dim: expected a dim of {of} (shape {shape}), {-ndim} to {ndim - 1}; got {dim}"
             )
         return dim % ndim
-
-    @staticmethod
-    def parts(sizes: object, param: str, count: int, total: int, of: str, dim: int) -> list[int]:
-        """Split sizes of dim ``dim`` of ``of`` (``total`` long) for ``count`` ranks: ``sizes``,
-        or equal parts when None."""
-        if dim == 0:
-            return Checks.splits(sizes, param, count, total, of)
-        if sizes is None:
-            if total % count:
-                raise ValueError(
-                    f"{of}: expected dim {dim} divisible by the group size {count}; got {total}"
-                )
-            return [total // count] * count
-        if not isinstance(sizes, Sequence) or isinstance(sizes, str):
-            raise TypeError(f"{param}: expected a list of {count} ints; got {describe(sizes)}")
-        return check_sizes(
-            sizes, param, count, total, per="rank of the group", of=f"dim {dim} of {of}"
-        )
 
     def exchange_lists(
         self, outputs: object, inputs: object, group: Group

@@ -238,7 +238,7 @@ def reduce_scatter_tensor(
     checks.tensor(tensor, "tensor")
     shape = checks.dim0(tensor, "tensor")
     axis = checks.dim(dim, shape, "tensor")
-    sizes = checks.parts(
+    sizes = checks.splits(
         input_split_sizes, "input_split_sizes", call.group.size, shape[axis], "tensor", axis
     )
     reduce_op = checks.reduction(op, adapter.dtype(tensor), "tensor")

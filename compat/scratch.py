@@ -59,7 +59,3 @@ class ScratchPool:
         """Drop every kept buffer."""
         self._kept.clear()
         self._bytes = 0
-
-    @property
-    def kept_bytes(self) -> int:
-        return self._bytes
