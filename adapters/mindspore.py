@@ -718,7 +718,12 @@ class MindSporeAdapter(Adapter):
         handle = _CommHandle(dist.batch_isend_irecv(ops)[0], writebacks)
         return [handle] * len(p2p_ops)
 
-    def barrier(self, group: GroupHandle, async_op: bool) -> Handle | None:
+    def barrier(
+        self, group: GroupHandle, async_op: bool, device_ids: list[int] | None = None
+    ) -> Handle | None:
+        # device_ids is "a reserved parameter" of mint.distributed.barrier (MindSpore 2.10): it
+        # is not passed on, and does nothing (api_barrier.toml).
+        del device_ids
         handle = dist.barrier(group=group, async_op=async_op)
         return self._finish(handle, async_op, [])
 

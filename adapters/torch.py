@@ -427,8 +427,11 @@ class TorchAdapter(Adapter):
         )
         return [_member_work(work) for work in works]
 
-    def barrier(self, group: GroupHandle, async_op: bool) -> Handle | None:
-        return dist.barrier(group=group, async_op=async_op)
+    def barrier(
+        self, group: GroupHandle, async_op: bool, device_ids: list[int] | None = None
+    ) -> Handle | None:
+        # torch uses device_ids[0] as the barrier's device (NCCL); Gloo runs it on the CPU.
+        return dist.barrier(group=group, async_op=async_op, device_ids=device_ids)
 
     def send_within(
         self, tensor: torch.Tensor, dst: int, group: GroupHandle, seconds: float

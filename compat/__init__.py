@@ -22,6 +22,7 @@ from compat.api import (
 )
 from compat.collectives import (
     all_gather,
+    all_gather_into,
     all_gather_into_tensor,
     all_reduce,
     all_to_all,
@@ -32,6 +33,7 @@ from compat.collectives import (
     monitored_barrier,
     reduce,
     reduce_scatter,
+    reduce_scatter_into,
     reduce_scatter_tensor,
     scatter,
     scatter_tensor,
@@ -66,6 +68,7 @@ __all__ = [
     "UnsupportedError",
     "Work",
     "all_gather",
+    "all_gather_into",
     "all_gather_into_tensor",
     "all_gather_object",
     "all_reduce",
@@ -96,6 +99,7 @@ __all__ = [
     "recv_object_list",
     "reduce",
     "reduce_scatter",
+    "reduce_scatter_into",
     "reduce_scatter_tensor",
     "scatter",
     "scatter_object_list",

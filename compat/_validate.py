@@ -98,17 +98,26 @@ class Checks:
             )
         return shape
 
-    def out(self, out: object, shape: tuple[int, ...], like: Tensor, like_param: str) -> Tensor:
-        """``out`` as given (checked against ``shape`` and ``like``'s dtype), or a new tensor."""
+    def out(
+        self,
+        out: object,
+        shape: tuple[int, ...],
+        like: Tensor,
+        like_param: str,
+        param: str = "out",
+        why: str = "this rank's part of the result",
+    ) -> Tensor:
+        """``out`` (the parameter ``param``) as given (checked against ``shape``, which is
+        ``why``, and ``like``'s dtype), or a new tensor."""
         if out is None:
             return self.adapter.empty(shape, like)
-        self.tensor(out, "out")
+        self.tensor(out, param)
         adapter = self.adapter
         if adapter.dtype(out) != adapter.dtype(like):
             check_dtype(
-                adapter.dtype(out), adapter.dtype(like), "out", f"the dtype of {like_param}"
+                adapter.dtype(out), adapter.dtype(like), param, f"the dtype of {like_param}"
             )
-        check_shape(adapter.shape(out), shape, "out", "this rank's part of the result")
+        check_shape(adapter.shape(out), shape, param, why)
         return out
 
     def tensor_list(
@@ -157,18 +166,44 @@ class Checks:
     # -- groups and ranks ----------------------------------------------------------------------
     def group(self, group: object, param: str = "group", member: bool = True) -> Group:
         """The group a call runs on: None and compat.WORLD mean the world; a compat.Group; or
-        the framework's own group (a torch ProcessGroup, a MindSpore group name). With
+        the framework's own group (a torch ProcessGroup, a MindSpore group name); or, as
+        funcol takes it, a list of global ranks naming the world or a group made before. With
         ``member``, this rank must belong to it."""
         state = self.state
         if group is None or group is WORLD:
             return state.world
-        resolved = group if isinstance(group, Group) else self._native_group(group, param)
+        if isinstance(group, (list, tuple)):
+            resolved = self._group_of_ranks(group, param)
+        elif isinstance(group, Group):
+            resolved = group
+        else:
+            resolved = self._native_group(group, param)
         if member and state.rank not in resolved:
             raise ValueError(
                 f"{param}: this rank ({state.rank}) is not a member of the group; expected a "
                 f"group containing it, got one with ranks {list(resolved.ranks)}"
             )
         return resolved
+
+    def _group_of_ranks(self, ranks: list[object] | tuple[object, ...], param: str) -> Group:
+        """funcol's ``group=[0, 1]``: the world, or the group compat.new_group (or the
+        framework, for a group compat has been handed) made with exactly these ranks, in any
+        order (funcol matches them as a set; new_group sorts them)."""
+        wanted = tuple(sorted(check_int(rank, f"{param}[{i}]") for i, rank in enumerate(ranks)))
+        state = self.state
+        if wanted == state.world.ranks:
+            return state.world
+        found = state.groups.get(wanted)
+        if found is None:
+            native = self._native_groups.values()
+            found = next((group for group in native if tuple(sorted(group.ranks)) == wanted), None)
+        if found is None:
+            raise ValueError(
+                f"{param}: expected a list of ranks naming the world or a group made before; "
+                f"no group has ranks {list(wanted)} (make it with "
+                f"compat.new_group({list(wanted)}) on every rank first)"
+            )
+        return found
 
     def _native_group(self, obj: object, param: str) -> Group:
         """compat's Group for the framework's own group ``obj`` (made once per object)."""

@@ -369,7 +369,12 @@ class Adapter(ABC):
         where the backend coalesces them."""
 
     @abstractmethod
-    def barrier(self, group: GroupHandle, async_op: bool) -> Handle | None: ...
+    def barrier(
+        self, group: GroupHandle, async_op: bool, device_ids: list[int] | None = None
+    ) -> Handle | None:
+        """Block until every rank of ``group`` has arrived (a handle with ``async_op``).
+        ``device_ids``: torch's, checked by compat (a non-empty list of device indices); what the
+        framework does with it is recorded in api_barrier.toml."""
 
     def monitored_barrier(self, group: GroupHandle, timeout: float, wait_all_ranks: bool) -> None:
         """A barrier that raises, within ``timeout`` seconds, on every rank that waited, naming

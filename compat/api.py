@@ -1,19 +1,21 @@
 """compat's public API for the process: lifecycle, queries and groups (the collectives are in
-:mod:`compat.collectives`)."""
+:mod:`compat.collectives`).
+
+Every query and collective works after :func:`init`, or without it in a process whose framework
+process group was initialised elsewhere (``torch.distributed.init_process_group``,
+``mindspore.communication.init()``): the first one adopts that group as ``init()`` would (see
+:func:`init`); otherwise it raises :class:`compat.NotInitializedError`.
+"""
 
 from __future__ import annotations
 
-import atexit
-import os
 from collections.abc import Sequence
 from datetime import timedelta
 
-from compat import capabilities, state
+from compat import capabilities, state, tables
 from compat._checks import check_bool, check_int, describe
 from compat.adapter import Rendezvous
-from compat.dispatch import choose_framework, installed, load_adapter
-from compat.errors import NotInitializedError
-from compat.state import State
+from compat.dispatch import choose_framework, installed
 from compat.types import WORLD, Group
 
 # -- lifecycle --------------------------------------------------------------------------------
@@ -39,7 +41,9 @@ def init(
         else the one installed framework.
     backend
         torch: ``"gloo"`` or ``"nccl"`` (default nccl if CUDA is available, else gloo).
-        MindSpore: ``"hccl"``, ``"nccl"`` or ``"mccl"`` (default by device).
+        MindSpore: ``"hccl"``, ``"nccl"`` or ``"mccl"`` (default by device). The other
+        framework's name for the CPU backend means this one's (``"gloo"`` is ``"mccl"`` on
+        MindSpore, ``"mccl"`` is ``"gloo"`` on torch), so a script ported from torch runs on both.
     timeout
         Seconds (or a ``timedelta``) that bound the set-up and every collective (torch); a
         collective that cannot complete raises :class:`compat.CollectiveTimeout`.
@@ -53,12 +57,19 @@ def init(
         ``world_size``, or ``"file://path"`` (torch). On MindSpore too: rank 0 starts
         MindSpore's scheduler at ``host:port`` itself and ends it at :func:`destroy`, so a
         ``torch.multiprocessing.spawn``-style script or ``torchrun`` starts a MindSpore job
-        without msrun.
+        without msrun. ``rank=-1`` and ``world_size=-1`` (torch's defaults) mean not given, as
+        None does; other negative values are a ValueError.
 
     If the framework's own process group is already initialised (the script called
-    ``torch.distributed.init_process_group`` itself), compat adopts it: rank, world and backend
-    are read from it, and :func:`destroy` leaves it alive. Without any of these, a process
-    forms a world of one.
+    ``torch.distributed.init_process_group`` or ``mindspore.communication.init()`` itself),
+    compat adopts it: rank, world and backend are read from it, and :func:`destroy` leaves it
+    alive. Without any of these, a process forms a world of one.
+
+    Calling ``init`` is optional in a process whose framework process group was initialised
+    elsewhere: the first collective or query (``compat.get_rank()``, ``compat.all_reduce``, ...)
+    adopts that group exactly as ``init()`` with no arguments (framework: the one whose group is
+    initialised; ``check`` from ``COMPAT_CHECK``) would. Without either, collectives and queries
+    raise :class:`compat.NotInitializedError`.
 
     Examples
     --------
@@ -75,25 +86,22 @@ def init(
             "call compat.destroy() first"
         )
     chosen = choose_framework(framework)
+    backend = _own_backend(chosen, backend)
     backends = list(capabilities.backends(chosen))
     if backend is not None and backend not in backends:
         raise ValueError(f"backend: expected one of {backends} for {chosen}; got {backend!r}")
     timeout = _check_timeout(timeout, "timeout")
     rendezvous = _check_rendezvous(init_method, rank, world_size)
-    if check is None:
-        check = os.environ.get("COMPAT_CHECK", "") not in ("", "0")
-    check = check_bool(check, "check")
-    adapter = load_adapter(chosen)
-    chosen_backend = adapter.init(backend, timeout, rendezvous)
-    if backend is not None and chosen_backend != backend:
-        adapter.destroy()
-        raise ValueError(
-            f"backend: the process group compat adopted uses {chosen_backend!r}; got {backend!r}"
-        )
-    state.set_current(State(adapter, chosen_backend, check))
-    # A torch process that exits with its process group alive aborts ("terminate called without
-    # an active exception", measured): leave the job at exit if the script did not.
-    atexit.register(destroy)
+    check = check_bool(state.check_from_environment() if check is None else check, "check")
+    state.start(chosen, backend, timeout, rendezvous, check)
+
+
+def _own_backend(framework: str, backend: str | None) -> str | None:
+    """``backend``, or this framework's backend for the same device when ``backend`` is another
+    framework's name for it (``backend_aliases`` in frameworks.toml: gloo is mccl on
+    MindSpore)."""
+    aliases: dict[str, str] = tables.lookup("frameworks", framework).get("backend_aliases", {})
+    return aliases.get(backend, backend) if isinstance(backend, str) else backend
 
 
 def _check_timeout(timeout: object, param: str) -> timedelta | None:
@@ -119,12 +127,14 @@ def _check_rendezvous(init_method: object, rank: object, world_size: object) -> 
             f"init_method: expected None or a URL starting with one of {list(_INIT_METHODS)}; "
             f"got {init_method!r}"
         )
-    size = None if world_size is None else check_int(world_size, "world_size")
+    size = _not_given_as_none(world_size, "world_size")
     if size is not None and size < 1:
-        raise ValueError(f"world_size: expected an int >= 1; got {size}")
-    me = None if rank is None else check_int(rank, "rank")
+        raise ValueError(f"world_size: expected an int >= 1 (or -1 or None: not given); got {size}")
+    me = _not_given_as_none(rank, "rank")
     if me is not None and not 0 <= me < (size if size is not None else me + 1):
-        raise ValueError(f"rank: expected an int in [0, world_size={size}); got {me}")
+        raise ValueError(
+            f"rank: expected an int in [0, world_size={size}) (or -1 or None: not given); got {me}"
+        )
     if isinstance(init_method, str) and init_method.startswith("tcp://"):
         if me is None or size is None:
             raise ValueError(
@@ -133,6 +143,12 @@ def _check_rendezvous(init_method: object, rank: object, world_size: object) -> 
             )
         _host_port(init_method)
     return Rendezvous(init_method, me, size)
+
+
+def _not_given_as_none(value: object, param: str) -> int | None:
+    """``rank``/``world_size``: None or -1 (torch's default, "not given") -> None; else the int."""
+    number = None if value is None else check_int(value, param)
+    return None if number == -1 else number
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -150,8 +166,15 @@ def is_available() -> bool:
 
 
 def is_initialized() -> bool:
-    """True between :func:`init` and :func:`destroy`."""
-    return state.get_current() is not None
+    """True if compat is initialised, or an imported framework's own process group is.
+
+    The second case is a process group compat has not adopted yet (an unported module called
+    ``torch.distributed.init_process_group`` or ``mindspore.communication.init()``): compat's
+    first collective or query adopts it, so ``if compat.is_initialized():`` keeps the meaning of
+    ``if torch.distributed.is_initialized():``. Only frameworks already imported are asked (none
+    is imported here); after :func:`destroy`, an adopted group still alive makes it True.
+    """
+    return state.get_current() is not None or bool(state.initialised_frameworks())
 
 
 def destroy(group: object = None) -> None:
@@ -162,10 +185,8 @@ def destroy(group: object = None) -> None:
     compat.Group or the framework's own): free it, like
     ``torch.distributed.destroy_process_group(group)``.
     """
-    current = state.get_current()
     if group is not None and group is not WORLD:
-        if current is None:
-            raise NotInitializedError("compat is not initialised: there is no group to destroy")
+        current = state.current()  # adopts on first use, as the queries do
         resolved = current.checks.group(group, member=False)
         if resolved is current.world:
             raise ValueError(
@@ -174,18 +195,18 @@ def destroy(group: object = None) -> None:
             )
         if resolved.handle is not None:
             current.adapter.destroy_group(resolved.handle)
+        if current.groups.get(resolved.ranks) is resolved:
+            del current.groups[resolved.ranks]
         return
-    if current is not None:
-        state.set_current(None)
-        current.adapter.destroy()
-        current.adapter.scratch.clear()
+    state.leave()
 
 
 # -- queries ----------------------------------------------------------------------------------
 
 
 def get_framework() -> str:
-    """The framework compat was initialised for: ``"torch"`` or ``"mindspore"``."""
+    """The framework compat was initialised for (or adopts now, see :func:`init`): ``"torch"``
+    or ``"mindspore"``."""
     return state.current().framework
 
 
@@ -197,7 +218,11 @@ def get_backend(group: object = None) -> str:
 
 
 def get_rank(group: object = None) -> int:
-    """This process's rank in the world, or in ``group`` (-1 if it is not a member)."""
+    """This process's rank in the world, or in ``group`` (-1 if it is not a member).
+
+    Like every query, it adopts a framework process group initialised outside compat on first
+    use (see :func:`init`); with none, it raises :class:`compat.NotInitializedError`.
+    """
     current = state.current()
     return current.checks.group(group, member=False).group_rank(current.rank)
 
@@ -281,6 +306,7 @@ def new_group(
             f"got {members}"
         )
     group_timeout = _check_timeout(timeout, "timeout")
+    backend = _own_backend(current.framework, backend)
     backends = list(capabilities.backends(current.framework))
     if backend is not None and backend not in backends:
         raise ValueError(
@@ -290,4 +316,6 @@ def new_group(
     current.group_count += 1
     name = f"compat_group_{current.group_count}"
     handle = current.adapter.new_group(members, name, group_timeout, backend)
-    return Group(members, handle, name)
+    group = Group(members, handle, name)
+    current.groups.setdefault(tuple(members), group)
+    return group

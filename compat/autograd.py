@@ -6,6 +6,8 @@ the gradients of their losses with respect to its input, which is what data-para
 
 - ``all_gather``: forward all_gather_into_tensor (concatenated on dim 0); backward a SUM
   reduce_scatter of the gradient (each rank gets the sum over ranks of its rows' gradients).
+- ``all_gather_tuple``: ``all_gather`` with ``torch.distributed.nn.functional.all_gather``'s
+  result, a tuple of one tensor per rank (what ``compat port`` rewrites that call to).
 - ``reduce_scatter``: forward reduce_scatter_tensor; backward an all_gather of the gradient
   (divided by the group size for AVG).
 - ``all_reduce``: forward an all_reduce of a copy (the input is not modified); backward an
@@ -66,6 +68,46 @@ def all_gather(tensor: Tensor, group: Group | None = None) -> Tensor:
         lambda x: collectives.all_gather_into_tensor(x, group),
         lambda grad: collectives.reduce_scatter_tensor(grad, ReduceOp.SUM, group),
     )
+
+
+def all_gather_tuple(tensor: Tensor, group: Group | None = None) -> tuple[Tensor, ...]:
+    """Gather every rank's ``tensor`` as a tuple of one tensor per rank; differentiable.
+
+    The result type of ``torch.distributed.nn.functional.all_gather``: element ``i`` is group
+    rank ``i``'s tensor, shaped like ``tensor`` (a 0-d tensor gives 0-d elements), so indexing,
+    unpacking, ``len()`` and ``torch.stack``/``torch.cat`` of the result mean what they mean in
+    torch. The gradient this rank's ``tensor`` receives is the sum over ranks of the gradients of
+    their outputs' slot for this rank, as torch's. Built on :func:`all_gather`: ``tensor``
+    reshaped to ``(1, *tensor.shape)``, gathered, and unbound on dim 0 (on both frameworks).
+
+    Parameters
+    ----------
+    tensor
+        This rank's contribution; every rank's has the same shape and dtype.
+    group
+        A group from :func:`compat.new_group`, the framework's own group, or None / WORLD.
+
+    Returns
+    -------
+    tuple of Tensor
+        One tensor per rank of the group, in group-rank order.
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> mine, theirs = compat.autograd.all_gather_tuple(x)   # rank 0: mine is x
+        >>> torch.stack(compat.autograd.all_gather_tuple(x)).shape == (2, *x.shape)
+        True
+    """
+    current = state.current()
+    current.checks.tensor(tensor, "tensor")
+    current.checks.group(group)
+    shape = current.adapter.shape(tensor)
+    # reshape and unbind(0) are the same tensor methods, differentiable, on torch and MindSpore.
+    gathered = all_gather(tensor.reshape((1, *shape)), group)
+    parts: tuple[Tensor, ...] = tuple(gathered.unbind(0))
+    return parts
 
 
 def reduce_scatter(

@@ -8,6 +8,11 @@ stand-ins in :mod:`compat.layout` (``Call`` is a ``Staging``); the translation t
 ``adapters/``; the emulations in :mod:`compat.algorithms`; the pre-flight agreement check in
 :mod:`compat.preflight`. :meth:`Call.issue` runs the pre-flight check, skips a call with nothing
 to move, issues the work, and ``if async_op: return work`` else waits.
+
+Every collective runs after :func:`compat.init`, or, without it, in a process whose framework
+process group was initialised elsewhere (``torch.distributed.init_process_group``,
+``mindspore.communication.init()``): the first call adopts that group as ``compat.init()`` would
+(:func:`compat.state.current`). With neither, it raises :class:`compat.NotInitializedError`.
 """
 
 from __future__ import annotations
@@ -233,17 +238,67 @@ def reduce_scatter_tensor(
         tensor([3.])             # rank 0
         tensor([6., 9., 12.])    # rank 1
     """
+    return _reduce_scatter_tensor(
+        tensor, op, group, async_op, out, input_split_sizes, dim, ("tensor", "out")
+    )
+
+
+def reduce_scatter_into(
+    output: Tensor,
+    input: Tensor,  # torch's name, so that calls by keyword port unchanged
+    op: ReduceOp | str = ReduceOp.SUM,
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Reduce ``input`` across ranks and write this rank's part of dim 0 into ``output``:
+    ``torch.distributed.reduce_scatter_tensor``'s form, signature and result (and
+    ``mint.distributed.reduce_scatter_tensor``'s).
+
+    :func:`reduce_scatter_tensor` with ``out=output`` does the same and returns the tensor;
+    this form returns what torch returns (``None``, or a ``Work`` with ``async_op``), so that
+    code which keeps the result, or stores the function, keeps working (``compat port`` uses
+    it there).
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> output = torch.empty(2)
+        >>> compat.reduce_scatter_into(output, torch.tensor([1., 2., 3., 4.]) * (rank + 1))
+        >>> output
+        tensor([3., 6.])   # rank 0
+        tensor([9., 12.])  # rank 1
+    """
+    Call(group, async_op).checks.tensor(output, "output")
+    result = _reduce_scatter_tensor(
+        input, op, group, async_op, output, None, 0, ("input", "output")
+    )
+    return result[1] if async_op else None
+
+
+def _reduce_scatter_tensor(
+    tensor: Tensor,
+    op: ReduceOp | str,
+    group: Group | None,
+    async_op: bool,
+    out: Tensor | None,
+    input_split_sizes: Sequence[int] | None,
+    dim: int,
+    names: tuple[str, str],
+) -> Any:
+    """reduce_scatter_tensor, its messages naming the input and the output ``names``."""
+    tensor_param, out_param = names
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
-    checks.tensor(tensor, "tensor")
-    shape = checks.dim0(tensor, "tensor")
-    axis = checks.dim(dim, shape, "tensor")
+    checks.tensor(tensor, tensor_param)
+    shape = checks.dim0(tensor, tensor_param)
+    axis = checks.dim(dim, shape, tensor_param)
     sizes = checks.splits(
-        input_split_sizes, "input_split_sizes", call.group.size, shape[axis], "tensor", axis
+        input_split_sizes, "input_split_sizes", call.group.size, shape[axis], tensor_param, axis
     )
-    reduce_op = checks.reduction(op, adapter.dtype(tensor), "tensor")
+    reduce_op = checks.reduction(op, adapter.dtype(tensor), tensor_param)
     me = call.group.group_rank(call.state.rank)
-    result = checks.out(out, _with_dim(shape, axis, sizes[me]), tensor, "tensor")
+    result = checks.out(out, _with_dim(shape, axis, sizes[me]), tensor, tensor_param, out_param)
     agree = lambda: Description(  # noqa: E731
         "reduce_scatter_tensor", adapter.dtype(tensor), _front(shape, axis), reduce_op.value,
         sizes=sizes, dim=axis,
@@ -345,14 +400,64 @@ def all_gather_into_tensor(
         >>> compat.all_gather_into_tensor(torch.tensor([1., 2.]) + 10 * rank)
         tensor([ 1.,  2., 11., 12.])   # ranks 0 and 1
     """
+    return _all_gather_into_tensor(
+        tensor, group, async_op, out, output_split_sizes, dim, ("tensor", "out")
+    )
+
+
+def all_gather_into(
+    output_tensor: Tensor,
+    input_tensor: Tensor,
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Gather every rank's ``input_tensor`` into ``output_tensor``, concatenated on dim 0:
+    ``torch.distributed.all_gather_into_tensor``'s form, signature and result (and
+    ``mint.distributed.all_gather_into_tensor``'s).
+
+    :func:`all_gather_into_tensor` with ``out=output_tensor`` does the same and returns the
+    tensor; this form returns what torch returns (``None``, or a ``Work`` with ``async_op``), so
+    that code which keeps the result, or stores the function, keeps working (``compat port``
+    uses it there).
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> output = torch.empty(4)
+        >>> compat.all_gather_into(output, torch.tensor([1., 2.]) + 10 * rank)
+        >>> output
+        tensor([ 1.,  2., 11., 12.])   # ranks 0 and 1
+    """
+    Call(group, async_op).checks.tensor(output_tensor, "output_tensor")
+    result = _all_gather_into_tensor(
+        input_tensor, group, async_op, output_tensor, None, 0, ("input_tensor", "output_tensor")
+    )
+    return result[1] if async_op else None
+
+
+def _all_gather_into_tensor(
+    tensor: Tensor,
+    group: Group | None,
+    async_op: bool,
+    out: Tensor | None,
+    output_split_sizes: Sequence[int] | None,
+    dim: int,
+    names: tuple[str, str],
+) -> Any:
+    """all_gather_into_tensor, its messages naming the input and the output ``names``."""
+    tensor_param, out_param = names
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
-    checks.tensor(tensor, "tensor")
-    shape = checks.dim0(tensor, "tensor")
-    axis = checks.dim(dim, shape, "tensor")
+    checks.tensor(tensor, tensor_param)
+    shape = checks.dim0(tensor, tensor_param)
+    axis = checks.dim(dim, shape, tensor_param)
     sizes = _gather_sizes(call, output_split_sizes, shape[axis], axis)
-    checks.dtype(adapter.dtype(tensor), "tensor")
-    result = checks.out(out, _with_dim(shape, axis, sum(sizes)), tensor, "tensor")
+    checks.dtype(adapter.dtype(tensor), tensor_param)
+    result = checks.out(
+        out, _with_dim(shape, axis, sum(sizes)), tensor, tensor_param, out_param,
+        f"every rank's {tensor_param} concatenated on dim {axis}",
+    )  # fmt: skip
     agree = lambda: Description(  # noqa: E731
         "all_gather_into_tensor", adapter.dtype(tensor), _front(shape, axis), sizes=sizes,
         dim=axis,
@@ -614,11 +719,50 @@ def all_to_all(
     )  # fmt: skip
 
 
-def barrier(group: Group | None = None) -> None:
-    """Block until every rank of the group has reached the barrier."""
-    call = Call(group)
+def barrier(
+    group: Group | None = None, async_op: bool = False, device_ids: list[int] | None = None
+) -> Work | None:
+    """Block until every rank of the group has reached the barrier (torch's signature, without
+    its ``timeout``: :func:`monitored_barrier` bounds a barrier on every backend).
+
+    Parameters
+    ----------
+    group
+        A group from :func:`new_group`, the framework's own group, or None / WORLD.
+    async_op
+        Return a :class:`Work` instead of waiting: every rank has arrived once ``wait()``
+        returns.
+    device_ids
+        torch: passed to ``torch.distributed.barrier``, which runs the barrier on device
+        ``device_ids[0]`` (NCCL; Gloo runs it on the CPU). MindSpore: checked, then ignored
+        (a reserved parameter of ``mint.distributed.barrier``). A non-empty list of device
+        indices (ints >= 0), or None.
+
+    Returns
+    -------
+    Work or None
+        A Work if ``async_op``, else None once every rank has arrived.
+    """
+    call = Call(group, async_op)
+    devices = _device_ids(device_ids)
     call.agree(lambda: Description("barrier"))
-    call.adapter.barrier(call.group.handle, False)
+    pending = call.adapter.barrier(call.group.handle, call.async_op, devices)
+    return call.done(pending, call.async_op)
+
+
+def _device_ids(device_ids: object) -> list[int] | None:
+    """barrier's device_ids: None or a non-empty list of ints >= 0 (torch reads device_ids[0])."""
+    if device_ids is None:
+        return None
+    if not isinstance(device_ids, list):
+        raise TypeError(
+            f"device_ids: expected None or a list of device indices (ints); got "
+            f"{describe(device_ids)}"
+        )
+    ids = [check_int(index, f"device_ids[{i}]") for i, index in enumerate(device_ids)]
+    if not ids or any(index < 0 for index in ids):
+        raise ValueError(f"device_ids: expected a non-empty list of device indices >= 0; got {ids}")
+    return ids
 
 
 #: monitored_barrier's timeout when none is given: torch's default process-group timeout.

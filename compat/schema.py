@@ -8,6 +8,7 @@ or a doc that silently misses a row. The structure is data too: one spec per kin
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -120,6 +121,8 @@ FRAMEWORKS = MapOf(
         optional={
             "bench_env": MapOf(TEXT),
             "device_comm": Record(required={"module": TEXT, "device": TEXT}),
+            "initialized": TEXT,
+            "backend_aliases": MapOf(TEXT),
         },
     )
 )
@@ -167,10 +170,12 @@ CAPABILITIES = MapOf(
 
 PARAM = Record(required={"type": TEXT, "meaning": TEXT}, optional={"default": TEXT})
 
+# kind "object": a value, not a callable (torch.distributed.group.WORLD); like a class, it has no
+# signature or params.
 API = Record(
     required={
         "framework": TEXT,
-        "kind": Scalar(str, ("function", "primitive", "class")),
+        "kind": Scalar(str, ("function", "primitive", "class", "object")),
         "returns": TEXT,
         "source": TEXT,
     },
@@ -190,9 +195,16 @@ ROW = Record(
     optional={"torch": TEXT, "mindspore": TEXT, "topic": TEXT, "compat": TEXT},
 )
 
+# A pair's optional keys:
+# - compat: the compat function (or type) that serves both sides.
+# - port = true: of the pairs of one torch API, the one whose compat function `compat port`
+#   rewrites that API to (exactly one where a torch API has several pairs; needs compat).
+# - result: present only where compat's function returns something other than torch's API for
+#   the same call; says how (e.g. torch.distributed.recv returns the sender's rank, compat.recv
+#   None). Needs compat.
 PAIR = Record(
     required={"torch": TEXT, "mindspore": TEXT, "note": TEXT, "rows": ArrayOf(ROW)},
-    optional={"compat": TEXT},
+    optional={"compat": TEXT, "port": Scalar(bool, (True,)), "result": TEXT},
 )
 
 # A class whose constructor users do not call (ReduceOp) records no signature.
@@ -370,10 +382,30 @@ def _check_family(where: _Where, table: dict[str, Any]) -> None:
         if api["framework"] not in frameworks:
             raise where.fail(f"apis.{path}.framework", f"unknown framework {api['framework']!r}")
         # A callable is described by its signature and parameters; a class by its methods.
-        if api["kind"] != "class" and not {"signature", "params"} <= set(api):
+        if api["kind"] in ("function", "primitive") and not {"signature", "params"} <= set(api):
             raise where.fail(f"apis.{path}", f"a {api['kind']} needs signature and params")
+        if api["kind"] == "object" and {"signature", "params"} & set(api):
+            raise where.fail(f"apis.{path}", "an object (a value) has no signature or params")
     for index, pair in enumerate(table["pairs"]):
         _check_pair(where, f"pairs[{index}]", pair, apis, table["compat"])
+    _check_port_choices(where, table["pairs"])
+
+
+def _check_port_choices(where: _Where, pairs: list[dict[str, Any]]) -> None:
+    """Of the pairs of one torch API, exactly one says ``port = true`` when there are several
+    (the one ``compat port`` rewrites to), and never more than one."""
+    by_torch: dict[str, list[int]] = {}
+    for index, pair in enumerate(pairs):
+        by_torch.setdefault(pair["torch"], []).append(index)
+    for torch_name, indexes in by_torch.items():
+        chosen = [index for index in indexes if pairs[index].get("port")]
+        if len(chosen) > 1 or (len(indexes) > 1 and not chosen):
+            listed = ", ".join(f"pairs[{index}]" for index in indexes)
+            raise where.fail(
+                f"pairs[{indexes[0]}].port",
+                f"{torch_name} has {len(indexes)} pairs ({listed}); expected port = true on "
+                f"exactly one of them (the one compat port rewrites to), got it on {len(chosen)}",
+            )
 
 
 def _check_pair(
@@ -384,6 +416,11 @@ def _check_pair(
             raise where.fail(f"{key}.{side}", f"{pair[side]!r} is no {side} entry of apis")
     if "compat" in pair and pair["compat"] not in compat:
         raise where.fail(f"{key}.compat", f"{pair['compat']!r} is no entry of compat")
+    for needs_compat in ("port", "result"):
+        if needs_compat in pair and "compat" not in pair:
+            raise where.fail(
+                f"{key}.{needs_compat}", "only on a pair with a compat key (it is about compat's)"
+            )
     covered: dict[str, set[str]] = {"torch": set(), "mindspore": set()}
     for index, row in enumerate(pair["rows"]):
         row_key = f"{key}.rows[{index}]"
@@ -412,6 +449,13 @@ def _check_pair(
 def _check_frameworks(where: _Where, table: dict[str, Any]) -> None:
     capabilities: dict[str, Any] = _table_files.read("capabilities")
     for name, entry in table.items():
+        initialized = entry.get("initialized")
+        if initialized is not None and not re.fullmatch(r"[\w.]+:\w+", initialized):
+            raise where.fail(
+                f"{name}.initialized",
+                f"expected 'module:function' (e.g. 'torch.distributed:is_initialized'); "
+                f"got {initialized!r}",
+            )
         backends = {
             cap.get("backend", key)
             for key, cap in capabilities.items()

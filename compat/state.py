@@ -1,15 +1,28 @@
 """The process's compat state between :func:`compat.init` and :func:`compat.destroy`: the adapter,
 the backend, the world group, the argument checks' facts, and what runs each collective (resolved
-from ``mapping_tables/capabilities.toml`` by :mod:`compat.capabilities`, cached per dtype)."""
+from ``mapping_tables/capabilities.toml`` by :mod:`compat.capabilities`, cached per dtype).
+
+Adoption on first use: a process whose framework process group was initialised outside compat (an
+unported module called ``torch.distributed.init_process_group`` or
+``mindspore.communication.init()``) and that never called :func:`compat.init` gets that group on
+its first collective or query, as ``compat.init()`` would adopt it (:func:`current`). Only
+frameworks already imported are asked (:func:`initialised_frameworks`). :func:`start` and
+:func:`leave` are what ``compat.init`` (after its checks), adoption and ``compat.destroy()`` run.
+"""
 
 from __future__ import annotations
 
+import atexit
+import os
+import sys
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from compat import capabilities, tables
 from compat._validate import Checks
-from compat.adapter import Adapter
+from compat.adapter import Adapter, Rendezvous
+from compat.dispatch import load_adapter
 from compat.errors import NotInitializedError
 from compat.types import Group
 
@@ -30,6 +43,8 @@ class State:
         self._implementations: dict[tuple[str, str], list[tuple[int, Callable[..., Any]]]] = {}
         self._forced: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self.group_count = 0
+        #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
+        self.groups: dict[tuple[int, ...], Group] = {}
 
     # -- implementations ---------------------------------------------------------------------
     def implementation(
@@ -96,11 +111,93 @@ _current: State | None = None
 
 
 def current() -> State:
-    if _current is None:
+    """The process state; on first use without :func:`compat.init`, the state of the framework
+    process group initialised outside compat, adopted as ``compat.init()`` adopts it.
+
+    Raises
+    ------
+    NotInitializedError
+        Neither compat nor an imported framework's process group is initialised.
+    """
+    return _current if _current is not None else _adopt()
+
+
+def initialised_frameworks() -> list[str]:
+    """The frameworks whose own process group is initialised, in ``frameworks.toml``'s order.
+
+    Each framework's ``initialized`` entry (``"module:function"``) is asked only if that module is
+    already in ``sys.modules``: a framework the user has not imported is never imported here.
+    """
+    found = []
+    for name, entry in tables.load("frameworks").items():
+        spec = entry.get("initialized")
+        if spec is None:
+            continue
+        module_name, function_name = spec.split(":")
+        # torch built without distributed support has torch.distributed but no is_initialized.
+        asks = getattr(sys.modules.get(module_name), function_name, None)
+        if asks is not None and asks():
+            found.append(name)
+    return found
+
+
+def _adopt() -> State:
+    """Adopt the one framework process group initialised outside compat (see :func:`current`)."""
+    found = initialised_frameworks()
+    if not found:
         raise NotInitializedError(
-            "compat is not initialised: call compat.init() before any collective or query"
+            "compat is not initialised: call compat.init() (or the framework's own "
+            "init_process_group / mindspore.communication.init) before any collective or query"
         )
-    return _current
+    chosen = os.environ.get("COMPAT_FRAMEWORK")
+    if len(found) > 1 and chosen not in found:
+        raise NotInitializedError(
+            f"compat is not initialised and the process groups of {found} are: call "
+            "compat.init(framework) to choose the one compat uses"
+        )
+    # What compat.init() with no arguments does once it has chosen the framework: its adapter
+    # finds the process group initialised and adopts it (compat.destroy leaves it alive).
+    framework = chosen if chosen is not None and len(found) > 1 else found[0]
+    return start(framework, None, None, Rendezvous(), check_from_environment())
+
+
+def check_from_environment() -> bool:
+    """``init``'s default for ``check``: ``COMPAT_CHECK`` set to anything but ``""`` or ``"0"``."""
+    return os.environ.get("COMPAT_CHECK", "") not in ("", "0")
+
+
+def start(
+    framework: str,
+    backend: str | None,
+    timeout: timedelta | None,
+    rendezvous: Rendezvous,
+    check: bool,
+) -> State:
+    """Join the job (or adopt the framework's process group) with arguments :func:`compat.init`
+    has checked, and make the result the process state."""
+    adapter = load_adapter(framework)
+    chosen_backend = adapter.init(backend, timeout, rendezvous)
+    if backend is not None and chosen_backend != backend:
+        adapter.destroy()
+        raise ValueError(
+            f"backend: the process group compat adopted uses {chosen_backend!r}; got {backend!r}"
+        )
+    started = State(adapter, chosen_backend, check)
+    set_current(started)
+    # A torch process that exits with its process group alive aborts ("terminate called without
+    # an active exception", measured): leave the job at exit if the script did not.
+    atexit.register(leave)
+    return started
+
+
+def leave() -> None:
+    """Leave the job (:func:`compat.destroy` without a group): the framework's process group too,
+    unless it was adopted. Nothing if compat is not initialised."""
+    leaving = _current
+    if leaving is not None:
+        set_current(None)
+        leaving.adapter.destroy()
+        leaving.adapter.scratch.clear()
 
 
 def set_current(state: State | None) -> None:

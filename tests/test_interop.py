@@ -1,7 +1,11 @@
 """compat in programs that start themselves the way PyTorch programs do: a script that calls
-``torch.distributed.init_process_group`` itself and then compat (adoption), one started by
+``torch.distributed.init_process_group`` (or ``mindspore.communication.init()``) itself and then
+compat, with or without ``compat.init`` (adoption, on first use too), one started by
 ``torch.multiprocessing.spawn`` with ``init_method="tcp://..."`` (on torch and, with no launcher,
-on MindSpore), and torchrun starting a MindSpore job. Each runs under a hard timeout."""
+on MindSpore), and torchrun starting a torch or MindSpore job through ``compat.init`` with torch's
+``rank=-1, world_size=-1`` defaults. Both pass the other framework's name for the CPU backend on
+one of the frameworks (``"mccl"`` on torch, ``"gloo"`` on MindSpore: ``backend_aliases``). Each
+runs under a hard timeout."""
 
 from __future__ import annotations
 
@@ -70,7 +74,11 @@ import sys
 def main(rank, port, framework, world):
     import compat
 
-    compat.init(framework, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    # MindSpore's name for the CPU backend: Gloo on torch (frameworks.toml backend_aliases).
+    compat.init(
+        framework, "mccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    assert compat.get_backend() == {"torch": "gloo", "mindspore": "mccl"}[framework]
     check(framework, rank, world)
     compat.destroy()
     print(f"rank {rank} OK", flush=True)
@@ -118,14 +126,41 @@ def test_a_spawn_style_program_runs_without_a_launcher(framework: str, tmp_path:
 ADOPT = (
     CHECKS
     + """
+import sys
+
+import numpy as np
 import torch
 import torch.distributed as dist
 
 import compat
 
-dist.init_process_group("gloo")  # the script's own init, from the launcher's env://
-compat.init()  # adopts it
+# Neither compat nor torch initialised: is_initialized() is False and a query raises.
+assert not compat.is_initialized()
+try:
+    compat.get_rank()
+except compat.NotInitializedError:
+    pass
+else:
+    raise AssertionError("compat.get_rank() before any process group exists")
+assert "mindspore" not in sys.modules, "compat imported a framework the script did not"
+
+dist.init_process_group("gloo")  # an unported module's own init, from the launcher's env://
 rank, world = dist.get_rank(), dist.get_world_size()
+
+# Adoption on first use: no compat.init(), as in a file `compat port` rewrote.
+assert compat.is_initialized()
+assert compat.get_rank() == rank and compat.get_world_size() == world
+assert compat.get_framework() == "torch" and compat.get_backend() == "gloo"
+x = torch.full((3,), float(rank + 1))
+compat.all_reduce(x)
+assert np.array_equal(x.numpy(), np.full(3, world * (world + 1) / 2)), x
+compat.destroy()
+assert dist.is_initialized(), "compat.destroy() must leave an adopted process group alive"
+assert compat.is_initialized(), "torch's process group is alive: is_initialized() stays True"
+assert compat.get_rank() == rank  # adopted again on first use
+
+compat.destroy()
+compat.init()  # explicit: adopts it too
 assert compat.get_backend() == "gloo"
 check("torch", rank, world)
 
@@ -152,6 +187,7 @@ assert w.item() == world
 # ("terminate called without an active exception", seen once in 4 runs).
 dist.barrier()
 dist.destroy_process_group()
+assert not compat.is_initialized()
 print(f"rank {rank} OK", flush=True)
 """
 )
@@ -176,27 +212,122 @@ TORCHRUN = (
     CHECKS
     + """
 import os
+import sys
 
 import compat
 
-compat.init("mindspore")  # torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE: no msrun
-check("mindspore", int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+framework = sys.argv[1]
+# torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE (no msrun on MindSpore); rank=-1 and
+# world_size=-1 are torch's defaults, "not given", as a ported init_process_group passes them;
+# so is its backend="gloo", which is MCCL on MindSpore (frameworks.toml backend_aliases).
+compat.init(framework, backend="gloo", init_method="env://", rank=-1, world_size=-1)
+assert compat.get_backend() == {"torch": "gloo", "mindspore": "mccl"}[framework]
+check(framework, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
 compat.destroy()
 print(f"rank {os.environ['RANK']} OK", flush=True)
 """
 )
 
 
-def test_torchrun_starts_a_mindspore_job(tmp_path: Path) -> None:
-    script = tmp_path / "torchrun_ms.py"
+@pytest.mark.parametrize("framework", ["torch", "mindspore"])
+def test_torchrun_starts_a_job_with_torch_defaults(framework: str, tmp_path: Path) -> None:
+    script = tmp_path / "torchrun_job.py"
     script.write_text(textwrap.dedent(TORCHRUN))
     torchrun = Path(sys.executable).with_name("torchrun")
     result = run_bounded(
-        [str(torchrun), "--nproc-per-node", "2", "--master-port", str(free_port()), str(script)],
+        [str(torchrun), "--nproc-per-node", "2", "--master-port", str(free_port()), str(script),
+         framework],
         timeout=240,
         env=_environment(),
         cwd=str(tmp_path),
-    )
+    )  # fmt: skip
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert "rank 0 OK" in output and "rank 1 OK" in output, output[-3000:]
+
+
+ADOPT_MINDSPORE = (
+    CHECKS
+    + """
+import sys
+
+import mindspore as ms
+import mindspore.communication
+import mindspore.mint.distributed as dist
+import numpy as np
+
+import compat
+
+ms.set_device("CPU")
+assert not compat.is_initialized()
+try:
+    compat.get_world_size()
+except compat.NotInitializedError:
+    pass
+else:
+    raise AssertionError("compat.get_world_size() before any process group exists")
+assert "torch" not in sys.modules, "compat imported a framework the script did not"
+
+mindspore.communication.init()  # an unported module's own init, from the launcher's MS_* env
+rank, world = mindspore.communication.get_rank(), mindspore.communication.get_group_size()
+
+# Adoption on first use: no compat.init().
+assert compat.is_initialized()
+assert compat.get_rank() == rank and compat.get_world_size() == world
+assert compat.get_framework() == "mindspore" and compat.get_backend() == "mccl"
+check("mindspore", rank, world)
+parts = compat.autograd.all_gather_tuple(ms.Tensor(np.float32(rank)))
+assert [float(p.asnumpy()) for p in parts] == list(range(world)), parts
+compat.destroy()
+assert compat.is_initialized(), "MindSpore's communication is alive: is_initialized() stays True"
+t = ms.Tensor(np.ones(2, np.float32))
+dist.all_reduce(t)  # compat.destroy() left the adopted communication alive
+assert t.asnumpy().tolist() == [world] * 2, t
+y = ms.Tensor(np.full(2, rank + 1.0, np.float32))
+compat.all_reduce(y)  # adopted again on first use
+assert y.asnumpy().tolist() == [world * (world + 1) / 2] * 2, y
+# Leave together: an MCCL send is acknowledged by its receiver's server thread.
+compat.barrier()
+print(f"rank {rank} OK", flush=True)
+"""
+)
+
+
+def test_compat_adopts_mindspore_communication_on_first_use(tmp_path: Path) -> None:
+    script = tmp_path / "adopt_ms.py"
+    script.write_text(ADOPT_MINDSPORE)
+    result = run_bounded(
+        [sys.executable, "-m", "compat", "launch", "-n", "2", "--framework", "mindspore",
+         "--timeout", "180", str(script)],
+        timeout=240,
+        env=_environment(),
+        cwd=str(tmp_path),
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert output.count("OK") == 2, output[-3000:]
+
+
+NOTHING_IMPORTED = """
+import sys
+
+import compat
+
+assert not compat.is_initialized()
+try:
+    compat.all_reduce(object())
+except compat.NotInitializedError as error:
+    assert "compat.init()" in str(error), error
+else:
+    raise AssertionError("a collective without any process group")
+imported = sorted({"torch", "mindspore"} & set(sys.modules))
+assert not imported, f"compat imported {imported} to ask whether they are initialised"
+print("OK", flush=True)
+"""
+
+
+def test_no_process_group_anywhere_is_not_initialized(tmp_path: Path) -> None:
+    result = run_bounded(
+        [sys.executable, "-c", NOTHING_IMPORTED], timeout=60, env=_environment(), cwd=str(tmp_path)
+    )
+    assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr

@@ -52,11 +52,21 @@ def test_init_single_process_world_and_destroy() -> None:
     assert not compat.is_initialized()
 
 
+def test_init_takes_the_other_frameworks_name_for_the_cpu_backend() -> None:
+    """A script ported from MindSpore (or to it) names the CPU backend as its framework does."""
+    pytest.importorskip("torch")
+    compat.init("torch", backend="mccl")
+    try:
+        assert compat.get_backend() == "gloo"
+    finally:
+        compat.destroy()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "fragment"),
     [
         ({"framework": "jax"}, ValueError, "framework: expected one of ['torch', 'mindspore']"),
-        ({"framework": "torch", "backend": "mccl"}, ValueError, "backend: expected one of"),
+        ({"framework": "torch", "backend": "hccl"}, ValueError, "backend: expected one of"),
         ({"framework": "torch", "timeout": -1}, ValueError, "timeout: expected a positive"),
     ],
 )

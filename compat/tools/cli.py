@@ -141,7 +141,14 @@ def _info(args: argparse.Namespace) -> int:
 def _port(args: argparse.Namespace) -> int:
     from compat.tools import port
 
-    return port.run(args.paths, write=args.write, diff=args.diff)
+    return port.run(
+        args.paths,
+        write=args.write,
+        diff=args.diff,
+        check=args.check,
+        as_json=args.json,
+        verbose=args.verbose,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -224,6 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
     port.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders")
     port.add_argument("--write", action="store_true", help="rewrite the files in place")
     port.add_argument("--diff", action="store_true", help="print a unified diff; write nothing")
+    port.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if a file would change or a use is left on torch (for CI)",
+    )
+    port.add_argument("--json", action="store_true", help="the report as JSON, for tools")
+    port.add_argument(
+        "--verbose", action="store_true", help="list every use, not only those left on torch"
+    )
     port.set_defaults(run=_port)
 
     info = commands.add_parser(

@@ -136,7 +136,11 @@ def family_page(family: Table, direction: str) -> str:
             if "note" in api:
                 lines += [f"Note: {api['note']}", ""]
         compat = f" compat: `compat.{pair['compat']}`." if "compat" in pair else ""
+        if pair.get("port"):
+            compat += f" `compat port` rewrites `{pair['torch']}` to it."
         lines += [f"**Differences**: {pair['note']}{compat}", ""]
+        if "result" in pair:
+            lines += [f"**compat's result differs from PyTorch's**: {pair['result']}", ""]
         lines += [
             f"| Class | Sub-class | {LABELS[first]} | {LABELS[second]} | Difference | compat |",
             "|---|---|---|---|---|---|",
@@ -344,8 +348,18 @@ def diff_text(name: str, width: int = 100) -> str:
             out.append(f"  {LABELS[side]:9} {_call(pair[side], apis[pair[side]])}")
         if "compat" in pair:
             entry = family["compat"][pair["compat"]]
-            out.append(f"  {'compat':9} compat.{pair['compat']}{entry.get('signature', '')}")
+            ported = "  (compat port rewrites to it)" if pair.get("port") else ""
+            out.append(
+                f"  {'compat':9} compat.{pair['compat']}{entry.get('signature', '')}{ported}"
+            )
         out += textwrap.wrap(pair["note"], width, initial_indent="  ", subsequent_indent="  ")
+        if "result" in pair:
+            out += textwrap.wrap(
+                f"compat's result differs: {pair['result']}",
+                width,
+                initial_indent="  ",
+                subsequent_indent="  ",
+            )
         for cells in rows_of(pair, family, "torch", "mindspore"):
             kind, sub, torch_side, ms_side, difference, compat = cells
             out.append(f"  {kind} {sub}".rstrip() + ":")

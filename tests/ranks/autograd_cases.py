@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from tests.ranks.cases import RECORDS, random_floats, rank, register, world
+from tests.ranks.cases import RECORDS, members, random_floats, rank, register, subgroup, world
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 
@@ -71,6 +71,29 @@ def case_all_reduce(kit: Any, op: str) -> None:
     np.testing.assert_array_equal(kit.numpy(tensor), xs[me], "the input must be left unchanged")
 
 
+def case_all_reduce_group_as_ranks(kit: Any) -> None:
+    """compat.autograd.all_reduce with funcol's group=[ranks]: the world's ranks, and the ranks
+    of a group made before by compat.new_group (listed in reverse order)."""
+    n = world()
+    ranks = list(range(1, n)) if n > 1 else [0]
+    compat.new_group(ranks)
+    for name, spelled, who in (("world", list(range(n)), list(range(n))),
+                               ("group", ranks[::-1], ranks)):  # fmt: skip
+        if rank() not in who:
+            continue
+        me = who.index(rank())
+        xs = [random_floats(f"ar-ranks-{name}-x", r, (2, 3)) for r in who]
+        ws = [random_floats(f"ar-ranks-{name}-w", r, (2, 3)) for r in who]
+        weights = kit.tensor(ws[me], "float32")
+
+        def loss(x: Any, group: list[int] = spelled, weights: Any = weights) -> Any:
+            return (compat.autograd.all_reduce(x, "sum", group=group) * weights).sum()
+
+        value, grad = kit.value_and_grad(loss, xs[me])
+        check(kit, f"all_reduce group={spelled}", value, grad,
+              float((sum(xs) * ws[me]).sum()), sum(ws))  # fmt: skip
+
+
 def case_clip(kit: Any) -> None:
     """CLIP's pattern: gather every rank's features, score the local ones against all of them.
 
@@ -94,6 +117,37 @@ def case_clip(kit: Any) -> None:
     check(kit, "clip", value, grad, float(((xs[me] @ gathered.T) * ms_[me]).sum()), expected)
 
 
+def case_all_gather_tuple(kit: Any, shape: tuple[int, ...], use_group: bool) -> None:
+    """torch.distributed.nn.functional.all_gather's result: one tensor per rank, each shaped like
+    the input; rank r's loss weighs slot i by w_r[i], so rank me's gradient is sum_r w_r[me]."""
+    group = subgroup() if use_group else None
+    ranks = members(group)
+    if rank() not in ranks:
+        return
+    n, me = len(ranks), ranks.index(rank())
+    seed = f"agt-{shape}-{use_group}"
+    xs = [random_floats(f"{seed}-x", r, shape) for r in ranks]
+    ws = [[random_floats(f"{seed}-w{i}", r, shape) for i in range(n)] for r in ranks]
+    parts = compat.autograd.all_gather_tuple(kit.tensor(xs[me], "float32"), group)
+    assert isinstance(parts, tuple) and len(parts) == n, parts
+    for i, part in enumerate(parts):
+        assert tuple(part.shape) == shape, (i, part.shape)
+        np.testing.assert_array_equal(kit.numpy(part), xs[i], f"slot {i}")
+        RECORDS.append(kit.numpy(part))
+
+    def loss(x: Any) -> Any:
+        gathered = compat.autograd.all_gather_tuple(x, group)
+        total = (gathered[0] * kit.tensor(ws[me][0], "float32")).sum()
+        for i in range(1, n):
+            total = total + (gathered[i] * kit.tensor(ws[me][i], "float32")).sum()
+        return total
+
+    value, grad = kit.value_and_grad(loss, xs[me])
+    value_np = float(sum((xs[i] * ws[me][i]).sum() for i in range(n)))
+    grad_np = sum(ws[q][me] for q in range(n))
+    check(kit, f"all_gather_tuple {shape}", value, grad, value_np, np.asarray(grad_np))
+
+
 def case_unsupported_op(kit: Any) -> None:
     tensor = kit.tensor(np.ones((world(), 2)), "float32")
     try:
@@ -105,6 +159,12 @@ def case_unsupported_op(kit: Any) -> None:
 
 
 register("autograd[all_gather]", case_all_gather)
+for _shape, _name in (((), "0d"), ((2, 3), "2d"), ((4,), "1d-group")):
+    register(
+        f"autograd[all_gather_tuple-{_name}]",
+        partial(case_all_gather_tuple, shape=_shape, use_group=_name.endswith("group")),
+    )
+register("autograd[all_reduce-group-as-ranks]", case_all_reduce_group_as_ranks)
 register("autograd[clip]", case_clip)
 register("autograd[unsupported_op]", case_unsupported_op)
 for _op in ("sum", "avg"):

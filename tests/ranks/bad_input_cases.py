@@ -6,6 +6,7 @@ buffers stay as they were; and the next collective on every rank still gives the
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -606,3 +607,110 @@ def _(kit: Any) -> None:
         ["non-empty list", "got list []"],
         [],
     )
+
+
+@bad_case("barrier_device_ids")
+def _(kit: Any) -> None:
+    """barrier's device_ids is checked before any communication, on both frameworks."""
+    for bad, error, param, fragments in (
+        ("0", TypeError, "device_ids", ["a list of device indices", "got str '0'"]),
+        ((0,), TypeError, "device_ids", ["a list of device indices", "got tuple"]),
+        ([], ValueError, "device_ids", ["non-empty list", "got []"]),
+        ([0, -1], ValueError, "device_ids", [">= 0", "got [0, -1]"]),
+        ([1.0], TypeError, "device_ids[0]", ["expected an int", "got float 1.0"]),
+    ):
+        call = partial(compat.barrier, device_ids=bad)
+        expect_error(kit, error, call, param, fragments, [])
+    expect_error(
+        kit,
+        TypeError,
+        lambda: compat.barrier(async_op=1),
+        "async_op",
+        ["expected a bool", "got int 1"],
+        [],
+    )
+
+
+def _caller() -> bool:
+    """The one rank that makes a bad call while its peers go straight to the follow-up
+    collective: an error raised after any communication would hang it or mismatch theirs."""
+    return rank() == world() - 1
+
+
+@bad_case("all_gather_into")
+def _(kit: Any) -> None:
+    """torch's all_gather_into_tensor form: its parameter names in the messages."""
+    n, tensor = world(), f32(kit, (2, 3), 5.0)
+    output = sentinel(kit, (2 * n, 3), "float32")
+    wrong_shape = sentinel(kit, (2 * n + 1, 3), "float32")
+    wrong_dtype = sentinel(kit, (2 * n, 3), "int32")
+    if not _caller():
+        return
+    tensor_words = [f"expected a {kit.framework} tensor"]
+    for error, call, param, fragments, buffers in (
+        (ValueError, lambda: compat.all_gather_into(wrong_shape, tensor), "output_tensor",
+         [f"expected shape ({2 * n}, 3)", "every rank's input_tensor concatenated on dim 0",
+          f"got ({2 * n + 1}, 3)"], [wrong_shape, tensor]),
+        (TypeError, lambda: compat.all_gather_into(wrong_dtype, tensor, async_op=True),
+         "output_tensor", ["expected dtype float32", "got int32"], [wrong_dtype, tensor]),
+        (TypeError, lambda: compat.all_gather_into(np.zeros((2 * n, 3), np.float32), tensor),
+         "output_tensor", [*tensor_words, "got ndarray"], [tensor]),
+        (TypeError, lambda: compat.all_gather_into(output, None), "input_tensor",
+         [*tensor_words, "got NoneType None"], [output]),
+        (TypeError, lambda: compat.all_gather_into(output_tensor=output, input_tensor=[tensor]),
+         "input_tensor", [*tensor_words, "got list"], [output, tensor]),
+    ):  # fmt: skip
+        expect_error(kit, error, call, param, fragments, buffers)
+
+
+@bad_case("reduce_scatter_into")
+def _(kit: Any) -> None:
+    """torch's reduce_scatter_tensor form: its parameter names in the messages."""
+    n, tensor = world(), f32(kit, (2 * world(), 3), 5.0)
+    output = sentinel(kit, (2, 3), "float32")
+    wrong_shape = sentinel(kit, (3, 3), "float32")
+    wrong_dtype = sentinel(kit, (2, 3), "int64")
+    uneven = f32(kit, (2 * n + 1, 3))
+    if not _caller():
+        return
+    tensor_words = [f"expected a {kit.framework} tensor"]
+    cases = [
+        (ValueError, lambda: compat.reduce_scatter_into(wrong_shape, tensor), "output",
+         ["expected shape (2, 3)", "this rank's part of the result", "got (3, 3)"],
+         [wrong_shape, tensor]),
+        (TypeError, lambda: compat.reduce_scatter_into(wrong_dtype, tensor, async_op=True),
+         "output", ["expected dtype float32", "got int64"], [wrong_dtype, tensor]),
+        (TypeError, lambda: compat.reduce_scatter_into(np.zeros((2, 3), np.float32), tensor),
+         "output", [*tensor_words, "got ndarray"], [tensor]),
+        (TypeError, lambda: compat.reduce_scatter_into(output, None), "input",
+         [*tensor_words, "got NoneType None"], [output]),
+        (ValueError, lambda: compat.reduce_scatter_into(output=output, input=tensor, op="bogus"),
+         "op", ["got 'bogus'"], [output, tensor]),
+    ]  # fmt: skip
+    if n > 1:
+        cases.append(
+            (ValueError, lambda: compat.reduce_scatter_into(output, uneven), "input",
+             [f"divisible by the group size {n}", f"got {2 * n + 1}"], [output, uneven])
+        )  # fmt: skip
+    for error, call, param, fragments, buffers in cases:
+        expect_error(kit, error, call, param, fragments, buffers)
+
+
+@bad_case("group_as_ranks")
+def _(kit: Any) -> None:
+    """funcol's group=[ranks]: unknown ranks (no group made with them) and non-int entries,
+    for the collectives and compat.autograd alike."""
+    n, tensor = world(), f32(kit, (2,), rank())
+    if not _caller():
+        return
+    for function in (compat.all_reduce, compat.autograd.all_reduce):
+        for group, error, param, fragments in (
+            ([0, n], ValueError, "group",
+             [f"no group has ranks [0, {n}]", f"compat.new_group([0, {n}]) on every rank first"]),
+            ([n + 4], ValueError, "group", ["compat.new_group"]),
+            ([0, "1"], TypeError, "group[1]", ["expected an int", "got str '1'"]),
+            ((0.0,), TypeError, "group[0]", ["expected an int", "got float 0.0"]),
+            ([True], TypeError, "group[0]", ["expected an int", "got bool True"]),
+        ):  # fmt: skip
+            call = partial(function, tensor, group=group)
+            expect_error(kit, error, call, param, fragments, [tensor])

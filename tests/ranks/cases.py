@@ -187,6 +187,26 @@ def check_reduce_scatter_tensor(
     assert_close(kit.numpy(tensor), before, dtype, "the input must be left unchanged")
 
 
+def check_reduce_scatter_into(
+    kit: Any, op: str, dtype: str, async_op: bool, use_group: bool
+) -> None:
+    """torch.distributed.reduce_scatter_tensor's form: the output given, None or a Work back."""
+    group = subgroup() if use_group else None
+    ranks = members(group)
+    if rank() not in ranks:
+        return
+    n, me = len(ranks), ranks.index(rank())
+    seed = f"reduce_scatter_into-{op}-{dtype}"
+    tensor = kit.tensor(values(seed, rank(), (2 * n, 3), op), dtype)
+    before = kit.numpy(tensor)
+    output = sentinel(kit, (2, 3), dtype)
+    work = compat.reduce_scatter_into(output, tensor, op, group, async_op)
+    wait_if(work, async_op)
+    full = reduce_np([values(seed, r, (2 * n, 3), op) for r in ranks], op)
+    assert_close(kit.numpy(output), full[2 * me : 2 * me + 2], dtype)
+    assert_close(kit.numpy(tensor), before, dtype, "the input must be left unchanged")
+
+
 def check_reduce(kit: Any, op: str, dtype: str, async_op: bool, use_group: bool) -> None:
     group = subgroup() if use_group else None
     ranks = members(group)
@@ -209,6 +229,7 @@ REDUCTIONS = {
     "all_reduce": check_all_reduce,
     "reduce_scatter": check_reduce_scatter,
     "reduce_scatter_tensor": check_reduce_scatter_tensor,
+    "reduce_scatter_into": check_reduce_scatter_into,
     "reduce": check_reduce,
 }
 
@@ -265,6 +286,21 @@ def check_all_gather_into_tensor(kit: Any, dtype: str, async_op: bool, use_group
     wait_if(returned[1] if async_op else None, async_op)
     expected = np.concatenate([values(seed, r, (2, 3)) for r in ranks])
     assert_close(kit.numpy(result), expected, dtype)
+
+
+def check_all_gather_into(kit: Any, dtype: str, async_op: bool, use_group: bool) -> None:
+    """torch.distributed.all_gather_into_tensor's form: the output given, None or a Work back."""
+    group = subgroup() if use_group else None
+    ranks = members(group)
+    if rank() not in ranks:
+        return
+    seed = f"all_gather_into-{dtype}"
+    tensor = kit.tensor(values(seed, rank(), (2, 3)), dtype)
+    output = sentinel(kit, (2 * len(ranks), 3), dtype)
+    wait_if(compat.all_gather_into(output, tensor, group, async_op), async_op)
+    expected = np.concatenate([values(seed, r, (2, 3)) for r in ranks])
+    assert_close(kit.numpy(output), expected, dtype)
+    assert_close(kit.numpy(tensor), values(seed, rank(), (2, 3)), dtype, "input unchanged")
 
 
 def check_broadcast(kit: Any, dtype: str, async_op: bool, use_group: bool) -> None:
@@ -365,6 +401,7 @@ def check_send_recv(kit: Any, dtype: str, async_op: bool, use_group: bool) -> No
 MOVEMENTS = {
     "all_gather": check_all_gather,
     "all_gather_into_tensor": check_all_gather_into_tensor,
+    "all_gather_into": check_all_gather_into,
     "broadcast": check_broadcast,
     "scatter": check_scatter,
     "scatter_tensor": check_scatter_tensor,
@@ -515,10 +552,30 @@ def case_queries(kit: Any) -> None:
 
 
 def case_barrier(kit: Any) -> None:
-    compat.barrier()
+    assert compat.barrier() is None
     group = subgroup()
     if rank() in group.ranks:
-        compat.barrier(group)
+        assert compat.barrier(group) is None
+    follow_up(kit)
+
+
+def case_barrier_async_device_ids(kit: Any) -> None:
+    """torch's async_op and device_ids: a Work that completes once every rank has arrived;
+    device_ids=[0] goes to torch.distributed.barrier (Gloo: the CPU), MindSpore ignores it."""
+    wait_if(compat.barrier(async_op=True), True)
+    wait_if(compat.barrier(None, False, [0]), False)
+    wait_if(compat.barrier(compat.WORLD, async_op=True, device_ids=[0]), True)
+    group = subgroup()
+    if rank() in group.ranks:
+        wait_if(compat.barrier(group, async_op=True), True)
+    # Every rank passes the barrier only after every rank has reached it: a value a rank sets
+    # before it is seen by all after it (an all_reduce of the arrival counts).
+    arrived = kit.tensor(np.ones(1), "float32")
+    work = compat.barrier(async_op=True)
+    assert work is not None
+    work.wait()
+    compat.all_reduce(arrived)
+    assert_close(kit.numpy(arrived), np.full(1, world()), "float32")
     follow_up(kit)
 
 
@@ -578,11 +635,53 @@ def case_parity_random(kit: Any, op: str) -> None:
     RECORDS.append(kit.numpy(gathered))
 
 
+def case_torch_forms(kit: Any) -> None:
+    """all_gather_into and reduce_scatter_into have the signature of the framework's own
+    all_gather_into_tensor / reduce_scatter_tensor (parameter names, order, kinds), take its op
+    and world group by keyword, and give None / a Work on empty tensors too."""
+    import inspect
+
+    if kit.framework == "torch":
+        import torch.distributed as native
+
+        world_group: Any = native.group.WORLD
+    else:
+        import mindspore.mint.distributed as native
+        from mindspore.communication import GlobalComm
+
+        world_group = GlobalComm.WORLD_COMM_GROUP
+    for ours, theirs in ((compat.all_gather_into, native.all_gather_into_tensor),
+                         (compat.reduce_scatter_into, native.reduce_scatter_tensor)):  # fmt: skip
+        mine = [(p.name, p.kind) for p in inspect.signature(ours).parameters.values()]
+        native_params = inspect.signature(theirs).parameters.values()
+        assert mine == [(p.name, p.kind) for p in native_params], (ours.__name__, mine)
+    n, me = world(), rank()
+    seed = "torch_forms"
+    output = sentinel(kit, (2, 3), "int32")
+    tensor = kit.tensor(values(seed, me, (2 * n, 3), "max"), "int32")
+    work = compat.reduce_scatter_into(
+        output=output, input=tensor, op=kit.native_op("MAX"), group=world_group, async_op=False
+    )
+    assert work is None, work
+    full = reduce_np([values(seed, r, (2 * n, 3), "max") for r in range(n)], "max")
+    assert_close(kit.numpy(output), full[2 * me : 2 * me + 2], "int32")
+    gathered = sentinel(kit, (2 * n, 3), "int32")
+    compat.all_gather_into(output_tensor=gathered, input_tensor=output, group=world_group)
+    assert_close(kit.numpy(gathered), full, "int32")
+    empty_out, empty_in = sentinel(kit, (0, 3), "float32"), sentinel(kit, (0, 3), "float32")
+    for async_op in (False, True):
+        wait_if(compat.all_gather_into(empty_out, empty_in, async_op=async_op), async_op)
+        wait_if(compat.reduce_scatter_into(empty_out, empty_in, async_op=async_op), async_op)
+    follow_up(kit)
+
+
 for _op in REDUCE_OPS:
     register(f"parity_random[{_op}]", partial(case_parity_random, op=_op))
+register("torch_forms", case_torch_forms)
 register("op_spellings", case_op_spellings)
 register("queries", case_queries)
 register("barrier", case_barrier)
+register("barrier_async_device_ids", case_barrier_async_device_ids)
 
 import tests.ranks.algorithm_cases  # noqa: E402,F401  (register cases)
 from tests.ranks import (  # noqa: E402,F401  (register cases)

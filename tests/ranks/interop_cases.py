@@ -132,7 +132,59 @@ def case_destroy_group(kit: Any) -> None:
     assert_close(kit.numpy(y), np.full((2,), n), "float32")
 
 
+def case_group_as_ranks(kit: Any) -> None:
+    """funcol's ``group=[global ranks]``: the world's ranks (in any order) are the world, the
+    ranks of a group made before by compat.new_group are that group, for the collectives and the
+    queries."""
+    n = world()
+    for spelled in (list(range(n)), tuple(range(n)), list(range(n))[::-1]):
+        x = kit.tensor(np.full((3,), rank() + 1), "float32")
+        assert compat.all_reduce(x, group=spelled) is None
+        assert_close(kit.numpy(x), np.full((3,), n * (n + 1) / 2), "float32", repr(spelled))
+        assert compat.get_world_size(spelled) == n
+        assert compat.get_rank(spelled) == rank()
+        assert compat.get_process_group_ranks(spelled) == list(range(n))
+    ranks = list(range(1, n)) if n > 1 else [0]  # not the world at n > 1
+    group = compat.new_group(ranks)
+    for spelled in (ranks, ranks[::-1]):
+        expected_rank = ranks.index(rank()) if rank() in ranks else -1
+        assert compat.get_rank(spelled) == expected_rank, (spelled, expected_rank)
+        assert compat.get_process_group_ranks(spelled) == list(group.ranks) == ranks
+        if rank() not in ranks:
+            continue
+        x = kit.tensor(np.full((2, 2), 10 ** rank()), "float32")
+        work = compat.all_reduce(x, group=spelled, async_op=True)
+        assert isinstance(work, compat.Work) and work.wait()
+        assert_close(kit.numpy(x), np.full((2, 2), sum(10**r for r in ranks)), "float32")
+        part = compat.reduce_scatter_tensor(kit.tensor(np.ones((len(ranks), 2)), "float32"),
+                                            group=spelled)  # fmt: skip
+        assert_close(kit.numpy(part), np.full((1, 2), len(ranks)), "float32")
+
+
+def case_new_group_backend_alias(kit: Any) -> None:
+    """new_group takes the other framework's name for the CPU backend (frameworks.toml
+    backend_aliases): backend="gloo" on MindSpore is MCCL, backend="mccl" on torch is Gloo."""
+    n = world()
+    own, other = ("gloo", "mccl") if kit.framework == "torch" else ("mccl", "gloo")
+    assert compat.get_backend() == own
+    for backend in (other, own):
+        ranks = sorted({0, n - 1})
+        group = compat.new_group(ranks, backend=backend)
+        assert compat.get_backend(group) == own
+        if rank() not in ranks:
+            continue
+        if kit.framework == "torch":
+            import torch.distributed as dist
+
+            assert dist.get_backend(group.handle) == "gloo", dist.get_backend(group.handle)
+        x = kit.tensor(np.full((2,), rank() + 1), "float32")
+        compat.all_reduce(x, group=group)
+        assert_close(kit.numpy(x), np.full((2,), sum(r + 1 for r in ranks)), "float32", backend)
+
+
 register("interop-world-spellings", case_world_spellings)
+register("interop-group-as-ranks", case_group_as_ranks)
+register("interop-new-group-backend-alias", case_new_group_backend_alias)
 register("interop-native-group-in-compat", case_native_group_in_compat)
 register("interop-compat-group-in-native", case_compat_group_in_native)
 register("interop-group-queries", case_group_queries)

@@ -144,6 +144,19 @@ def layout_all_gather_into_tensor(kit: Any, layout: str, dtype: str, async_op: b
     x.check("all_gather_into_tensor input")
 
 
+def layout_all_gather_into(kit: Any, layout: str, dtype: str, async_op: bool) -> None:
+    """torch's form, by torch's keywords: None, or a Work whose wait() fills the view."""
+    seed = "layout-all_gather_into"
+    n = world()
+    x = Placed(kit, values(seed, rank(), (2, 4)), dtype, layout)
+    out = sentinel_out(kit, (2 * n, 4), dtype, layout)
+    work = compat.all_gather_into(output_tensor=out.view, input_tensor=x.view, async_op=async_op)
+    wait_if(work, async_op)
+    out.result(np.concatenate([values(seed, r, (2, 4)) for r in range(n)]))
+    out.check("all_gather_into output_tensor")
+    x.check("all_gather_into input_tensor")
+
+
 def layout_reduce_scatter(kit: Any, layout: str, dtype: str, async_op: bool) -> None:
     seed = "layout-reduce_scatter"
     n, me = world(), rank()
@@ -182,6 +195,20 @@ def layout_reduce_scatter_tensor(kit: Any, layout: str, dtype: str, async_op: bo
     out.result(full[2 * me : 2 * me + 2])
     out.check("reduce_scatter_tensor out")
     x.check("reduce_scatter_tensor input")
+
+
+def layout_reduce_scatter_into(kit: Any, layout: str, dtype: str, async_op: bool) -> None:
+    """torch's form, by torch's keywords: None, or a Work whose wait() fills the view."""
+    seed = "layout-reduce_scatter_into"
+    n, me = world(), rank()
+    x = Placed(kit, values(seed, rank(), (2 * n, 4)), dtype, layout)
+    out = sentinel_out(kit, (2, 4), dtype, layout)
+    work = compat.reduce_scatter_into(output=out.view, input=x.view, op="sum", async_op=async_op)
+    wait_if(work, async_op)
+    full = reduce_np([values(seed, r, (2 * n, 4)) for r in range(n)], "sum")
+    out.result(full[2 * me : 2 * me + 2])
+    out.check("reduce_scatter_into output")
+    x.check("reduce_scatter_into input")
 
 
 def layout_scatter(kit: Any, layout: str, dtype: str, async_op: bool) -> None:
@@ -260,9 +287,11 @@ COLLECTIVES: dict[str, Callable[..., None]] = {
     "all_gather": layout_all_gather,
     "all_gather_chunks": layout_all_gather_chunks,
     "all_gather_into_tensor": layout_all_gather_into_tensor,
+    "all_gather_into": layout_all_gather_into,
     "reduce_scatter": layout_reduce_scatter,
     "reduce_scatter_chunks": layout_reduce_scatter_chunks,
     "reduce_scatter_tensor": layout_reduce_scatter_tensor,
+    "reduce_scatter_into": layout_reduce_scatter_into,
     "scatter": layout_scatter,
     "scatter_tensor": layout_scatter_tensor,
     "gather": layout_gather,

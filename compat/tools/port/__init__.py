@@ -20,10 +20,12 @@ is removed (``import torch`` is kept).
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from compat.tools.port._model import PORTED_MODULES, FileResult, Finding, PortError
+from compat.tools.port._model import HINTS, PORTED_MODULES, FileResult, Finding, PortError
 
 __all__ = [
     "PORTED_MODULES",
@@ -68,32 +70,105 @@ def port_file(path: str | Path) -> FileResult:
     return port_source(text, str(path))
 
 
-def run(paths: Sequence[str], write: bool = False, diff: bool = False) -> int:
-    """The ``compat port`` command: print the report (and the diff); with ``write``, rewrite."""
-    files = 0
-    rewritten = 0
-    remaining = 0
-    failed = False
+def run(
+    paths: Sequence[str],
+    write: bool = False,
+    diff: bool = False,
+    check: bool = False,
+    as_json: bool = False,
+    verbose: bool = False,
+) -> int:
+    """The ``compat port`` command: the report (and the diff); with ``write``, rewrite the files.
+
+    Exit status: 0; 1 with ``check`` when a file would change or a use is left on torch; 2 when
+    a file cannot be read or parsed.
+    """
+    results: list[FileResult] = []
+    errors: list[str] = []
     for path in python_files(paths):
         try:
-            result = port_file(path)
+            results.append(port_file(path))
         except (OSError, UnicodeDecodeError, PortError) as exc:
-            print(f"compat port: {exc}")
-            failed = True
-            continue
-        for found in result.findings:
-            print(found.text())
-            rewritten += found.rewritten
-            remaining += not found.rewritten
-        if result.changed:
-            files += 1
-            if diff:
+            errors.append(str(exc))
+    for result in results:
+        if result.changed and write and not (diff or check):
+            Path(result.path).write_text(result.rewritten, encoding="utf-8")
+    if as_json:
+        print(json.dumps(report_json(results, errors), indent=1))
+    else:
+        for result in results:
+            if diff and result.changed:
                 print(result.diff(), end="")
-            elif write:
-                Path(path).write_text(result.rewritten, encoding="utf-8")
-    action = "rewrote" if write and not diff else "can rewrite"
-    print(
-        f"compat port: {action} {rewritten} uses in {files} files; {remaining} not rewritten "
-        "(the reasons are above)"
+        print(report_text(results, errors, written=write and not (diff or check), verbose=verbose))
+    if errors:
+        return 2
+    if check and any(r.changed or any(not f.rewritten for f in r.findings) for r in results):
+        return 1
+    return 0
+
+
+def _counts(findings: Sequence[Finding]) -> tuple[int, int, int]:
+    rewritten = sum(f.rewritten for f in findings)
+    return len(findings), rewritten, len(findings) - rewritten
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def report_text(
+    results: Sequence[FileResult], errors: Sequence[str], written: bool, verbose: bool = False
+) -> str:
+    """Per file: its counts and each use left on torch (every use with ``verbose``); then the
+    totals and the reasons grouped, each with what to do by hand."""
+    lines: list[str] = [f"compat port: {error}" for error in errors]
+    everything: list[Finding] = []
+    for result in results:
+        if not result.findings:
+            continue
+        everything += result.findings
+        uses, rewritten, left = _counts(result.findings)
+        lines.append(f"{result.path}: {uses} uses, {rewritten} rewritten, {left} left")
+        for found in result.findings:
+            if verbose or not found.rewritten:
+                lines.append("  " + found.text())
+        lines += [f"  note: {note}" for note in result.notes]
+    uses, rewritten, left = _counts(everything)
+    changed = sum(r.changed for r in results)
+    action = "rewrote" if written else "would rewrite"
+    lines.append(
+        f"compat port: {len(results)} files, {uses} uses of torch.distributed/torch.cuda.comm: "
+        f"{rewritten} rewritten ({_share(rewritten, uses)}), {left} left; {action} {changed} "
+        "files"
     )
-    return 1 if failed else 0
+    reasons = Counter(f.category for f in everything if not f.rewritten)
+    for category, count in reasons.most_common():
+        hint = HINTS.get(category or "", "")
+        lines.append(f"  {count:4d} left: {category}: {hint}")
+    return "\n".join(lines)
+
+
+def report_json(results: Sequence[FileResult], errors: Sequence[str]) -> dict[str, object]:
+    everything = [f for r in results for f in r.findings]
+    uses, rewritten, left = _counts(everything)
+    files = []
+    for result in results:
+        file_uses, file_rewritten, file_left = _counts(result.findings)
+        files.append(
+            {
+                "path": result.path,
+                "uses": file_uses,
+                "rewritten": file_rewritten,
+                "left": file_left,
+                "changed": result.changed,
+                "notes": result.notes,
+                "findings": [f.as_json() for f in result.findings],
+            }
+        )
+    reasons = Counter(f.category for f in everything if not f.rewritten)
+    return {
+        "files": files,
+        "errors": list(errors),
+        "total": {"files": len(results), "uses": uses, "rewritten": rewritten, "left": left},
+        "left_by_reason": dict(reasons.most_common()),
+    }

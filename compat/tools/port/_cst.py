@@ -2,10 +2,22 @@
 
 Imported only when a file is ported (:func:`compat.tools.port.port_source`), so that ``import
 compat`` and the rest of the CLI never import libcst, an optional dependency.
+
+The rules, each for a way a rewrite could change what the program does:
+
+- a call is rewritten only if every argument maps to a parameter of compat's function, its
+  result is the same as torch's (or unused), and ``*args``/``**kwargs`` can only carry names
+  compat's function takes under the same names;
+- an argument of a call that stays on torch stays torch's (``ReduceOp.SUM``, ``group.WORLD``):
+  torch rejects compat's objects;
+- a name that is not called is rewritten where compat's object can stand in for torch's: a
+  function whose compat counterpart takes the same arguments and returns the same, a function
+  handed to ``P2POp``, ``group.WORLD``, and the types in annotations.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator, Sequence
 
 import libcst as cst
@@ -14,11 +26,12 @@ from libcst.metadata import (
     ParentNodeProvider,
     PositionProvider,
     QualifiedNameProvider,
+    QualifiedNameSource,
     ScopeProvider,
 )
 
+import compat
 from compat.tools.port._model import (
-    INIT_KEEPS,
     PORTED_MODULES,
     REDUCE_OP_TOPICS,
     RENAMES,
@@ -28,29 +41,62 @@ from compat.tools.port._model import (
     Params,
     PortError,
     apis,
+    candidates,
     differences,
     mindspore_names,
     ported,
     qualified,
     row_text,
 )
+from compat.tools.port._names import ASSUMED, StarNames, star_names
 from compat.types import ReduceOp
 
 _REDUCE_OP = "torch.distributed.ReduceOp."
+_P2POP = "torch.distributed.P2POp"
+_SOURCES = (QualifiedNameSource.IMPORT, QualifiedNameSource.BUILTIN)
+# The parameters through which torch's functions take a ReduceOp or a group.
+_VALUE_PARAMS = frozenset({"op", "reduceOp", "group", "process_group", "pg"})
 
 
 def port_source(source: str, path: str) -> FileResult:
     """Port one file's text: the findings and the rewritten text (== source if nothing changed)."""
     try:
         module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
+        tree = ast.parse(source)
+    except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
         raise PortError(f"{path}: not valid Python: {exc}") from None
-    rewriter = Rewriter(path)
+    stars = star_names(tree, path)
+    rewriter = Rewriter(path, stars)
     new_module = MetadataWrapper(module).visit(rewriter)
+    staying = rewriter.receivers[0] if rewriter.receivers else None
+    if staying is not None and rewriter.values:
+        # Part of the file stays on torch, and values flow through variables where no reading
+        # of the text follows them: torch's ReduceOp members and group.WORLD, which compat
+        # takes too, stay torch's so that the calls left on torch still get torch's objects.
+        rewriter = Rewriter(path, stars, keep_values=f"{staying.written} (line {staying.line})")
+        new_module = MetadataWrapper(module).visit(rewriter)
     findings = sorted(rewriter.findings, key=lambda f: f.line)
     if rewriter.changes:
-        new_module = fix_imports(new_module)
-    return FileResult(path, source, new_module.code, findings)
+        new_module = fix_imports(module, new_module)
+    outside = [
+        f"{count} uses of torch.distributed.{package}, which compat does not cover (not counted)"
+        for package, count in sorted(rewriter.outside.items())
+    ]
+    notes = outside + [
+        f"from {name} import *: not found beside {path}; `torch` and `dist` were assumed to be "
+        "torch and torch.distributed where the file uses them without binding them"
+        for name in stars.unresolved
+        if any(f.assumed for f in findings)
+    ]
+    text = new_module.code
+    if text != source:
+        try:
+            compile(text, path, "exec")
+        except SyntaxError as exc:  # a bug of the rewriter, never the user's: say so, write nothing
+            raise PortError(
+                f"{path}: the rewrite does not compile ({exc}); please report it"
+            ) from None
+    return FileResult(path, source, text, findings, notes)
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -72,6 +118,15 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield from _walk(child)
 
 
+def _chain(node: cst.CSTNode) -> tuple[cst.Name, list[str]] | None:
+    """``a.b.c`` -> (the Name ``a``, ["b", "c"]); None for anything but a dotted name."""
+    attributes: list[str] = []
+    while isinstance(node, cst.Attribute):
+        attributes.insert(0, node.attr.value)
+        node = node.value
+    return (node, attributes) if isinstance(node, cst.Name) else None
+
+
 def _has_comment(comma: cst.Comma | cst.MaybeSentinel) -> bool:
     """Whether a comment follows the comma on its line."""
     if not isinstance(comma, cst.Comma):
@@ -80,36 +135,113 @@ def _has_comment(comma: cst.Comma | cst.MaybeSentinel) -> bool:
     return isinstance(after, cst.ParenthesizedWhitespace) and after.first_line.comment is not None
 
 
+def _is_type(compat_name: str) -> bool:
+    """Whether compat's object of that name is a class (used in annotations, not as a value)."""
+    target: object = compat
+    for part in compat_name.split("."):
+        target = getattr(target, part, None)
+    return isinstance(target, type)
+
+
 class Rewriter(cst.CSTTransformer):
     """Finds the uses of the ported torch modules and rewrites those compat can take.
 
     ``findings`` is the report (one per use); ``changes`` counts the rewrites.
     """
 
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
+    METADATA_DEPENDENCIES = (
+        QualifiedNameProvider,
+        PositionProvider,
+        ParentNodeProvider,
+        ScopeProvider,
+    )
 
-    def __init__(self, path: str) -> None:
+    def __init__(
+        self, path: str, stars: StarNames | None = None, keep_values: str | None = None
+    ) -> None:
         super().__init__()
         self.path = path
+        self.stars = stars or StarNames()
+        #: a use left on torch, for which values compat and torch both take stay torch's
+        self.keep_values = keep_values
+        self.values = 0  # values (ReduceOp members, group.WORLD) rewritten
+        self._value_nodes: set[int] = set()
+        #: uses left on torch that may be handed those values through a variable
+        self.receivers: list[Finding] = []
         self.findings: list[Finding] = []
         self.changes = 0
         self._callees: set[int] = set()
         self._handled: set[int] = set()
         self._unported: set[int] = set()  # ReduceOp members compat lacks
+        self._by_node: dict[int, Finding] = {}  # the finding of each rewritten node
+        self._aliases: dict[int, str] = {}  # `dist = torch.distributed`: target -> module
+        self._assumed: str | None = None  # what the last _name_of assumed
+        self._seen: set[int] = set()  # names reported as a whole
+        #: uses of torch.distributed's other packages (DTensor, FSDP, ...), by package
+        self.outside: dict[str, int] = {}
 
-    # -- helpers
+    # -- names
 
     def _name_of(self, node: cst.CSTNode) -> str | None:
-        """The qualified name of ``node`` if it is in a ported module (or is ``hasattr``)."""
+        """The qualified name of ``node`` if it is in a ported module (or is ``hasattr``), as
+        Python will bind it: imports (however aliased, at any scope), ``x = torch.distributed``
+        and star imports."""
+        self._assumed = None
+        if _chain(node) is None:  # `comm.gather(x).mean`: a method of a result, not torch's
+            return None
         try:
             names = self.get_metadata(QualifiedNameProvider, node, set())
         except KeyError:
             return None
         for name in names:
             full = qualified(name.name)
-            if ported(full) or full == "builtins.hasattr":
+            if name.source in _SOURCES and (ported(full) or full == "builtins.hasattr"):
                 return full
+        chain = _chain(node)
+        if chain is None:
+            return None
+        root, attributes = chain
+        base = self._binding(root)
+        if base is None:
+            return None
+        full = qualified(".".join([base, *attributes]))
+        return full if ported(full) else None
+
+    def _binding(self, root: cst.Name) -> str | None:
+        """The module ``root`` names when imports do not say: an assignment of a ported module,
+        or a star import (read from its file, else assumed)."""
+        scope = self.get_metadata(ScopeProvider, root, None)
+        if scope is None:
+            return None
+        assignments = list(scope[root.value])
+        if assignments:
+            targets = {self._aliases.get(id(getattr(a, "node", None))) for a in assignments}
+            if len(targets) == 1 and None not in targets:
+                return targets.pop()
+            return None
+        if root.value in self.stars.bound:
+            return self.stars.bound[root.value]
+        for module in self.stars.modules:
+            full = qualified(f"{module}.{root.value}")
+            if full in candidates() or full.startswith(_REDUCE_OP.rstrip(".")):
+                return full
+        if self.stars.unresolved and root.value in ASSUMED:
+            self._assumed = (
+                f"`{root.value}` is {ASSUMED[root.value]}, from "
+                f"`from {self.stars.unresolved[0]} import *`"
+            )
+            return ASSUMED[root.value]
         return None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """``dist = torch.distributed``: later uses of ``dist`` are torch.distributed's."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        module = self._name_of(node.value)
+        if module is not None and module in _modules():
+            self._aliases[id(node.targets[0].target)] = module
+
+    # -- findings
 
     def _finding(
         self,
@@ -120,7 +252,8 @@ class Rewriter(cst.CSTTransformer):
         compat: str | None = None,
         mindspore: list[str] | None = None,
         differences: list[str] | None = None,
-        reason: str | None = None,
+        left: tuple[str, str] | None = None,
+        record: bool = True,
     ) -> Finding:
         line = self.get_metadata(PositionProvider, node).start.line
         found = Finding(
@@ -131,10 +264,33 @@ class Rewriter(cst.CSTTransformer):
             compat=compat,
             mindspore=mindspore or [],
             differences=differences or [],
-            reason=reason,
+            assumed=self._assumed,
         )
-        self.findings.append(found)
+        if left is not None:
+            found.leave(*left)
+        if record:
+            self.findings.append(found)
         return found
+
+    def _rewritten(self, node: cst.CSTNode, found: Finding) -> None:
+        self.changes += 1
+        self._by_node[id(node)] = found
+
+    def _keep_torch_arguments(self, call: cst.Call, written: str) -> None:
+        """The arguments of ``call``, which stays on torch, stay torch's: un-count their
+        rewrites (the caller puts the original arguments back)."""
+        for node in _walk(call):
+            if node is call.func:
+                continue
+            found = self._by_node.pop(id(node), None)
+            if id(node) in self._value_nodes:
+                self._value_nodes.discard(id(node))
+                self.values -= 1
+            if found is not None and found.rewritten:
+                found.leave(
+                    "inside a torch call", f"an argument of {written}, which stays on torch"
+                )
+                self.changes -= 1
 
     # -- imports are not uses
 
@@ -147,7 +303,7 @@ class Rewriter(cst.CSTTransformer):
     def visit_Call(self, node: cst.Call) -> None:
         self._callees.add(id(node.func))
 
-    # -- ReduceOp.X and bare references
+    # -- names that are not called
 
     def leave_Attribute(
         self, original_node: cst.Attribute, updated_node: cst.Attribute
@@ -160,30 +316,156 @@ class Rewriter(cst.CSTTransformer):
     def _reference(
         self, original: cst.Name | cst.Attribute, updated: cst.Name | cst.Attribute
     ) -> cst.BaseExpression:
-        """A name that is not called: a ReduceOp member is rewritten, anything else reported."""
+        """A name that is not called: rewritten where compat's object can stand in for torch's,
+        else reported."""
         if id(original) in self._callees or id(original) in self._handled:
             return updated
-        name = self._name_of(original)
-        if name is None or name == "builtins.hasattr":
-            return updated
+        if isinstance(original, cst.Attribute) and id(original.value) in self._seen:
+            return updated  # `ReduceOp.SUM.name`: reported at `ReduceOp.SUM`
         parent = self.get_metadata(ParentNodeProvider, original, None)
+        if isinstance(parent, (cst.AssignTarget, cst.Import, cst.ImportFrom)):
+            return updated
+        name = self._name_of(original)
+        if name is None or name == "builtins.hasattr" or name in _modules():
+            return updated
         if isinstance(parent, cst.Attribute) and parent.value is original:
-            return updated  # part of a longer name: handled at the longest
+            longer = self._name_of(parent)
+            if not _known(name) or (longer is not None and _known(longer)):
+                return updated  # part of a longer name: handled at the longest known one
+        if _outside_scope(name):
+            self.outside[name.split(".")[2]] = self.outside.get(name.split(".")[2], 0) + 1
+            return updated
+        self._seen.add(id(original))
         if name.startswith(_REDUCE_OP):
             member = name[len(_REDUCE_OP) :].removeprefix("RedOpType.")
             return self._reduce_op(original, updated, member)
-        if name in PORTED_MODULES:
-            return updated  # the module itself (hasattr(dist, ...) is handled there)
-        api = apis().get(name)
-        self._finding(
-            original,
-            name,
-            _code(original),
-            compat=f"compat.{api.compat}" if api else None,
-            mindspore=mindspore_names(api) if api else [],
-            reason="referenced without a call; rewrite it by hand",
-        )
+        written = _code(original)
+        options = candidates().get(name, ())
+        if not options:
+            found = self._finding(
+                original,
+                name,
+                written,
+                left=("no counterpart", f"compat has no counterpart of {name}"),
+            )
+            if _function_like(name):
+                self.receivers.append(found)
+            return updated
+        first: Finding | None = None
+        for api in options:
+            found = self._finding(
+                original,
+                name,
+                written,
+                compat=f"compat.{api.compat}",
+                mindspore=mindspore_names(api),
+                record=False,
+            )
+            why = self._why_not_replaced(original, api)
+            value = api.params is None and not _is_type(api.compat)
+            if why is None and value and self.keep_values is not None:
+                found.leave("kept for torch", self._kept_reason())
+                self.findings.append(found)
+                return updated
+            if why is None:
+                if value:
+                    self.values += 1
+                    self._value_nodes.add(id(original))
+                self.findings.append(found)
+                self._rewritten(original, found)
+                return _dotted(f"compat.{api.compat}")
+            found.leave("reference", why)
+            first = first or found
+        assert first is not None
+        self.findings.append(first)
+        if api.params is not None:
+            self.receivers.append(first)  # a torch function stored: any call may follow
         return updated
+
+    def _may_receive(self, call: cst.Call, params: Params | None) -> bool:
+        """Whether a variable may hand ``call`` (left on torch) a ReduceOp or a group: an
+        argument other than a literal or torch's own object, at a parameter taking one (by
+        torch's signature; without it, any keyword of that name or positional after the
+        first)."""
+        positional = (
+            [] if params is None else [n for n in params.names if n not in params.keyword_only]
+        )
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                return True
+            if not self._variable(arg.value):
+                continue
+            if arg.keyword is not None:
+                name: str | None = arg.keyword.value
+            elif params is None:
+                name = "op" if index > 0 else None
+            else:
+                name = positional[index] if index < len(positional) else None
+            if name in _VALUE_PARAMS:
+                return True
+        return False
+
+    def _variable(self, value: cst.BaseExpression) -> bool:
+        literals = (cst.SimpleString, cst.Integer, cst.Float, cst.ConcatenatedString)
+        if isinstance(value, literals):
+            return False
+        if isinstance(value, cst.Name) and value.value in ("True", "False", "None"):
+            return False
+        return self._name_of(value) is None  # torch's own ReduceOp.MAX is not a variable
+
+    def _kept_reason(self) -> str:
+        return (
+            f"the file keeps torch.distributed for {self.keep_values}, and compat takes "
+            "torch's value too: kept torch's, which the calls left on torch need"
+        )
+
+    def _why_not_replaced(self, original: cst.CSTNode, api: Api) -> str | None:
+        """Why compat's object cannot replace this reference to torch's (None: it can)."""
+        if api.params is None:
+            if (
+                _is_type(api.compat)
+                and not self._in_annotation(original)
+                and not self._getattr_on(original)
+            ):
+                return (
+                    f"compat.{api.compat} stands for {api.torch} only in annotations "
+                    "(isinstance and other uses see torch's objects too)"
+                )
+            return None
+        if self._handed_to_p2pop(original) or api.drop_in:
+            return None
+        detail = api.result or f"it takes {_signature(api.compat_params)}"
+        return f"referenced without a call, and compat.{api.compat} differs ({detail})"
+
+    def _getattr_on(self, node: cst.CSTNode) -> bool:
+        """``getattr(dist.ReduceOp, name)``: a member by name, which compat's type has too."""
+        arg = self.get_metadata(ParentNodeProvider, node, None)
+        call = self.get_metadata(ParentNodeProvider, arg, None) if arg is not None else None
+        return (
+            isinstance(arg, cst.Arg)
+            and isinstance(call, cst.Call)
+            and call.args[0] is arg
+            and isinstance(call.func, cst.Name)
+            and call.func.value == "getattr"
+        )
+
+    def _in_annotation(self, node: cst.CSTNode) -> bool:
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(current, cst.BaseStatement):
+            if isinstance(current, cst.Annotation):
+                return True
+            current = self.get_metadata(ParentNodeProvider, current, None)
+        return False
+
+    def _handed_to_p2pop(self, node: cst.CSTNode) -> bool:
+        """``P2POp(dist.isend, ...)``: compat.P2POp takes compat.isend/irecv."""
+        arg = self.get_metadata(ParentNodeProvider, node, None)
+        call = self.get_metadata(ParentNodeProvider, arg, None) if arg is not None else None
+        return (
+            isinstance(arg, cst.Arg)
+            and isinstance(call, cst.Call)
+            and self._name_of(call.func) == _P2POP
+        )
 
     def _reduce_op(
         self, original: cst.Name | cst.Attribute, updated: cst.BaseExpression, member: str
@@ -198,12 +480,14 @@ class Rewriter(cst.CSTTransformer):
                 torch_name,
                 _code(original),
                 mindspore=ms,
-                reason=f"compat.ReduceOp has no {member} (it has "
-                f"{', '.join(ReduceOp.__members__)})",
+                left=(
+                    "reduce op",
+                    f"compat.ReduceOp has no {member} (it has {', '.join(ReduceOp.__members__)})",
+                ),
             )
             return updated
         topics = REDUCE_OP_TOPICS.get(member, ("type",))
-        self._finding(
+        found = self._finding(
             original,
             torch_name,
             _code(original),
@@ -211,7 +495,12 @@ class Rewriter(cst.CSTTransformer):
             mindspore=ms,
             differences=differences(api, (), topics) if api else [],
         )
-        self.changes += 1
+        if self.keep_values is not None:
+            found.leave("kept for torch", self._kept_reason())
+            return updated
+        self.values += 1
+        self._value_nodes.add(id(original))
+        self._rewritten(original, found)
         return _dotted(f"compat.ReduceOp.{member}")
 
     # -- calls
@@ -222,26 +511,55 @@ class Rewriter(cst.CSTTransformer):
             return updated_node
         if name == "builtins.hasattr":
             return self._hasattr(original_node, updated_node)
-        if name.startswith("torch.distributed.ReduceOp"):
+        if name.startswith("torch.distributed.ReduceOp") or name in _modules():
+            return updated_node
+        if _outside_scope(name):
+            package = name.split(".")[2]
+            self.outside[package] = self.outside.get(package, 0) + 1
             return updated_node
         written = _code(original_node.func)
-        api = apis().get(name)
-        if api is None or api.params is None or api.compat_params is None:
-            self._finding(
+        options = [
+            api
+            for api in candidates().get(name, ())
+            if api.params is not None and api.compat_params is not None
+        ]
+        if not options:
+            found = self._finding(
                 original_node,
                 name,
                 written,
-                reason=f"compat has no counterpart of {name} (no pair in the mapping tables)",
+                left=("no counterpart", f"compat has no counterpart of {name}"),
             )
-            return updated_node
-        found = self._finding(
-            original_node,
-            name,
-            written,
-            compat=f"compat.{api.compat}",
-            mindspore=mindspore_names(api),
-        )
-        return self._rewrite(api, api.params, api.compat_params, original_node, updated_node, found)
+            if self._may_receive(original_node, None):
+                self.receivers.append(found)
+            return self._stays_on_torch(original_node, updated_node, written)
+        attempts: list[Finding] = []
+        for api in options:
+            assert api.params is not None and api.compat_params is not None
+            found = self._finding(
+                original_node,
+                name,
+                written,
+                compat=f"compat.{api.compat}",
+                mindspore=mindspore_names(api),
+                record=False,
+            )
+            rewritten = self._rewrite(
+                api, api.params, api.compat_params, original_node, updated_node, found
+            )
+            if rewritten is not None:
+                self.findings.append(found)
+                self._rewritten(original_node, found)
+                return rewritten
+            attempts.append(found)
+        self.findings.append(attempts[0])  # the reason the preferred form could not be used
+        if self._may_receive(original_node, options[0].params):
+            self.receivers.append(attempts[0])
+        return self._stays_on_torch(original_node, updated_node, written)
+
+    def _stays_on_torch(self, original: cst.Call, updated: cst.Call, written: str) -> cst.Call:
+        self._keep_torch_arguments(original, written)
+        return updated.with_changes(args=original.args)
 
     def _hasattr(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         """``hasattr(dist, "name")`` -> ``hasattr(compat, "compat_name")``."""
@@ -261,14 +579,17 @@ class Rewriter(cst.CSTTransformer):
                 original,
                 torch_name,
                 written,
-                reason=f"compat has no counterpart of {torch_name}; the check stays on torch",
+                left=(
+                    "no counterpart",
+                    f"compat has no counterpart of {torch_name}; the check stays on torch",
+                ),
             )
             return updated
         target = api.compat.rsplit(".", 1)
         owner = "compat" if len(target) == 1 else f"compat.{target[0]}"
         renamed = f"{string.prefix}{string.quote}{target[-1]}{string.quote}"
-        self._finding(original, torch_name, written, compat=f"hasattr({owner}, {renamed})")
-        self.changes += 1
+        found = self._finding(original, torch_name, written, compat=f"hasattr({owner}, {renamed})")
+        self._rewritten(original, found)
         new_args = [
             updated.args[0].with_changes(value=_dotted(owner)),
             updated.args[1].with_changes(value=cst.SimpleString(renamed)),
@@ -283,55 +604,100 @@ class Rewriter(cst.CSTTransformer):
         original: cst.Call,
         updated: cst.Call,
         found: Finding,
-    ) -> cst.Call:
-        """The compat call for a torch call, or ``updated`` with ``found.reason`` saying why not."""
-        bound = self._bind(api, params, updated, found)
-        if bound is None:
-            return updated
-        found.differences = differences(api, bound)
+    ) -> cst.Call | None:
+        """The compat call for a torch call, or None with ``found``'s reason saying why not."""
         bad = [_code(n) for n in _walk(original) if id(n) in self._unported]
         if bad:
-            found.reason = f"compat has no {', '.join(bad)}"
-            return updated
+            found.leave("reduce op", f"compat has no {', '.join(bad)}")
+            return None
+        if api.result is not None and self._result_used(original):
+            found.leave("result", f"its result is used, and the results differ: {api.result}")
+            return None
+        if any(arg.star for arg in updated.args):
+            return self._rewrite_unpacked(api, params, target, updated, found)
+        bound = self._bind(api, params, updated, found)
+        if bound is None:
+            return None
+        found.differences = differences(api, bound)
         mapped = self._map(api, params, target, bound, found)
         if mapped is None:
-            return updated
+            return None
         if "out" in mapped and "async_op" in mapped and _code(mapped["async_op"].value) != "False":
-            found.reason = (
-                f"async_op: compat.{api.compat} then returns (tensor, Work) where torch "
-                "returns a Work; rewrite by hand"
+            found.leave(
+                "async",
+                f"async_op: compat.{api.compat} then returns (tensor, Work) where torch returns "
+                "a Work",
             )
-            return updated
+            return None
         missing = [p for p in target.required if p not in mapped]
         if missing:
-            found.reason = f"compat.{api.compat} needs {', '.join(missing)}, not given"
-            return updated
-        self.changes += 1
+            found.leave("argument", f"compat.{api.compat} needs {', '.join(missing)}, not given")
+            return None
         ordered = _ordered(target, mapped)
-        return updated.with_changes(
+        call = updated.with_changes(
             func=_dotted(f"compat.{api.compat}"), args=_with_commas(ordered, updated.args)
         )
+        if not ordered:
+            call = call.with_changes(whitespace_before_args=cst.SimpleWhitespace(""))
+        return call
+
+    def _result_used(self, call: cst.Call) -> bool:
+        return not isinstance(self.get_metadata(ParentNodeProvider, call, None), cst.Expr)
+
+    def _rewrite_unpacked(
+        self, api: Api, params: Params, target: Params, call: cst.Call, found: Finding
+    ) -> cst.Call | None:
+        """``f(a, *args, **kwargs)``: rewritten only where whatever they carry reaches the same
+        parameter of compat's function as of torch's."""
+        torch_positional = [n for n in params.names if n not in params.keyword_only]
+        compat_positional = [n for n in target.names if n not in target.keyword_only]
+        starred = any(arg.star == "*" for arg in call.args)
+        same_positions = (
+            compat_positional[: len(torch_positional)] == torch_positional
+            if starred
+            else all(
+                index < len(compat_positional)
+                and compat_positional[index] == torch_positional[index]
+                for index, arg in enumerate(call.args)
+                if arg.keyword is None and not arg.star
+            )
+        )
+        missing = sorted(set(params.names) - set(target.names))
+        if not same_positions or missing:
+            why = (
+                f"compat.{api.compat} has no {', '.join(missing)}"
+                if missing
+                else (f"compat.{api.compat} takes its arguments in another order")
+            )
+            found.leave(
+                "unpacked arguments",
+                f"{', '.join(_code(a) for a in call.args if a.star)} may carry what "
+                f"compat cannot take: {why}",
+            )
+            return None
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value not in target.names:
+                found.leave("argument", f"compat.{api.compat} has no {arg.keyword.value}")
+                return None
+        return call.with_changes(func=_dotted(f"compat.{api.compat}"))
 
     def _bind(
         self, api: Api, params: Params, call: cst.Call, found: Finding
     ) -> dict[str, cst.Arg] | None:
         """The call's arguments by torch's parameter (from the tables' signature); None (and
-        ``found.reason``) if they cannot be matched."""
+        ``found``'s reason) if they cannot be matched."""
         bound: dict[str, cst.Arg] = {}
         positional = [n for n in params.names if n not in params.keyword_only]
         for index, arg in enumerate(call.args):
-            if arg.star:
-                found.reason = f"*args/**kwargs ({_code(arg)}) cannot be matched to parameters"
-                return None
             if arg.keyword is None:
                 if index >= len(positional):
-                    found.reason = f"more positional arguments than {api.torch} takes"
+                    found.leave("argument", f"more positional arguments than {api.torch} takes")
                     return None
                 bound[positional[index]] = arg
             elif arg.keyword.value in params.names:
                 bound[arg.keyword.value] = arg
             else:
-                found.reason = f"{api.torch} has no parameter {arg.keyword.value}"
+                found.leave("argument", f"{api.torch} has no parameter {arg.keyword.value}")
                 return None
         return bound
 
@@ -343,18 +709,12 @@ class Rewriter(cst.CSTTransformer):
         bound: dict[str, cst.Arg],
         found: Finding,
     ) -> dict[str, cst.Arg] | None:
-        """The bound arguments by compat's parameter; what compat does without is dropped (and
-        reported); None (and ``found.reason``) if an argument has no compat parameter."""
+        """The bound arguments by compat's parameter; torch's defaults compat lacks are dropped
+        (and reported); None (and ``found``'s reason) if another argument has no compat
+        parameter."""
         mapped: dict[str, cst.Arg] = {}
-        is_init = api.compat == "init"
         for param, arg in bound.items():
             value = _code(arg.value)
-            if is_init and param not in INIT_KEEPS:
-                found.dropped.append(
-                    f"{param}={value} (compat.init takes it from the launcher's "
-                    "environment and the device)"
-                )
-                continue
             renamed = RENAMES.get(param)
             if param in target.names:
                 mapped[param] = arg
@@ -364,31 +724,97 @@ class Rewriter(cst.CSTTransformer):
                 found.dropped.append(f"{param}={value} (torch's default)")
             else:
                 why = row_text(api, param)
-                found.reason = f"compat.{api.compat} has no {param}" + (f" ({why})" if why else "")
+                found.leave(
+                    "argument",
+                    f"compat.{api.compat} has no {param}" + (f" ({why})" if why else ""),
+                )
                 return None
         return mapped
 
 
+# torch.distributed's packages that are not collective communication (sharded tensors, FSDP,
+# elastic launch, RPC, checkpoints, pipelining): compat does not cover them, and the report
+# counts their uses apart from the uses of the collectives.
+OUTSIDE_SCOPE = (
+    "tensor",
+    "_tensor",
+    "device_mesh",
+    "fsdp",
+    "_composable",
+    "elastic",
+    "rpc",
+    "checkpoint",
+    "pipelining",
+    "optim",
+    "algorithms",
+    "launcher",
+    "run",
+    "autograd",
+    "nn.parallel",
+    "_shard",
+    "_sharded_tensor",
+    "_spmd",
+    "_symmetric_memory",
+)
+
+
+def _function_like(name: str) -> bool:
+    """A name that may be a function (``all_reduce_coalesced``), not a constant or a class
+    (``Backend.NCCL``, ``_GLOO_AVAILABLE``, ``ProcessGroup``)."""
+    last = name.rsplit(".", 1)[-1].lstrip("_")
+    return bool(last) and last[0].islower()
+
+
+def _known(name: str) -> bool:
+    """A name the tables pair, or a ReduceOp member."""
+    member = name.removeprefix(_REDUCE_OP).removeprefix("RedOpType.")
+    return name in apis() or (name.startswith(_REDUCE_OP) and "." not in member)
+
+
+def _outside_scope(name: str) -> bool:
+    rest = name.removeprefix("torch.distributed.")
+    return rest != name and any(rest == p or rest.startswith(p + ".") for p in OUTSIDE_SCOPE)
+
+
+def _modules() -> set[str]:
+    """The ported modules and their submodules that are modules, not APIs."""
+    return {
+        *PORTED_MODULES,
+        "torch.distributed.nn",
+        "torch.distributed.nn.functional",
+        "torch.distributed._functional_collectives",
+        "torch.distributed.distributed_c10d",
+        "torch.distributed.group",
+        "torch.distributed.GroupMember",
+    }
+
+
+def _signature(params: Params | None) -> str:
+    if params is None:
+        return "no arguments"
+    return "(" + ", ".join(params.names) + ")"
+
+
 def _ordered(target: Params, mapped: dict[str, cst.Arg]) -> list[cst.Arg]:
-    """The arguments in compat's parameter order: positional while they can be, then keywords
-    (``name=value``, spelled as compat names the parameter)."""
+    """The arguments for compat's function: positional while compat's parameter order allows,
+    then keywords (``name=value``, spelled as compat names the parameter) in the order written."""
     ordered: list[cst.Arg] = []
-    keywords = False
     for param in target.names:
-        if param not in mapped:
-            keywords = True
+        arg = mapped.get(param)
+        if arg is None or param in target.keyword_only or arg.keyword is not None:
+            break
+        ordered.append(arg)
+    for param, arg in mapped.items():
+        if any(arg is done for done in ordered):
             continue
-        arg = mapped[param]
-        if keywords or param in target.keyword_only or arg.keyword is not None:
-            keywords = True
-            if arg.keyword is None or arg.keyword.value != param:
-                arg = arg.with_changes(
-                    keyword=cst.Name(param),
-                    equal=cst.AssignEqual(
-                        whitespace_before=cst.SimpleWhitespace(""),
-                        whitespace_after=cst.SimpleWhitespace(""),
-                    ),
-                )
+        if arg.keyword is None or arg.keyword.value != param:
+            arg = arg.with_changes(
+                keyword=cst.Name(param),
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""),
+                    whitespace_after=cst.SimpleWhitespace(""),
+                ),
+            )
         ordered.append(arg)
     return ordered
 
@@ -426,12 +852,17 @@ def _with_commas(ordered: list[cst.Arg], written: Sequence[cst.Arg]) -> list[cst
 # -- imports -------------------------------------------------------------------------------------
 
 
-def fix_imports(module: cst.Module) -> cst.Module:
-    """Remove torch.distributed / torch.cuda.comm imports with no use left; add ``import compat``
-    after the last top-level import if it is missing."""
+def fix_imports(original: cst.Module, module: cst.Module) -> cst.Module:
+    """Remove the torch.distributed / torch.cuda.comm imports (and ``import torch``) the rewrite
+    left unused; add ``import compat`` after the last top-level import if it is missing."""
+    unused_before = {name for _, name in _unused_imports(MetadataWrapper(original))}
     wrapper = MetadataWrapper(module)
-    pruner = ImportPruner(_unused_imports(wrapper))
+    unused = {(node, name) for node, name in _unused_imports(wrapper) if name not in unused_before}
+    pruner = ImportPruner(unused)
     module = wrapper.module.visit(pruner)
+    if not _uses_ported(module):
+        # `import torch.distributed.nn` kept for `torch.cat`: only `torch` is still needed
+        module = module.visit(DottedImportNarrower())
     if pruner.has_compat:
         return module
     body = list(module.body)
@@ -441,15 +872,79 @@ def fix_imports(module: cst.Module) -> cst.Module:
             isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
         ):
             last = index
-    if last < 0:  # after the docstring, if any
+    if last < 0:  # after the docstring and `from __future__` imports, if any
         docstring = module.get_docstring() is not None
         last = 0 if docstring else -1
     body.insert(last + 1, cst.parse_statement("import compat\n"))
     return module.with_changes(body=body)
 
 
+class _PortedUses(cst.CSTVisitor):
+    """Counts the names outside imports that still resolve into a ported module."""
+
+    METADATA_DEPENDENCIES = (QualifiedNameProvider,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        names = self.get_metadata(QualifiedNameProvider, node, set())
+        self.count += any(ported(qualified(name.name)) for name in names)
+
+
+def _uses_ported(module: cst.Module) -> bool:
+    counter = _PortedUses()
+    MetadataWrapper(module).visit(counter)
+    return counter.count > 0
+
+
+class DottedImportNarrower(cst.CSTTransformer):
+    """``import torch.distributed[.x]`` (no ``as``) -> ``import torch``, once per block: the file
+    uses nothing of the ported modules any more, only ``torch``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: list[set[str]] = [set()]
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._seen.append(set())
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        self._seen.pop()
+        return updated_node
+
+    def leave_Import(
+        self, original_node: cst.Import, updated_node: cst.Import
+    ) -> cst.Import | cst.RemovalSentinel:
+        names: list[cst.ImportAlias] = []
+        for alias in updated_node.names:
+            dotted = _code(alias.name)
+            if alias.asname is None and dotted != "torch" and ported(qualified(dotted)):
+                alias = alias.with_changes(name=cst.Name("torch"))
+                dotted = "torch"
+            if alias.asname is None and dotted == "torch" and "torch" in self._seen[-1]:
+                continue
+            if alias.asname is None:
+                self._seen[-1].add(dotted)
+            names.append(alias)
+        if not names:
+            return cst.RemoveFromParent()
+        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated_node.with_changes(names=names)
+
+
 def _unused_imports(wrapper: MetadataWrapper) -> set[tuple[int, str]]:
-    """(id of the import node, bound name) of each ported-module import nothing refers to."""
+    """(id of the import node, bound name) of each ported-module (or ``torch``) import nothing
+    refers to."""
     scopes = wrapper.resolve(ScopeProvider)
     unused: set[tuple[int, str]] = set()
     for scope in set(scopes.values()):
@@ -460,7 +955,7 @@ def _unused_imports(wrapper: MetadataWrapper) -> set[tuple[int, str]]:
             if not isinstance(node, (cst.Import, cst.ImportFrom)) or assignment.references:
                 continue
             names = {q.name for q in scope.get_qualified_names_for(assignment.name)}
-            if any(ported(qualified(name)) for name in names):
+            if any(ported(qualified(name)) or name == "torch" for name in names):
                 unused.add((id(node), assignment.name))
     return unused
 
@@ -473,13 +968,80 @@ def _bound_name(alias: cst.ImportAlias) -> str:
 
 
 class ImportPruner(cst.CSTTransformer):
-    """Drops the ``unused`` names from imports (the import if none is left) and notes whether
-    ``import compat`` is there."""
+    """Drops the ``unused`` names from imports (the import if none is left; ``import compat`` in
+    its place if it was alone in its block) and notes whether a top-level ``import compat`` is
+    there."""
 
     def __init__(self, unused: set[tuple[int, str]]) -> None:
         super().__init__()
         self.unused = unused
         self.has_compat = False
+        self._depth = 0
+        self._removed: set[int] = set()  # statements whose every import was removed
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._depth += 1
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        self._depth -= 1
+        if original_node.body and not updated_node.body:
+            # The block held only imports the rewrite made unused: compat's, rather than `pass`.
+            return updated_node.with_changes(body=[cst.parse_statement("import compat\n")])
+        return updated_node.with_changes(body=self._closed_up(original_node, updated_node))
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return updated_node.with_changes(
+            body=self._closed_up(original_node, updated_node, add_compat=not self.has_compat)
+        )
+
+    def _closed_up(
+        self,
+        original: cst.IndentedBlock | cst.Module,
+        updated: cst.IndentedBlock | cst.Module,
+        add_compat: bool = False,
+    ) -> list[cst.BaseStatement]:
+        """Imports removed at the start of a block give their leading lines to the statement
+        after them (no blank line opens a block); elsewhere the spacing stays as written. With
+        ``add_compat``, ``import compat`` takes the place of the first import removed."""
+        kept = iter(updated.body)
+        body: list[cst.BaseStatement] = []
+        inherited: Sequence[cst.EmptyLine] | None = None
+        for statement in original.body:
+            if id(statement) in self._removed:
+                if add_compat and isinstance(statement, cst.SimpleStatementLine):
+                    body.append(
+                        cst.parse_statement("import compat\n").with_changes(
+                            leading_lines=statement.leading_lines
+                        )
+                    )
+                    add_compat = False
+                    self.has_compat = True
+                elif (
+                    not body
+                    and inherited is None
+                    and isinstance(statement, cst.SimpleStatementLine)
+                ):
+                    inherited = statement.leading_lines
+                continue
+            new = next(kept)
+            if inherited is not None and isinstance(
+                new, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+            ):
+                new = new.with_changes(leading_lines=inherited)
+            inherited = None
+            body.append(new)
+        body.extend(kept)
+        return body
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
+        if original_node.body and not updated_node.body:
+            self._removed.add(id(original_node))
+            return cst.RemoveFromParent()
+        return updated_node
 
     def _prune(
         self, original: cst.Import | cst.ImportFrom, updated: cst.Import | cst.ImportFrom
@@ -497,7 +1059,9 @@ class ImportPruner(cst.CSTTransformer):
     def leave_Import(
         self, original_node: cst.Import, updated_node: cst.Import
     ) -> cst.Import | cst.ImportFrom | cst.RemovalSentinel:
-        if any(_code(a.name) == "compat" and a.asname is None for a in updated_node.names):
+        if self._depth == 0 and any(
+            _code(a.name) == "compat" and a.asname is None for a in updated_node.names
+        ):
             self.has_compat = True
         return self._prune(original_node, updated_node)
 

@@ -15,15 +15,48 @@ from compat import tables
 
 # The torch modules whose calls are ported.
 PORTED_MODULES = ("torch.distributed", "torch.cuda.comm")
-# Where torch defines what torch.distributed re-exports.
-ALIASES = {"torch.distributed.distributed_c10d.": "torch.distributed."}
+# Other spellings of the same torch names, by prefix: where torch defines what torch.distributed
+# re-exports, and torch.distributed.nn, which re-exports torch.distributed.nn.functional.
+ALIASES = {
+    "torch.distributed.distributed_c10d.": "torch.distributed.",
+    "torch._C._distributed_c10d.": "torch.distributed.",
+    "torch.distributed.nn.functional.": "torch.distributed.nn.functional.",
+    "torch.distributed.nn.api.": "torch.distributed.nn.functional.",
+    "torch.distributed.nn.": "torch.distributed.nn.functional.",
+}
 # Output-buffer form -> compat's functional form: torch's parameter -> compat's.
-RENAMES = {"output": "out", "input": "tensor", "output_tensor": "out", "input_tensor": "tensor"}
+RENAMES = {
+    "output": "out",
+    "input": "tensor",
+    "output_tensor": "out",
+    "input_tensor": "tensor",
+    "self": "tensor",  # funcol
+    "reduceOp": "op",  # funcol
+    "gather_dim": "dim",  # funcol
+    "scatter_dim": "dim",  # funcol
+    "rank": "group_rank",  # _get_global_rank
+}
 # The reduce_op table's behaviour rows worth repeating at a use of a member.
 REDUCE_OP_TOPICS = {"PRODUCT": ("type", "product")}
-# compat.init takes only these of init_process_group's arguments; the rest are dropped (reported):
-# the launcher's environment and the device choose rendezvous, rank, world size and backend.
-INIT_KEEPS = ("timeout",)
+
+# Why a use is left on torch: category -> what to do by hand. The report groups by category.
+HINTS = {
+    "no counterpart": "keep it on torch (the file then still imports torch.distributed) or "
+    "replace it by hand with compat calls",
+    "argument": "compat has no such parameter: drop it if it is a default or a hint, else keep "
+    "the call on torch",
+    "unpacked arguments": "pass the arguments by name, or check that compat's function takes "
+    "every one of them, then rewrite by hand",
+    "result": "compat returns something else here: rewrite by hand where the result is used",
+    "async": "with async_op, compat's functional form returns (tensor, Work) where torch returns "
+    "a Work: rewrite by hand",
+    "reference": "compat's function has another signature: call it where this name is called",
+    "inside a torch call": "an argument of a call left on torch stays torch's: port that call "
+    "first",
+    "reduce op": "compat.ReduceOp lacks this member: keep the call on torch",
+    "kept for torch": "compat takes torch's value as it is: it goes once the uses left on torch "
+    "are ported",
+}
 
 
 class PortError(Exception):
@@ -43,17 +76,45 @@ class Finding:
     differences: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # arguments the rewrite leaves out
     reason: str | None = None  # why it is not rewritten (None: rewritten)
+    category: str | None = None  # the reason's key in HINTS
+    assumed: str | None = None  # what name resolution assumed to find this use
 
     @property
     def rewritten(self) -> bool:
         return self.reason is None
 
+    def leave(self, category: str, reason: str) -> None:
+        """Mark the use as left on torch, for ``reason`` (grouped under ``category``)."""
+        self.category = category
+        self.reason = reason
+
+    @property
+    def hint(self) -> str:
+        return HINTS.get(self.category or "", "")
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "line": self.line,
+            "written": self.written,
+            "torch": self.torch,
+            "compat": self.compat,
+            "rewritten": self.rewritten,
+            "category": self.category,
+            "reason": self.reason,
+            "hint": self.hint if self.reason else None,
+            "mindspore": self.mindspore,
+            "differences": self.differences,
+            "dropped": self.dropped,
+            "assumed": self.assumed,
+        }
+
     def text(self) -> str:
         where = f"{self.path}:{self.line}: {self.written}"
         ms = f" (MindSpore: {' / '.join(self.mindspore)})" if self.mindspore else ""
+        assumed = f" (assumed {self.assumed})" if self.assumed else ""
         if self.reason is not None:
-            return f"{where} -> not rewritten: {self.reason}{ms}"
-        parts = [f"{where} -> {self.compat}{ms}"]
+            return f"{where} -> not rewritten: {self.reason}{ms}{assumed}"
+        parts = [f"{where} -> {self.compat}{ms}{assumed}"]
         if self.dropped:
             parts.append("dropped: " + "; ".join(self.dropped))
         if self.differences:
@@ -67,6 +128,7 @@ class FileResult:
     source: str
     rewritten: str
     findings: list[Finding]
+    notes: list[str] = field(default_factory=list)  # what name resolution could not know
 
     @property
     def changed(self) -> bool:
@@ -127,35 +189,72 @@ class Api:
     compat: str  # compat name, e.g. "reduce_scatter_tensor", "comm.scatter"
     compat_params: Params | None
     pairs: tuple[dict[str, Any], ...]
+    result: str | None = None  # how compat's result differs from torch's; None: the same
+
+    @property
+    def drop_in(self) -> bool:
+        """compat's function takes every call torch's takes, by position and by name, and
+        returns the same: a reference to it can replace a reference to torch's."""
+        if self.result is not None or self.params is None or self.compat_params is None:
+            return False
+        torch_positional = [n for n in self.params.names if n not in self.params.keyword_only]
+        compat_positional = [
+            n for n in self.compat_params.names if n not in self.compat_params.keyword_only
+        ]
+        return compat_positional[: len(torch_positional)] == torch_positional and set(
+            self.params.names
+        ) <= set(self.compat_params.names)
 
 
 @cache
-def apis() -> dict[str, Api]:
-    """Every torch API with a pair in the tables, by qualified name."""
-    found: dict[str, Api] = {}
+def candidates() -> dict[str, tuple[Api, ...]]:
+    """Every torch API with a pair in the tables, by qualified name: the compat functions a use
+    can become, in the order the port tries them. First the pair marked ``port = true``, else
+    the one whose compat function has the torch name (reduce_scatter -> reduce_scatter, not
+    reduce_scatter_tensor); then the other pairs (a drop-in form where the first returns
+    something else)."""
+    found: dict[str, tuple[Api, ...]] = {}
     for table in tables.families():
         by_torch: dict[str, list[dict[str, Any]]] = {}
         for pair in table.get("pairs", []):
-            if "torch" in pair:
+            if "torch" in pair and pair.get("compat"):
                 by_torch.setdefault(pair["torch"], []).append(pair)
         for name, pairs in by_torch.items():
             short = name.rsplit(".", 1)[1]
-            # The pair whose compat function has the torch name (reduce_scatter ->
-            # reduce_scatter, not reduce_scatter_tensor), else the first.
-            chosen = next((p for p in pairs if p["compat"].split(".")[-1] == short), pairs[0])
-            entry = table["apis"].get(name, {})
-            signature = entry.get("signature")
-            compat_entry = table.get("compat", {}).get(chosen["compat"], {})
-            compat_signature = compat_entry.get("signature")
-            found[name] = Api(
-                torch=name,
-                family=table["family"],
-                params=parse_signature(signature) if signature else None,
-                compat=chosen["compat"],
-                compat_params=parse_signature(compat_signature) if compat_signature else None,
-                pairs=(chosen, *(p for p in pairs if p is not chosen)),
-            )
+            pairs.sort(
+                key=lambda p: (not p.get("port"), p["compat"].split(".")[-1] != short)
+            )  # stable: the tables' order otherwise
+            signature = table["apis"].get(name, {}).get("signature")
+            options: list[Api] = []
+            for pair in pairs:
+                if any(option.compat == pair["compat"] for option in options):
+                    continue
+                compat_signature = table.get("compat", {}).get(pair["compat"], {}).get("signature")
+                options.append(
+                    Api(
+                        torch=name,
+                        family=table["family"],
+                        params=parse_signature(signature) if signature else None,
+                        compat=pair["compat"],
+                        compat_params=(
+                            parse_signature(compat_signature) if compat_signature else None
+                        ),
+                        pairs=(pair, *(p for p in pairs if p is not pair)),
+                        result=pair.get("result"),
+                    )
+                )
+            found[qualified(name)] = tuple(options)
     return found
+
+
+def apis() -> dict[str, Api]:
+    """The first of :func:`candidates` of each torch API."""
+    return _first()
+
+
+@cache
+def _first() -> dict[str, Api]:
+    return {name: options[0] for name, options in candidates().items()}
 
 
 def mindspore_names(api: Api) -> list[str]:
@@ -195,6 +294,7 @@ def row_text(api: Api, param: str) -> str:
 
 
 def qualified(name: str) -> str:
+    """torch's name for ``name``: the first of :data:`ALIASES` that prefixes it, replaced."""
     for prefix, replacement in ALIASES.items():
         if name.startswith(prefix):
             return replacement + name[len(prefix) :]
