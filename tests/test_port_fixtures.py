@@ -197,7 +197,7 @@ EXPECTED: dict[str, Expected] = {
             "is_initialized": 1,
             "get_world_size": 1,
             "get_rank": 1,
-            "barrier": 3,
+            "barrier": 2,
             "all_reduce": 2,
             "init_process_group": 1,
             "destroy_process_group": 1,

@@ -1,21 +1,14 @@
-"""``compat port``: find ``torch.distributed`` and ``torch.cuda.comm`` calls in Python files,
-report their compat and MindSpore counterparts, and rewrite them to compat calls.
+"""``compat port``: find the uses of ``torch.distributed`` and ``torch.cuda.comm`` in Python
+files, rewrite those compat can take without changing what the program does, and report the
+rest with the reason and what to do by hand.
 
-Every fact about an API (its parameters, their order and defaults, its MindSpore counterparts and
-how the parameters differ) comes from the mapping tables (``mapping_tables/api_*.toml``, through
-:mod:`compat.tables`, read in :mod:`._model`); this package holds only the rewriting rules. The
-rewriting (:mod:`._cst`) uses libcst, an optional dependency (``pip install
-collective-compat[port]``) imported when a file is ported, so that formatting and comments are
-preserved and imports are resolved however they are aliased
-(``import torch.distributed as dist``, ``from torch.distributed import reduce_scatter as rs``,
-``from torch import distributed``, ``import torch.cuda.comm as comm``, ...).
-
-What is rewritten: calls whose torch API has a pair in the tables and whose every argument has a
-compat parameter (renamed where compat's functional form differs: ``output`` -> ``out=``,
-``input`` -> ``tensor``); ``ReduceOp.X`` -> ``compat.ReduceOp.X``; ``hasattr(dist, "name")`` ->
-``hasattr(compat, "name")``. Everything else is reported with the reason. ``import compat`` is
-added after the other imports; a ``torch.distributed``/``torch.cuda.comm`` import with no use left
-is removed (``import torch`` is kept).
+Every fact about an API (its parameters, their order and defaults, its MindSpore and compat
+counterparts, how their results differ) comes from the mapping tables
+(``mapping_tables/api_*.toml``, read in :mod:`._model`); this package holds only the rules. Names
+are resolved as Python will bind them (:mod:`._names` reads the files star imports come from);
+the rewrite (:mod:`._cst`) uses libcst, an optional dependency (``pip install
+'collective-compat[port]'``) imported when a file is ported, so that formatting and comments are
+preserved. The rules are listed in docs/porting.md.
 """
 
 from __future__ import annotations

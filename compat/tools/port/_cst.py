@@ -351,7 +351,7 @@ class Rewriter(cst.CSTTransformer):
             if _function_like(name):
                 self.receivers.append(found)
             return updated
-        first: Finding | None = None
+        attempts: list[Finding] = []
         for api in options:
             found = self._finding(
                 original,
@@ -375,11 +375,10 @@ class Rewriter(cst.CSTTransformer):
                 self._rewritten(original, found)
                 return _dotted(f"compat.{api.compat}")
             found.leave("reference", why)
-            first = first or found
-        assert first is not None
-        self.findings.append(first)
-        if api.params is not None:
-            self.receivers.append(first)  # a torch function stored: any call may follow
+            attempts.append(found)
+        self.findings.append(attempts[0])  # the reason the preferred form could not be used
+        if options[0].params is not None:
+            self.receivers.append(attempts[0])  # a torch function stored: any call may follow
         return updated
 
     def _may_receive(self, call: cst.Call, params: Params | None) -> bool:
@@ -437,16 +436,22 @@ class Rewriter(cst.CSTTransformer):
         detail = api.result or f"it takes {_signature(api.compat_params)}"
         return f"referenced without a call, and compat.{api.compat} differs ({detail})"
 
-    def _getattr_on(self, node: cst.CSTNode) -> bool:
-        """``getattr(dist.ReduceOp, name)``: a member by name, which compat's type has too."""
+    def _argument_of(self, node: cst.CSTNode) -> tuple[cst.Arg, cst.Call] | None:
+        """The argument and the call when ``node`` is passed to a call, else None."""
         arg = self.get_metadata(ParentNodeProvider, node, None)
         call = self.get_metadata(ParentNodeProvider, arg, None) if arg is not None else None
+        if isinstance(arg, cst.Arg) and isinstance(call, cst.Call):
+            return arg, call
+        return None
+
+    def _getattr_on(self, node: cst.CSTNode) -> bool:
+        """``getattr(dist.ReduceOp, name)``: a member by name, which compat's type has too."""
+        passed = self._argument_of(node)
         return (
-            isinstance(arg, cst.Arg)
-            and isinstance(call, cst.Call)
-            and call.args[0] is arg
-            and isinstance(call.func, cst.Name)
-            and call.func.value == "getattr"
+            passed is not None
+            and passed[1].args[0] is passed[0]
+            and isinstance(passed[1].func, cst.Name)
+            and passed[1].func.value == "getattr"
         )
 
     def _in_annotation(self, node: cst.CSTNode) -> bool:
@@ -459,13 +464,8 @@ class Rewriter(cst.CSTTransformer):
 
     def _handed_to_p2pop(self, node: cst.CSTNode) -> bool:
         """``P2POp(dist.isend, ...)``: compat.P2POp takes compat.isend/irecv."""
-        arg = self.get_metadata(ParentNodeProvider, node, None)
-        call = self.get_metadata(ParentNodeProvider, arg, None) if arg is not None else None
-        return (
-            isinstance(arg, cst.Arg)
-            and isinstance(call, cst.Call)
-            and self._name_of(call.func) == _P2POP
-        )
+        passed = self._argument_of(node)
+        return passed is not None and self._name_of(passed[1].func) == _P2POP
 
     def _reduce_op(
         self, original: cst.Name | cst.Attribute, updated: cst.BaseExpression, member: str
@@ -519,7 +519,7 @@ class Rewriter(cst.CSTTransformer):
             return updated_node
         written = _code(original_node.func)
         options = [
-            api
+            (api, api.params, api.compat_params)
             for api in candidates().get(name, ())
             if api.params is not None and api.compat_params is not None
         ]
@@ -534,8 +534,7 @@ class Rewriter(cst.CSTTransformer):
                 self.receivers.append(found)
             return self._stays_on_torch(original_node, updated_node, written)
         attempts: list[Finding] = []
-        for api in options:
-            assert api.params is not None and api.compat_params is not None
+        for api, params, target in options:
             found = self._finding(
                 original_node,
                 name,
@@ -544,16 +543,14 @@ class Rewriter(cst.CSTTransformer):
                 mindspore=mindspore_names(api),
                 record=False,
             )
-            rewritten = self._rewrite(
-                api, api.params, api.compat_params, original_node, updated_node, found
-            )
+            rewritten = self._rewrite(api, params, target, original_node, updated_node, found)
             if rewritten is not None:
                 self.findings.append(found)
                 self._rewritten(original_node, found)
                 return rewritten
             attempts.append(found)
         self.findings.append(attempts[0])  # the reason the preferred form could not be used
-        if self._may_receive(original_node, options[0].params):
+        if self._may_receive(original_node, options[0][1]):
             self.receivers.append(attempts[0])
         return self._stays_on_torch(original_node, updated_node, written)
 
