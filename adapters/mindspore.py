@@ -118,6 +118,13 @@ class _Differentiable(ms.nn.Cell):  # type: ignore[misc]
 class MindSporeAdapter(Adapter):
     framework = "mindspore"
     native_group_names = "a MindSpore group name (str)"
+    # mint.distributed's send/recv/isend/irecv take tag=0, "a reserved parameter currently"
+    # (their docstrings, MindSpore 2.10): on MCCL, after sends with tag=1 then tag=2, a recv with
+    # tag=2 received the tag-1 message (measured; api_send_recv.toml).
+    p2p_tag_unsupported = (
+        "MindSpore's send/recv/isend/irecv take tag as a reserved parameter (MindSpore 2.10): "
+        "messages from one rank match in the order they were sent, whatever their tag"
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -677,29 +684,31 @@ class MindSporeAdapter(Adapter):
 
     # send and recv complete before returning, so a view can go as a tensor over its own memory
     # (no copy: the view outlives the call); the other collectives may be asynchronous and stage.
-    def send(self, tensor: ms.Tensor, dst: int, group: GroupHandle) -> None:
+    def send(self, tensor: ms.Tensor, dst: int, group: GroupHandle, tag: int = 0) -> None:
         alias = None if self.is_dense(tensor) else self._alias(tensor)
-        dist.send(self._stage_in(tensor) if alias is None else alias, dst=dst, group=group)
+        staged = self._stage_in(tensor) if alias is None else alias
+        dist.send(staged, dst=dst, group=group, tag=tag)
         self._finish(None, False, [])
 
-    def recv(self, tensor: ms.Tensor, src: int, group: GroupHandle) -> None:
+    def recv(self, tensor: ms.Tensor, src: int, group: GroupHandle, tag: int = 0) -> None:
         writebacks: list[Writeback] = []
         alias = None if self.is_dense(tensor) else self._alias(tensor)
         staged = self._stage_out(tensor, writebacks) if alias is None else alias
-        dist.recv(staged, src=src, group=group)
+        dist.recv(staged, src=src, group=group, tag=tag)
         self._finish(None, False, writebacks)
 
-    def isend(self, tensor: ms.Tensor, dst: int, group: GroupHandle) -> Handle:
+    def isend(self, tensor: ms.Tensor, dst: int, group: GroupHandle, tag: int = 0) -> Handle:
         # On MCCL the send completes once the receiver's server thread has stored the message,
         # before any matching recv (16 MB: completed in 119 ms while the receiver posted its recv
         # 2 s later; measured).
-        return _CommHandle(dist.isend(self._stage_in(tensor), dst=dst, group=group), [])
+        handle = dist.isend(self._stage_in(tensor), dst=dst, group=group, tag=tag)
+        return _CommHandle(handle, [])
 
-    def irecv(self, tensor: ms.Tensor, src: int, group: GroupHandle) -> Handle:
+    def irecv(self, tensor: ms.Tensor, src: int, group: GroupHandle, tag: int = 0) -> Handle:
         # Not used on MCCL (capabilities.toml: its irecv blocks the queue in issue order).
         writebacks: list[Writeback] = []
         staged = self._stage_out(tensor, writebacks)
-        return _CommHandle(dist.irecv(staged, src=src, group=group), writebacks)
+        return _CommHandle(dist.irecv(staged, src=src, group=group, tag=tag), writebacks)
 
     def batch_isend_irecv(self, p2p_ops: list[P2PSpec], group: GroupHandle) -> list[Handle]:
         # Not used on MCCL ('The kernel DistCommBatchIsendIrecv unregistered', measured).
@@ -711,8 +720,9 @@ class MindSporeAdapter(Adapter):
                 self._stage_in(tensor) if kind == "isend" else self._stage_out(tensor, writebacks),
                 peer,
                 group=group,
+                tag=tag,
             )
-            for kind, tensor, peer in p2p_ops
+            for kind, tensor, peer, tag in p2p_ops
         ]
         # MindSpore returns one CommHandle for the whole batch.
         handle = _CommHandle(dist.batch_isend_irecv(ops)[0], writebacks)

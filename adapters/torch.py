@@ -407,23 +407,26 @@ class TorchAdapter(Adapter):
             output_tensor_list, input_tensor_list, group=group, async_op=async_op
         )
 
-    def send(self, tensor: torch.Tensor, dst: int, group: GroupHandle) -> None:
-        dist.send(tensor, dst, group=group)
+    def send(self, tensor: torch.Tensor, dst: int, group: GroupHandle, tag: int = 0) -> None:
+        dist.send(tensor, dst, group=group, tag=tag)
 
-    def recv(self, tensor: torch.Tensor, src: int, group: GroupHandle) -> None:
-        dist.recv(tensor, src, group=group)
+    def recv(self, tensor: torch.Tensor, src: int, group: GroupHandle, tag: int = 0) -> None:
+        dist.recv(tensor, src, group=group, tag=tag)
 
-    def isend(self, tensor: torch.Tensor, dst: int, group: GroupHandle) -> Handle:
-        return _member_work(dist.isend(tensor, dst, group=group))
+    def isend(self, tensor: torch.Tensor, dst: int, group: GroupHandle, tag: int = 0) -> Handle:
+        return _member_work(dist.isend(tensor, dst, group=group, tag=tag))
 
-    def irecv(self, tensor: torch.Tensor, src: int, group: GroupHandle) -> Handle:
-        return _member_work(dist.irecv(tensor, src, group=group))
+    def irecv(self, tensor: torch.Tensor, src: int, group: GroupHandle, tag: int = 0) -> Handle:
+        return _member_work(dist.irecv(tensor, src, group=group, tag=tag))
 
     def batch_isend_irecv(self, p2p_ops: list[P2PSpec], group: GroupHandle) -> list[Handle]:
         # One Work per op on Gloo; one for the whole (coalesced) batch on NCCL.
         functions = {"isend": dist.isend, "irecv": dist.irecv}
         works = dist.batch_isend_irecv(
-            [dist.P2POp(functions[kind], tensor, peer, group) for kind, tensor, peer in p2p_ops]
+            [
+                dist.P2POp(functions[kind], tensor, peer, group, tag)
+                for kind, tensor, peer, tag in p2p_ops
+            ]
         )
         return [_member_work(work) for work in works]
 

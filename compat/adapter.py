@@ -36,8 +36,8 @@ class Rendezvous:
     world_size: int | None = None
 
 
-#: One op of a batch_isend_irecv: ``("isend" | "irecv", tensor, global rank of the peer)``.
-P2PSpec = tuple[str, Tensor, int]
+#: One op of a batch_isend_irecv: ``("isend" | "irecv", tensor, global rank of the peer, tag)``.
+P2PSpec = tuple[str, Tensor, int, int]
 
 #: The adapter methods that communicate (the ones whose failures adapters translate).
 COLLECTIVES = (
@@ -346,27 +346,34 @@ class Adapter(ABC):
         """``input_tensor_list[i]`` to group rank i, ``output_tensor_list[j]`` from group rank
         j; dim 0 may differ per pair."""
 
-    @abstractmethod
-    def send(self, tensor: Tensor, dst: int, group: GroupHandle) -> None: ...
+    #: Why this framework's point-to-point calls cannot match messages by ``tag``, or None if
+    #: they can: compat then refuses a ``tag`` other than 0 (UnsupportedError naming ``tag``)
+    #: before any communication, and the methods below are only called with ``tag=0``.
+    p2p_tag_unsupported: str | None = None
 
     @abstractmethod
-    def recv(self, tensor: Tensor, src: int, group: GroupHandle) -> None: ...
+    def send(self, tensor: Tensor, dst: int, group: GroupHandle, tag: int = 0) -> None:
+        """Send ``tensor`` to global rank ``dst``; a receive matches it by ``tag`` (an int >= 0,
+        as torch's)."""
 
     @abstractmethod
-    def isend(self, tensor: Tensor, dst: int, group: GroupHandle) -> Handle:
+    def recv(self, tensor: Tensor, src: int, group: GroupHandle, tag: int = 0) -> None: ...
+
+    @abstractmethod
+    def isend(self, tensor: Tensor, dst: int, group: GroupHandle, tag: int = 0) -> Handle:
         """Start sending ``tensor`` to global rank ``dst``; ``tensor`` must stay unchanged until
         the handle has completed."""
 
     @abstractmethod
-    def irecv(self, tensor: Tensor, src: int, group: GroupHandle) -> Handle:
-        """Start receiving into ``tensor`` what global rank ``src`` sends; valid once the
-        handle has completed."""
+    def irecv(self, tensor: Tensor, src: int, group: GroupHandle, tag: int = 0) -> Handle:
+        """Start receiving into ``tensor`` what global rank ``src`` sends with ``tag``; valid
+        once the handle has completed."""
 
     @abstractmethod
     def batch_isend_irecv(self, p2p_ops: list[P2PSpec], group: GroupHandle) -> list[Handle]:
-        """Issue every ``("isend" | "irecv", tensor, global peer)`` of ``p2p_ops`` on ``group``
-        at once (torch's batch_isend_irecv); one handle per op, or one for the whole batch
-        where the backend coalesces them."""
+        """Issue every ``("isend" | "irecv", tensor, global peer, tag)`` of ``p2p_ops`` on
+        ``group`` at once (torch's batch_isend_irecv); one handle per op, or one for the whole
+        batch where the backend coalesces them."""
 
     @abstractmethod
     def barrier(

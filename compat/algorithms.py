@@ -546,7 +546,7 @@ def _announced_barrier(
 class _DeferredRecv:
     """A receive that runs when its Work is waited on (see :func:`deferred_recv`)."""
 
-    __slots__ = ("_adapter", "_done", "_group", "_queue", "_src", "_tensor")
+    __slots__ = ("_adapter", "_done", "_group", "_queue", "_src", "_tag", "_tensor")
 
     def __init__(
         self,
@@ -554,10 +554,11 @@ class _DeferredRecv:
         tensor: Tensor,
         src: int,
         group: GroupHandle,
+        tag: int,
         queue: list[_DeferredRecv],
     ) -> None:
         self._adapter, self._tensor, self._src, self._group = adapter, tensor, src, group
-        self._queue, self._done = queue, False
+        self._tag, self._queue, self._done = tag, queue, False
         queue.append(self)
 
     def wait(self, timeout: object = None) -> bool:
@@ -588,7 +589,7 @@ class _DeferredRecv:
     def _run(self) -> None:
         self._queue.remove(self)
         self._done = True
-        self._adapter.recv(self._tensor, self._src, self._group)
+        self._adapter.recv(self._tensor, self._src, self._group, self._tag)
 
 
 def _deferred_queue(adapter: Adapter) -> list[_DeferredRecv]:
@@ -609,26 +610,28 @@ def settle_deferred_recvs(adapter: Adapter, src: int, group: GroupHandle) -> Non
             item._run()
 
 
-def deferred_recv(adapter: Adapter, tensor: Tensor, src: int, group: GroupHandle) -> Handle:
+def deferred_recv(
+    adapter: Adapter, tensor: Tensor, src: int, group: GroupHandle, tag: int = 0
+) -> Handle:
     """irecv where the backend's receive blocks in issue order (MCCL: an irecv queued before the
     matching isend on every rank waits for ever): the receive is a blocking recv run by
     ``Work.wait()`` (or ``is_completed()``), after the receives issued earlier from the same
     peer. Never deadlocks where the backend's sends complete without their receive (MCCL's do:
     the receiver's server thread stores the message): every send a wait needs has been issued.
     """
-    return _DeferredRecv(adapter, tensor, src, group, _deferred_queue(adapter))
+    return _DeferredRecv(adapter, tensor, src, group, tag, _deferred_queue(adapter))
 
 
 def sends_then_deferred_recvs(
-    adapter: Adapter, p2p_ops: list[tuple[str, Tensor, int]], group: GroupHandle
+    adapter: Adapter, p2p_ops: list[tuple[str, Tensor, int, int]], group: GroupHandle
 ) -> list[Handle]:
     """batch_isend_irecv from the backend's isend and :func:`deferred_recv`: every send is
     issued now, in list order; each receive runs when its Work is waited on. No rank blocks
     before all its sends are out, so no cycle of blocking calls can form."""
     handles: list[Handle] = []
-    for direction, tensor, peer in p2p_ops:
+    for direction, tensor, peer, tag in p2p_ops:
         if direction == "isend":
-            handles.append(adapter.isend(tensor, peer, group))
+            handles.append(adapter.isend(tensor, peer, group, tag))
         else:
-            handles.append(deferred_recv(adapter, tensor, peer, group))
+            handles.append(deferred_recv(adapter, tensor, peer, group, tag))
     return handles

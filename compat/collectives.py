@@ -69,10 +69,13 @@ class Call(Staging):
         run = self.state.implementation(collective, like, nbytes)
         return self.done(run(*args, self.group.handle, self.async_op), self.async_op)
 
-    def issue_blocking(self, collective: str, like: Tensor, *args: Any, empty: bool) -> None:
-        """Point to point: ``args`` then the group's handle; returns once it has completed."""
+    def issue_blocking(
+        self, collective: str, like: Tensor, *args: Any, tag: int, empty: bool
+    ) -> None:
+        """Point to point: ``args``, the group's handle, then ``tag``; returns once it has
+        completed."""
         if not empty:
-            self.state.implementation(collective, like)(*args, self.group.handle)
+            self.state.implementation(collective, like)(*args, self.group.handle, tag)
             self.finish()
 
     def result(self, tensor: Tensor, work: Work | None) -> Any:

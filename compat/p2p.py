@@ -1,7 +1,11 @@
 """Point to point: blocking ``send``/``recv``, asynchronous ``isend``/``irecv``, and batches of
 them (``P2POp`` + ``batch_isend_irecv``), with torch.distributed's semantics.
 
-Ranks (``dst``, ``src``, ``peer``) are global ranks, also with a ``group``. Every argument is
+The signatures are torch 2.13's. Ranks (``dst``, ``src``, ``peer``) are global ranks, also with
+a ``group``; ``group_dst``, ``group_src`` and ``group_peer`` give the peer as a rank of the group
+instead (exactly one of the two). A receive needs its source (torch's ``src=None``, any source, is
+refused). ``tag`` matches a send with its receive on torch; MindSpore's tag is a reserved
+parameter, so there any tag but 0 raises :class:`compat.UnsupportedError`. Every argument is
 checked on the calling rank before any communication. Views are staged as for the collectives
 (:mod:`compat.layout`): a send reads the view's elements; a receive into a view writes exactly
 them, for ``irecv`` in ``Work.wait()``. What runs on each backend is
@@ -17,28 +21,76 @@ import sys
 from collections.abc import Sequence
 
 from compat import algorithms
-from compat._checks import describe
+from compat._checks import check_int, describe
 from compat.adapter import P2PSpec, Tensor
 from compat.collectives import Call
+from compat.errors import UnsupportedError
 from compat.layout import Staging
 from compat.types import Group, Work
 
+#: The largest ``tag``: torch passes it to the backend as a C int.
+MAX_TAG = 2**31 - 1
+
 
 def _check_point_to_point(
-    call: Call, tensor: Tensor, peer: object, param: str, tensor_param: str = "tensor"
-) -> int:
+    call: Call,
+    tensor: Tensor,
+    peer: object,
+    param: str,
+    group_peer: object,
+    group_param: str,
+    tag: object,
+    tag_param: str = "tag",
+    tensor_param: str = "tensor",
+) -> tuple[int, int]:
+    """The peer's global rank (given as ``param``, a global rank, or ``group_param``, a rank of
+    the call's group: exactly one) and the tag, both checked."""
     call.checks.tensor(tensor, tensor_param)
-    rank = call.checks.peer(peer, param, call.group)
+    rank = call.checks.root(peer, param, group_peer, group_param, call.group)
     if rank == call.state.rank:
+        if group_peer is None:
+            raise ValueError(f"{param}: expected a rank other than this rank ({rank}); got {rank}")
         raise ValueError(
-            f"{param}: expected a rank other than this rank ({call.state.rank}); got {rank}"
+            f"{group_param}: expected a rank other than this rank's "
+            f"({call.group.group_rank(rank)} in the group); got {group_peer}"
         )
+    # tag=0, the common case, calls nothing.
+    checked = 0 if type(tag) is int and tag == 0 else _check_tag(call, tag, tag_param)
     call.checks.dtype(call.adapter.dtype(tensor), tensor_param)
-    return rank
+    return rank, checked
 
 
-def send(tensor: Tensor, dst: int, group: Group | None = None) -> None:
-    """Send ``tensor`` to global rank ``dst``; returns once it has been sent.
+def _check_tag(call: Call, tag: object, param: str) -> int:
+    """``tag``: an int from 0 to MAX_TAG, other than 0 only where the framework matches by tag."""
+    value = check_int(tag, param)
+    if not 0 <= value <= MAX_TAG:
+        raise ValueError(f"{param}: expected an int from 0 to {MAX_TAG}; got {value}")
+    reason = call.adapter.p2p_tag_unsupported
+    if value != 0 and reason is not None:
+        raise UnsupportedError(
+            f"{param}: expected 0 on {call.state.framework} ({reason}); got {value}"
+        )
+    return value
+
+
+def _source(src: object, group_src: object) -> None:
+    """recv and irecv need their source: compat cannot receive from any rank (torch can)."""
+    if src is None and group_src is None:
+        raise ValueError(
+            "src: expected the source's global rank, or group_src (its rank in the group); got "
+            "neither (receiving from any source, torch's src=None, is not supported by compat)"
+        )
+
+
+def send(
+    tensor: Tensor,
+    dst: int | None = None,
+    group: Group | None = None,
+    tag: int = 0,
+    group_dst: int | None = None,
+) -> None:
+    """Send ``tensor`` to global rank ``dst`` (or group rank ``group_dst``); returns once it has
+    been sent (torch's signature).
 
     Parameters
     ----------
@@ -48,6 +100,12 @@ def send(tensor: Tensor, dst: int, group: Group | None = None) -> None:
         The destination's global rank (a member of ``group``, not this rank).
     group
         None or ``compat.WORLD`` (the world), a :class:`Group`, or the framework's own group.
+    tag
+        Matches this message with the receive that passes the same tag: an int from 0 to
+        2**31 - 1. torch only; on MindSpore any tag but 0 raises UnsupportedError (MindSpore's
+        tag is a reserved parameter).
+    group_dst
+        The destination as a rank of ``group`` instead of ``dst``: give exactly one of the two.
 
     Examples
     --------
@@ -59,45 +117,73 @@ def send(tensor: Tensor, dst: int, group: Group | None = None) -> None:
         tensor([1., 2.])   # ranks 0 and 1
     """
     call = Call(group)
-    rank = _check_point_to_point(call, tensor, dst, "dst")
+    rank, tag = _check_point_to_point(call, tensor, dst, "dst", group_dst, "group_dst", tag)
     source = call.read(tensor)
     # An empty tensor moves nothing: the receiver knows its size too.
-    call.issue_blocking("send", source, source, rank, empty=call.adapter.numel(tensor) == 0)
+    call.issue_blocking(
+        "send", source, source, rank, tag=tag, empty=call.adapter.numel(tensor) == 0
+    )
 
 
-def recv(tensor: Tensor, src: int, group: Group | None = None) -> None:
-    """Receive into ``tensor`` what global rank ``src`` sends; returns once it has arrived.
+def recv(
+    tensor: Tensor,
+    src: int | None = None,
+    group: Group | None = None,
+    tag: int = 0,
+    group_src: int | None = None,
+) -> int:
+    """Receive into ``tensor`` what global rank ``src`` (or group rank ``group_src``) sends;
+    returns the source's global rank once it has arrived (torch's signature and result).
 
     Parameters
     ----------
     tensor
         Receives the data (shape and dtype of the sender's tensor); may be a view.
     src
-        The source's global rank (a member of ``group``, not this rank).
-    group
+        The source's global rank (a member of ``group``, not this rank). Unlike torch, compat
+        needs the source: ``src`` or ``group_src``.
+    group, tag
         As in :func:`send`.
+    group_src
+        The source as a rank of ``group`` instead of ``src``: give exactly one of the two.
+
+    Returns
+    -------
+    int
+        The source's global rank.
 
     Examples
     --------
     See :func:`send`.
     """
     call = Call(group)
-    rank = _check_point_to_point(call, tensor, src, "src")
+    _source(src, group_src)
+    rank, tag = _check_point_to_point(call, tensor, src, "src", group_src, "group_src", tag)
     target = call.write(tensor)
     # Receives from src issued earlier by irecv and not yet run take their messages first.
     algorithms.settle_deferred_recvs(call.adapter, rank, call.group.handle)
-    call.issue_blocking("recv", target, target, rank, empty=call.adapter.numel(tensor) == 0)
+    call.issue_blocking(
+        "recv", target, target, rank, tag=tag, empty=call.adapter.numel(tensor) == 0
+    )
+    return rank
 
 
-def isend(tensor: Tensor, dst: int, group: Group | None = None) -> Work:
-    """Start sending ``tensor`` to global rank ``dst`` and return a :class:`Work` at once.
+def isend(
+    tensor: Tensor,
+    dst: int | None = None,
+    group: Group | None = None,
+    tag: int = 0,
+    group_dst: int | None = None,
+) -> Work:
+    """Start sending ``tensor`` to global rank ``dst`` (or group rank ``group_dst``) and return
+    a :class:`Work` at once (torch's signature).
 
     Leave ``tensor`` unchanged until ``Work.wait()`` has returned (as in torch; a view is sent
     from a copy taken now).
 
     Parameters
     ----------
-    tensor, dst, group
+    tensor, dst, group, tag, group_dst
         As in :func:`send`.
 
     Returns
@@ -119,22 +205,31 @@ def isend(tensor: Tensor, dst: int, group: Group | None = None) -> Work:
         tensor([1., 1.])   # rank 2
     """
     call = Call(group)
-    rank = _check_point_to_point(call, tensor, dst, "dst")
+    rank, tag = _check_point_to_point(call, tensor, dst, "dst", group_dst, "group_dst", tag)
     if call.adapter.numel(tensor) == 0:
         return Work()
     source = call.read(tensor)
-    return Work([call.state.implementation("isend", source)(source, rank, call.group.handle)])
+    run = call.state.implementation("isend", source)
+    return Work([run(source, rank, call.group.handle, tag)])
 
 
-def irecv(tensor: Tensor, src: int, group: Group | None = None) -> Work:
-    """Start receiving into ``tensor`` what global rank ``src`` sends; return a :class:`Work`.
+def irecv(
+    tensor: Tensor,
+    src: int | None = None,
+    group: Group | None = None,
+    tag: int = 0,
+    group_src: int | None = None,
+) -> Work:
+    """Start receiving into ``tensor`` what global rank ``src`` (or group rank ``group_src``)
+    sends; return a :class:`Work` (torch's signature).
 
     ``tensor`` holds the data once ``Work.wait()`` has returned (a view too: the data is copied
-    into it then). Receives from one rank take its messages in the order it sent them.
+    into it then). Receives from one rank take its messages in the order it sent them (among
+    those of one tag).
 
     Parameters
     ----------
-    tensor, src, group
+    tensor, src, group, tag, group_src
         As in :func:`recv`.
 
     Returns
@@ -154,11 +249,12 @@ def irecv(tensor: Tensor, src: int, group: Group | None = None) -> Work:
         tensor([1., 1.])   # rank 1
     """
     call = Call(group)
-    rank = _check_point_to_point(call, tensor, src, "src")
+    _source(src, group_src)
+    rank, tag = _check_point_to_point(call, tensor, src, "src", group_src, "group_src", tag)
     if call.adapter.numel(tensor) == 0:
         return Work()
     target = call.write(tensor)
-    handle = call.state.implementation("irecv", target)(target, rank, call.group.handle)
+    handle = call.state.implementation("irecv", target)(target, rank, call.group.handle, tag)
     return Work([handle], call.finish)
 
 
@@ -209,6 +305,13 @@ class P2POp:
         The other side's global rank.
     group
         As in :func:`send`; every op of one batch uses the same group.
+    tag
+        As in :func:`send` (the send and the receive of a message pass the same tag).
+    group_peer
+        The other side as a rank of ``group`` instead of ``peer``: give exactly one of the two.
+
+    The arguments other than ``op`` are checked by :func:`batch_isend_irecv`, before any op of
+    the batch is issued.
 
     Examples
     --------
@@ -216,18 +319,31 @@ class P2POp:
     ...        compat.P2POp(compat.irecv, recv_buffer, (rank - 1) % world)]
     """
 
-    __slots__ = ("direction", "group", "op", "peer", "tensor")
+    __slots__ = ("direction", "group", "group_peer", "op", "peer", "tag", "tensor")
 
-    def __init__(self, op: object, tensor: Tensor, peer: int, group: Group | None = None) -> None:
+    def __init__(
+        self,
+        op: object,
+        tensor: Tensor,
+        peer: int | None = None,
+        group: Group | None = None,
+        tag: int = 0,
+        group_peer: int | None = None,
+    ) -> None:
         #: ``"isend"`` or ``"irecv"``
         self.direction = _direction(op, "op")
         self.op = op
         self.tensor = tensor
         self.peer = peer
         self.group = group
+        self.tag = tag
+        self.group_peer = group_peer
 
     def __repr__(self) -> str:
-        return f"compat.P2POp({self.direction}, peer={self.peer!r}, group={self.group!r})"
+        given = self.group_peer is not None
+        peer = f"group_peer={self.group_peer!r}" if given else f"peer={self.peer!r}"
+        tag = f", tag={self.tag!r}" if self.tag != 0 else ""
+        return f"compat.P2POp({self.direction}, {peer}, group={self.group!r}{tag})"
 
 
 def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
@@ -280,19 +396,24 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
                 f"{where}.group: expected the group of p2p_op_list[0] (every op of a batch uses "
                 f"one group), ranks {list(group.ranks)}; got ranks {list(op_group.ranks)}"
             )
-        peer = _check_point_to_point(call, op.tensor, op.peer, f"{where}.peer", f"{where}.tensor")
-        checked.append((direction, op.tensor, peer))
+        # torch's own P2POp holds both peer (global) and group_peer, resolved from either.
+        group_peer = op.group_peer if isinstance(op, P2POp) else None
+        peer, tag = _check_point_to_point(
+            call, op.tensor, op.peer, f"{where}.peer", group_peer, f"{where}.group_peer",
+            getattr(op, "tag", 0), f"{where}.tag", f"{where}.tensor",
+        )  # fmt: skip
+        checked.append((direction, op.tensor, peer, tag))
     assert group is not None
     adapter = call.adapter
     works = [Work() for _ in checked]  # an op of an empty tensor moves nothing
     specs: list[P2PSpec] = []
     stagings: list[tuple[int, Staging]] = []
-    for index, (direction, tensor, peer) in enumerate(checked):
+    for index, (direction, tensor, peer, tag) in enumerate(checked):
         if adapter.numel(tensor) == 0:
             continue
         staging = Staging(adapter)
         staged = staging.read(tensor) if direction == "isend" else staging.write(tensor)
-        specs.append((direction, staged, peer))
+        specs.append((direction, staged, peer, tag))
         stagings.append((index, staging))
     if specs:
         run = call.state.implementation("batch_isend_irecv", specs[0][1])

@@ -202,9 +202,17 @@ ROW = Record(
 # - result: present only where compat's function returns something other than torch's API for
 #   the same call; says how (e.g. torch.distributed.recv returns the sender's rank, compat.recv
 #   None). Needs compat.
+# - needs_one_of: compat's parameters of which a call must pass one where torch's defaults mean
+#   something compat does not do (recv's src=None: any source); `compat port` leaves a call that
+#   passes none of them.
 PAIR = Record(
     required={"torch": TEXT, "mindspore": TEXT, "note": TEXT, "rows": ArrayOf(ROW)},
-    optional={"compat": TEXT, "port": Scalar(bool, (True,)), "result": TEXT},
+    optional={
+        "compat": TEXT,
+        "port": Scalar(bool, (True,)),
+        "result": TEXT,
+        "needs_one_of": ListOf(TEXT),
+    },
 )
 
 # A class whose constructor users do not call (ReduceOp) records no signature.

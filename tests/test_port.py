@@ -366,7 +366,7 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
         """
         import torch.distributed as dist
 
-        dist.send(t, 1, tag=7)
+        dist.new_group([0, 1], pg_options=options)
         sender = dist.recv(t)
         dist.all_reduce(t, op=dist.ReduceOp.BAND)
         handler = dist.init_process_group
@@ -377,8 +377,8 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
     reasons = {(f.line, f.written): f.reason for f in result.findings}
     assert all(reason for reason in reasons.values())
     reasons = {written: reason for (line, written), reason in reasons.items()}
-    assert "compat.send has no tag" in str(reasons["dist.send"])
-    assert "its result is used" in str(reasons["dist.recv"])
+    assert "compat.new_group has no pg_options" in str(reasons["dist.new_group"])
+    assert "compat.recv needs src or group_src" in str(reasons["dist.recv"])
     assert "compat.ReduceOp has no BAND" in str(reasons["dist.ReduceOp.BAND"])
     assert "compat has no dist.ReduceOp.BAND" in str(reasons["dist.all_reduce"])
     texts = [f.text() for f in result.findings]
@@ -482,7 +482,7 @@ def test_rewrite_keeps_formatting_and_comments_and_maps_argument_forms() -> None
             )
             compat.reduce_scatter(out, lst)
             compat.all_reduce(lst[0], op=compat.ReduceOp.SUM)  # sum
-            compat.recv(out, 0)
+            compat.recv(out, 0, tag=0)
             compat.send(out, dst=1)
             g = compat.new_group([0, 1])
             print(compat.get_rank(g), compat.get_world_size(), os.sep)
@@ -493,18 +493,18 @@ def test_rewrite_keeps_formatting_and_comments_and_maps_argument_forms() -> None
     assert init.startswith("step.py:9: dist.init_process_group -> compat.init (MindSpore: ")
     assert "dropped" not in init  # every argument torch took is passed on
     recv = next(f for f in result.findings if f.written == "dist.recv")
-    assert recv.dropped == ["tag=0 (torch's default)"]
+    assert recv.dropped == []  # compat.recv takes tag too
 
 
 def test_torch_imports_still_used_are_kept_and_compat_is_imported_once() -> None:
     source = (
         "import compat\nimport torch.distributed as dist\n\ndist.all_reduce(t)\n"
-        "dist.send(t, 1, tag=7)\n"
+        "dist.all_reduce_coalesced([t])\n"
     )
     result = port.port_source(source)
     assert result.rewritten == (
         "import compat\nimport torch.distributed as dist\n\n"
-        "compat.all_reduce(t)\ndist.send(t, 1, tag=7)\n"
+        "compat.all_reduce(t)\ndist.all_reduce_coalesced([t])\n"
     )
 
 
@@ -685,7 +685,7 @@ def test_unpacked_arguments_are_rewritten_only_where_compat_takes_every_keyword(
 
         dist.all_reduce(t, **kwargs)
         dist.init_process_group(backend="gloo", **kwargs)
-        dist.send(*args)
+        dist.new_group(*args)
         """
     )
     by_name = {f.written: f for f in result.findings}
@@ -693,7 +693,7 @@ def test_unpacked_arguments_are_rewritten_only_where_compat_takes_every_keyword(
     assert "compat.all_reduce(t, **kwargs)" in result.rewritten
     init = by_name["dist.init_process_group"]
     assert init.category == "unpacked arguments" and "store" in str(init.reason)
-    assert by_name["dist.send"].category == "unpacked arguments"
+    assert by_name["dist.new_group"].category == "unpacked arguments"
 
 
 def test_init_process_group_keeps_every_argument_compat_init_takes() -> None:
@@ -775,14 +775,15 @@ def test_torch_distributed_nn_is_nn_functional_and_its_all_gather_stays_a_tuple(
 def test_results_that_differ_are_left_where_they_are_used() -> None:
     result = port_text(
         """
-        import torch.distributed as dist
+        import torch.distributed.nn.functional as F
 
-        dist.recv(t, 0)
-        sender = dist.recv(t, 0)
+        F.reduce_scatter(out, inputs)
+        result = F.reduce_scatter(out, inputs)
         """
     )
-    rewritten, left = result.findings
-    assert rewritten.rewritten and left.category == "result"
+    unused, used = result.findings
+    # the result is checked first: where it is kept, that is the reason given
+    assert unused.category == "argument" and used.category == "result"
 
 
 def test_uses_of_torch_distributed_packages_compat_does_not_cover_are_counted_apart() -> None:

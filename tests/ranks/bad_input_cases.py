@@ -609,6 +609,87 @@ def _(kit: Any) -> None:
     )
 
 
+@bad_case("p2p_peer_and_tag", min_world=2)
+def _(kit: Any) -> None:
+    """torch 2.13's send/recv/isend/irecv parameters: dst or group_dst (src or group_src),
+    exactly one; tag an int >= 0. Checked before any communication, on every rank."""
+    tensor, received = f32(kit, (2,)), sentinel(kit, (2,), "float32")
+    peer = (rank() + 1) % world()
+    cases: list[tuple[Callable[[], object], type[BaseException], str, list[str]]] = [
+        (lambda: compat.send(tensor, peer, tag=-1), ValueError, "tag", ["0 to", "got -1"]),
+        (lambda: compat.isend(tensor, peer, tag="a"), TypeError, "tag", ["an int", "got str"]),
+        (lambda: compat.irecv(received, peer, tag=1.0), TypeError, "tag", ["got float 1.0"]),
+        (lambda: compat.recv(received, peer, tag=True), TypeError, "tag", ["got bool True"]),
+        (lambda: compat.isend(tensor, peer, tag=2**31), ValueError, "tag", [f"got {2**31}"]),
+        (
+            lambda: compat.send(tensor, peer, group_dst=peer),
+            ValueError,
+            "dst",
+            ["not both", f"dst={peer}", f"group_dst={peer}"],
+        ),
+        (lambda: compat.isend(tensor), ValueError, "dst", ["got neither"]),
+        (
+            lambda: compat.irecv(received, peer, None, 0, peer),
+            ValueError,
+            "src",
+            ["not both"],
+        ),
+        (lambda: compat.recv(received), ValueError, "src", ["got neither", "any source"]),
+        (lambda: compat.irecv(received, tag=-1), ValueError, "src", ["got neither"]),
+        (
+            lambda: compat.isend(tensor, group_dst=world()),
+            ValueError,
+            "group_dst",
+            [f"0 to {world() - 1}", f"got {world()}"],
+        ),
+        (
+            lambda: compat.recv(received, group_src=rank()),
+            ValueError,
+            "group_src",
+            ["other than this rank", f"got {rank()}"],
+        ),
+        (
+            lambda: compat.batch_isend_irecv(
+                [
+                    compat.P2POp(compat.irecv, received, group_peer=peer),
+                    compat.P2POp(compat.isend, tensor, peer, tag=-2),
+                ]
+            ),
+            ValueError,
+            "p2p_op_list[1].tag",
+            ["got -2"],
+        ),
+        (
+            lambda: compat.batch_isend_irecv(
+                [compat.P2POp(compat.irecv, received, peer, None, 0, 0)]
+            ),
+            ValueError,
+            "p2p_op_list[0].peer",
+            ["not both"],
+        ),
+    ]
+    if kit.framework == "mindspore":
+        # MindSpore's tag is a reserved parameter: messages match by order alone.
+        for call in (
+            lambda: compat.send(tensor, peer, tag=1),
+            lambda: compat.recv(received, peer, tag=1),
+            lambda: compat.isend(tensor, peer, None, 3),
+            lambda: compat.irecv(received, src=peer, tag=1),
+            lambda: compat.irecv(f32(kit, (0,)), src=peer, tag=1),
+        ):
+            cases.append((call, compat.UnsupportedError, "tag", ["expected 0 on mindspore"]))
+        cases.append(
+            (
+                lambda: compat.batch_isend_irecv([compat.P2POp(compat.isend, tensor, peer, tag=1)]),
+                compat.UnsupportedError,
+                "p2p_op_list[0].tag",
+                ["reserved parameter", "got 1"],
+            )
+        )
+    for call, error, param, fragments in cases:
+        expect_error(kit, error, call, param, fragments, [tensor, received])
+
+
 @bad_case("barrier_device_ids")
 def _(kit: Any) -> None:
     """barrier's device_ids is checked before any communication, on both frameworks."""

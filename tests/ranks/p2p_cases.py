@@ -294,3 +294,112 @@ def case_framework_ops(kit: Any) -> None:
 
 
 register("p2p_framework_ops", case_framework_ops, 2)
+
+
+# -- torch 2.13's signatures: group ranks, recv's result, tags --------------------------------
+
+
+def case_group_ranks(kit: Any) -> None:
+    """The peer given as a rank of the group (group_dst, group_src, group_peer) in the sub-group
+    {0, last}, blocking and asynchronous and batched; recv returns the source's global rank."""
+    group = subgroup()
+    if rank() not in group.ranks:
+        return
+    me = list(group.ranks).index(rank())
+    other = 1 - me
+    other_global = group.ranks[other]
+    seed = "p2p-group-ranks"
+    outgoing = kit.tensor(data(seed, rank(), (3,), "float32"), "float32")
+    expected = data(seed, other_global, (3,), "float32")
+    # Blocking: group rank 0 sends first.
+    received = sentinel(kit, (3,), "float32")
+    for turn in (0, 1):
+        if me == turn:
+            assert compat.send(outgoing, group=group, group_dst=other) is None
+        else:
+            source = compat.recv(received, group=group, group_src=other)
+            assert source == other_global and type(source) is int, source
+    assert_close(kit.numpy(received), expected, "float32", "recv(group_src=)")
+    # Asynchronous, keyword and positional (torch's order: tensor, dst, group, tag, group_dst).
+    received = sentinel(kit, (3,), "float32")
+    works = [
+        compat.irecv(received, None, group, 0, other),
+        compat.isend(outgoing, group=group, group_dst=other),
+    ]
+    wait_all(works)
+    assert_close(kit.numpy(received), expected, "float32", "irecv(group_src=)")
+    # Batched, with group_peer.
+    received = sentinel(kit, (3,), "float32")
+    works = compat.batch_isend_irecv(
+        [
+            compat.P2POp(compat.irecv, received, group=group, group_peer=other),
+            compat.P2POp(compat.isend, outgoing, None, group, 0, other),
+        ]
+    )
+    wait_all(works)
+    assert_close(kit.numpy(received), expected, "float32", "P2POp(group_peer=)")
+
+
+register("p2p_group_ranks", case_group_ranks, 2)
+
+
+def case_recv_result(kit: Any) -> None:
+    """recv returns the source's global rank (torch's result), also for an empty tensor; in a
+    ring, even ranks sending first."""
+    right, left = ring_peers(list(range(world())))
+    seed = "p2p-recv-result"
+    for shape in ((2,), (0,)):
+        received = sentinel(kit, shape, "int32")
+        outgoing = kit.tensor(data(seed, rank(), shape, "int32"), "int32")
+        if rank() % 2 == 0:
+            compat.send(outgoing, right)
+            source = compat.recv(received, left)
+        else:
+            source = compat.recv(received, src=left)
+            compat.send(outgoing, dst=right)
+        assert source == left and type(source) is int, f"recv returned {source!r}"
+        assert_close(kit.numpy(received), data(seed, left, shape, "int32"), "int32", "recv")
+
+
+register("p2p_recv_result", case_recv_result, 2)
+
+
+def case_tags(kit: Any) -> None:
+    """Gloo matches messages by tag: two messages with different tags, received in the swapped
+    order (isend/irecv, blocking recv, and a batch of P2POps)."""
+    right, left = ring_peers(list(range(world())))
+    seed = "p2p-tags"
+    first = kit.tensor(data(f"{seed}-1", rank(), (4,), "float32"), "float32")
+    second = kit.tensor(data(f"{seed}-2", rank(), (4,), "float32"), "float32")
+    expected = [data(f"{seed}-{k}", left, (4,), "float32") for k in (1, 2)]
+    # irecv: the tag-2 receive is issued (and waited on) first.
+    inbox_1, inbox_2 = sentinel(kit, (4,), "float32"), sentinel(kit, (4,), "float32")
+    receives = [compat.irecv(inbox_2, left, tag=2), compat.irecv(inbox_1, left, tag=1)]
+    sends = [compat.isend(first, right, tag=1), compat.isend(second, right, None, 2)]
+    wait_all(receives + sends)
+    assert_close(kit.numpy(inbox_1), expected[0], "float32", "irecv tag 1")
+    assert_close(kit.numpy(inbox_2), expected[1], "float32", "irecv tag 2")
+    # Blocking recv of the second message before the first.
+    inbox_1, inbox_2 = sentinel(kit, (4,), "float32"), sentinel(kit, (4,), "float32")
+    sends = [compat.isend(first, right, tag=1), compat.isend(second, right, tag=2)]
+    assert compat.recv(inbox_2, left, tag=2) == left
+    assert compat.recv(inbox_1, left, None, 1) == left
+    wait_all(sends)
+    assert_close(kit.numpy(inbox_1), expected[0], "float32", "recv tag 1")
+    assert_close(kit.numpy(inbox_2), expected[1], "float32", "recv tag 2")
+    # One batch: sends in tag order 1, 2; receives in 2, 1.
+    inbox_1, inbox_2 = sentinel(kit, (4,), "float32"), sentinel(kit, (4,), "float32")
+    works = compat.batch_isend_irecv(
+        [
+            compat.P2POp(compat.isend, first, right, tag=1),
+            compat.P2POp(compat.isend, second, right, tag=2),
+            compat.P2POp(compat.irecv, inbox_2, left, tag=2),
+            compat.P2POp(compat.irecv, inbox_1, left, tag=1),
+        ]
+    )
+    wait_all(works[::-1])
+    assert_close(kit.numpy(inbox_1), expected[0], "float32", "P2POp tag 1")
+    assert_close(kit.numpy(inbox_2), expected[1], "float32", "P2POp tag 2")
+
+
+register("p2p_tags", case_tags, 2, ("torch",))

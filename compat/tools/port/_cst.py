@@ -626,6 +626,13 @@ class Rewriter(cst.CSTTransformer):
                 "a Work",
             )
             return None
+        needs = api.pairs[0].get("needs_one_of", [])
+        if needs and not any(p in mapped for p in needs):
+            found.leave(
+                "argument",
+                f"compat.{api.compat} needs {' or '.join(needs)} ({row_text(api, needs[0])})",
+            )
+            return None
         missing = [p for p in target.required if p not in mapped]
         if missing:
             found.leave("argument", f"compat.{api.compat} needs {', '.join(missing)}, not given")
