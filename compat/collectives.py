@@ -272,9 +272,8 @@ def reduce_scatter_into(
         tensor([3., 6.])   # rank 0
         tensor([9., 12.])  # rank 1
     """
-    Call(group, async_op).checks.tensor(output, "output")
     result = _reduce_scatter_tensor(
-        input, op, group, async_op, output, None, 0, ("input", "output")
+        input, op, group, async_op, output, None, 0, ("input", "output"), out_required=True
     )
     return result[1] if async_op else None
 
@@ -288,11 +287,15 @@ def _reduce_scatter_tensor(
     input_split_sizes: Sequence[int] | None,
     dim: int,
     names: tuple[str, str],
+    out_required: bool = False,
 ) -> Any:
-    """reduce_scatter_tensor, its messages naming the input and the output ``names``."""
+    """reduce_scatter_tensor, its messages naming the input and the output ``names``; with
+    ``out_required`` (torch's form) the output must be a tensor, checked first."""
     tensor_param, out_param = names
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
+    if out_required:
+        checks.tensor(out, out_param)
     checks.tensor(tensor, tensor_param)
     shape = checks.dim0(tensor, tensor_param)
     axis = checks.dim(dim, shape, tensor_param)
@@ -432,9 +435,15 @@ def all_gather_into(
         >>> output
         tensor([ 1.,  2., 11., 12.])   # ranks 0 and 1
     """
-    Call(group, async_op).checks.tensor(output_tensor, "output_tensor")
     result = _all_gather_into_tensor(
-        input_tensor, group, async_op, output_tensor, None, 0, ("input_tensor", "output_tensor")
+        input_tensor,
+        group,
+        async_op,
+        output_tensor,
+        None,
+        0,
+        ("input_tensor", "output_tensor"),
+        out_required=True,
     )
     return result[1] if async_op else None
 
@@ -447,11 +456,15 @@ def _all_gather_into_tensor(
     output_split_sizes: Sequence[int] | None,
     dim: int,
     names: tuple[str, str],
+    out_required: bool = False,
 ) -> Any:
-    """all_gather_into_tensor, its messages naming the input and the output ``names``."""
+    """all_gather_into_tensor, its messages naming the input and the output ``names``; with
+    ``out_required`` (torch's form) the output must be a tensor, checked first."""
     tensor_param, out_param = names
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
+    if out_required:
+        checks.tensor(out, out_param)
     checks.tensor(tensor, tensor_param)
     shape = checks.dim0(tensor, tensor_param)
     axis = checks.dim(dim, shape, tensor_param)
