@@ -18,8 +18,9 @@ translates, plus four things MindSpore 2.10 needs to give correct results:
 - ``get_cache_group_rank``/``get_cache_group_size`` bind "hccl_world_group" as a default at import,
   so send (and the object collectives) fail on CPU even with ``group=`` given; ``init`` rebinds
   the default to the real world group.
-- An MCCL send waits for its receiver's acknowledgement: ``destroy`` waits at a barrier, so that
-  no rank exits while a peer's last send is unacknowledged.
+- An MCCL send waits for its receiver's acknowledgement: ``destroy`` waits at a barrier, then
+  pauses for the barrier's own acknowledgements, so that no rank exits while a peer's last send
+  is unacknowledged.
 
 On CPU each mint operation waits about 1 ms on the PyNative queue once synchronised, so local
 copies and reductions run in numpy on the tensors' own memory (``_host_view``).
@@ -34,6 +35,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -223,8 +225,9 @@ class MindSporeAdapter(Adapter):
         # after its last recv can leave that sender waiting until MCCL's 30 s bound, then failing
         # with "Send failed." (a 32-128 MB send as the last operation: 10 of 19 runs failed;
         # with this barrier, 0 of 11; measured). The barrier keeps every rank until all have
-        # finished. A process leaving on an uncaught exception skips it: its peers are not
-        # coming.
+        # finished, and the pause after it lets the barrier's own acknowledgements leave
+        # (ACK_FLUSH_SECONDS). A process leaving on an uncaught exception skips both: its peers
+        # are not coming.
         # A timed recv still waiting for a rank that never sent (monitored_barrier after its
         # timeout) holds the PyNative queue: the barrier would queue behind it and then meet
         # peers that left, so it is skipped. Leaving still waits for that recv until MCCL's
@@ -235,6 +238,7 @@ class MindSporeAdapter(Adapter):
             try:
                 dist.barrier()
                 _pynative_executor.sync()
+                time.sleep(ACK_FLUSH_SECONDS)
             except RuntimeError:
                 pass  # a peer has gone: leaving is all that is left to do
         dist.destroy_process_group()
@@ -848,6 +852,15 @@ def _array_at(address: int, nbytes: int, dtype: np.dtype[Any]) -> Array:
 
 #: The names MindSpore gives the world group, one per backend.
 _WORLD_GROUP_NAMES = frozenset({"hccl_world_group", "nccl_world_group", "mccl_world_group"})
+
+#: How long destroy() lets MCCL's event loop run after its barrier before finalising. A receiver
+#: acknowledges a message by echoing it back, queued on its connection (the ps/core AbstractNode's
+#: ProcessCollectiveSendData) before the message is handed over; the barrier's last receive can
+#: therefore return while that echo is still queued, and a finalise that stops the event loop
+#: then drops it: the peer waits 30 s in the barrier ("RingAllReduce wait sending 8 failed."), and
+#: a scheduler started by init(init_method="tcp://...") is gone by then. Measured with 6-8 jobs
+#: at once: 4 of 36 jobs without this pause, 0 of 84 with it.
+ACK_FLUSH_SECONDS = 0.2
 
 #: How long destroy() waits for the scheduler it started to end by itself.
 SCHEDULER_EXIT_SECONDS = 10.0
