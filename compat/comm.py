@@ -1,19 +1,27 @@
-"""Single-process scatter, gather and broadcast across devices: ``torch.cuda.comm`` for any device.
+"""Single-process device communication: ``torch.cuda.comm`` for any device.
 
-The same functions and rules as ``torch.cuda.comm`` (exactly one of ``devices`` and ``out``;
-``chunk_sizes`` matches ``devices`` and sums to the size of ``dim``; with ``out``, the chunk sizes
-come from the out tensors), for torch tensors on CPU or CUDA and for MindSpore tensors. When every
-target is a CUDA device, the call is torch.cuda.comm's own (after compat's checks); otherwise the
-copies are made by the framework's adapter.
+scatter, gather, broadcast, broadcast_coalesced, reduce_add and reduce_add_coalesced: the same
+functions and rules as ``torch.cuda.comm`` (exactly one of ``devices`` and ``out``; ``chunk_sizes``
+matches ``devices`` and sums to the size of ``dim``; with ``out``, the chunk sizes come from the out
+tensors; broadcast_coalesced's tensors are on ``devices[0]``; reduce_add's inputs share shape and
+dtype), for torch tensors on CPU or CUDA and for MindSpore tensors. When every device is a CUDA
+device, the call is torch.cuda.comm's own (after compat's checks); otherwise the copies and sums are
+made by the framework's adapter.
 
 Differences from torch.cuda.comm, all deliberate:
 
 - CPU devices (``"cpu"``, ``torch.device("cpu")``; MindSpore's ``"CPU"``, any case) are accepted.
 - Results are always new tensors, also on the tensor's own device (torch.cuda.comm returns the
-  input, or a view of it, for the device the input is already on).
+  input, or a view of it, for the device the input is already on, and reduce_add of one input
+  returns that input).
 - Every rule violation is a ``ValueError`` (``TypeError`` for a wrong type) naming the parameter,
   raised before anything is written; torch.cuda.comm raises ``RuntimeError``. Tensors of another
-  dtype than the input are refused instead of being cast.
+  dtype than the input are refused instead of being cast (reduce_add's inputs too: none is
+  promoted).
+- reduce_add's ``destination`` may be any device (torch.cuda.comm requires the device of one of
+  the inputs); a sum torch.cuda.comm cannot make there is made by the adapter.
+- ``buffer_size`` (the coalesced functions) must be an int > 0. It only sets how many bytes
+  torch.cuda.comm copies at once; the results do not depend on it.
 
 No comm function needs :func:`compat.init`: they are local to the process. Importing this module
 imports no framework; the adapter of a tensor's framework is loaded on first use.
@@ -30,10 +38,18 @@ from compat import tables
 from compat._checks import check_int, check_sizes, describe
 from compat.adapter import Adapter
 from compat.dispatch import framework_of, load_adapter
+from compat.types import ReduceOp
 
 Tensor = Any
 
-__all__ = ["broadcast", "gather", "scatter"]
+__all__ = [
+    "broadcast",
+    "broadcast_coalesced",
+    "gather",
+    "reduce_add",
+    "reduce_add_coalesced",
+    "scatter",
+]
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -56,12 +72,17 @@ def _check_tensor(value: object, param: str) -> tuple[str, Adapter]:
     return framework, _adapter(framework)
 
 
+def _check_framework(value: object, param: str, framework: str, of: str) -> None:
+    """``value`` is a tensor of ``framework`` (the ``of`` tensor's)."""
+    if framework_of(value) != framework:
+        raise TypeError(f"{param}: expected a {framework} tensor (as {of}); got {describe(value)}")
+
+
 def _check_like(
     value: object, param: str, framework: str, adapter: Adapter, dtype: str, of: str
 ) -> None:
     """``value`` is a tensor of ``framework`` and ``dtype`` (the ``of`` tensor's)."""
-    if framework_of(value) != framework:
-        raise TypeError(f"{param}: expected a {framework} tensor (as {of}); got {describe(value)}")
+    _check_framework(value, param, framework, of)
     actual = adapter.dtype(value)
     if actual != dtype:
         raise TypeError(
@@ -193,6 +214,82 @@ def _check_streams(streams: object, devices: Sequence[str]) -> None:
         )
 
 
+def _check_destination(destination: object, framework: str, adapter: Adapter) -> str | None:
+    """A result's device: -1 is CPU (torch.cuda.comm's convention); None stays None (the
+    default, which depends on the inputs' devices)."""
+    if isinstance(destination, int) and not isinstance(destination, bool) and destination == -1:
+        return adapter.canonical_device("cpu")
+    if destination is None:
+        return None
+    return _check_device(destination, "destination", framework, adapter)
+
+
+def _default_destination(adapter: Adapter, sources: Sequence[str]) -> str:
+    """Where a result goes without a destination, off torch.cuda.comm: the inputs' device if they
+    share one, else CPU."""
+    if len(set(sources)) == 1:
+        return sources[0]
+    return str(adapter.canonical_device("cpu"))
+
+
+def _check_buffer_size(value: object) -> int:
+    size = check_int(value, "buffer_size")
+    if size <= 0:
+        raise ValueError(
+            f"buffer_size: expected an int > 0 (the bytes torch.cuda.comm copies at once); "
+            f"got {size}"
+        )
+    return size
+
+
+def _check_summands(group: Sequence[Tensor], names: Sequence[str], adapter: Adapter) -> None:
+    """The tensors of one sum (``names`` theirs): ``group[0]``'s framework, dtype and shape."""
+    framework = str(framework_of(group[0]))
+    dtype, shape = adapter.dtype(group[0]), adapter.shape(group[0])
+    for item, name in zip(group[1:], names[1:], strict=True):
+        _check_like(item, name, framework, adapter, dtype, names[0])
+        actual = adapter.shape(item)
+        if actual != shape:
+            raise ValueError(f"{name}: expected shape {shape} ({names[0]}'s shape); got {actual}")
+
+
+def _sum_plan(
+    destination: object, framework: str, adapter: Adapter, sources: Sequence[str]
+) -> tuple[Any | None, str]:
+    """The device a sum of tensors on ``sources`` goes to, and torch.cuda.comm if it can make
+    it there: every input on CUDA, two or more of them (of one it returns the input itself),
+    the destination one of their devices (its rule)."""
+    target = _check_destination(destination, framework, adapter)
+    native = _native_comm(framework, sources)
+    if target is None and native is not None:
+        # torch.cuda.comm's default, the current device: what the bare device type names.
+        target = adapter.canonical_device(sources[0].split(":")[0])
+    if target is None:
+        target = _default_destination(adapter, sources)
+    if len(sources) < 2 or target not in sources:
+        native = None
+    return native, target
+
+
+def _sum(adapter: Adapter, group: Sequence[Tensor], target: str) -> Tensor:
+    """The element-wise sum of ``group`` on ``target``, as a new tensor."""
+    pieces = [
+        item if adapter.device(item) == target else adapter.to_device(item, target)
+        for item in group
+    ]
+    result = adapter.empty(adapter.shape(group[0]), pieces[0])
+    if 0 not in adapter.shape(result):  # nothing to add (see _copy)
+        adapter.reduce_into(result, pieces, ReduceOp.SUM)
+    return result
+
+
+def _copy_to(adapter: Adapter, tensor: Tensor, target: str) -> Tensor:
+    """A new tensor with ``tensor``'s values on ``target``."""
+    copy = adapter.to_device(tensor, target)
+    # MindSpore's Tensor.copy() returns an empty tensor itself (measured, MindSpore 2.10).
+    return adapter.empty(adapter.shape(tensor), copy) if copy is tensor else copy
+
+
 def _copy(adapter: Adapter, dst: Tensor, src: Tensor) -> None:
     # Nothing to write into an empty tensor; MindSpore's CPU copy fails on some empty shapes
     # ("memcpy_s error" for a (3, 0) tensor, measured).
@@ -287,7 +384,7 @@ def scatter(
     if out is None:
         # The default split can give fewer chunks than devices: the last devices get none.
         result = [
-            adapter.to_device(chunk, target) for chunk, target in zip(chunks, targets, strict=False)
+            _copy_to(adapter, chunk, target) for chunk, target in zip(chunks, targets, strict=False)
         ]
     else:
         for item, chunk in zip(outputs, chunks, strict=True):
@@ -352,17 +449,15 @@ def gather(
                 f"out: expected shape {expected} (tensors[0]'s shape with the sum of the sizes on "
                 f"dim {dim}); got {actual}"
             )
-    elif isinstance(destination, int) and not isinstance(destination, bool) and destination == -1:
-        target = adapter.canonical_device("cpu")
-    elif destination is not None:
-        target = _check_device(destination, "destination", framework, adapter)
+    else:
+        target = _check_destination(destination, framework, adapter)
     native = _native_comm(framework, sources)
     if native is not None:
         return native.gather(items, dim, target, out=out)
     if out is not None:
         target = adapter.device(out)
     elif target is None:
-        target = sources[0] if len(set(sources)) == 1 else adapter.canonical_device("cpu")
+        target = _default_destination(adapter, sources)
     pieces = [
         item if source == target else adapter.to_device(item, str(target))
         for item, source in zip(items, sources, strict=True)
@@ -420,10 +515,181 @@ def broadcast(
             return tuple(native.broadcast(tensor, targets))
         return tuple(native.broadcast(tensor, out=outputs))
     if out is None:
-        result = [adapter.to_device(tensor, target) for target in targets]
+        result = [_copy_to(adapter, tensor, target) for target in targets]
     else:
         for item in outputs:
             _copy(adapter, item, tensor)
         result = outputs
     adapter.synchronize()
     return tuple(result)
+
+
+def broadcast_coalesced(
+    tensors: Iterable[Tensor], devices: Iterable[Any], buffer_size: int = 10485760
+) -> list[list[Tensor]]:
+    """Copy each of ``tensors`` to each of ``devices``.
+
+    Parameters
+    ----------
+    tensors
+        Tensors of one framework, all on ``devices[0]`` (torch.cuda.comm's rule); their shapes and
+        dtypes may differ. An empty list gives one empty list per device, as torch.cuda.comm
+        (with no tensor, there is no framework to check ``devices`` with).
+    devices
+        The target devices, as for :func:`scatter`; at least one.
+    buffer_size
+        An int > 0: the most bytes torch.cuda.comm copies at once when it makes the copies. It
+        does not change the results.
+
+    Returns
+    -------
+    list
+        One list per device (as torch.cuda.comm: a list of lists), holding new tensors: copies of
+        ``tensors`` in their order, also on ``devices[0]`` (torch.cuda.comm returns the inputs
+        themselves there).
+
+    Examples
+    --------
+    ::
+
+        >>> a, b = torch.tensor([1.0, 2.0]), torch.tensor([3])
+        >>> compat.comm.broadcast_coalesced([a, b], ["cpu", "cpu"])
+        [[tensor([1., 2.]), tensor([3])], [tensor([1., 2.]), tensor([3])]]
+    """
+    items = _check_sequence(tensors, "tensors", "tensors")
+    if not items:
+        places = _check_sequence(devices, "devices", "devices")
+        if not places:
+            raise ValueError("devices: expected at least one device; got an empty list")
+        _check_buffer_size(buffer_size)
+        return [[] for _ in places]
+    framework, adapter = _check_tensor(items[0], "tensors[0]")
+    for index, item in enumerate(items[1:], start=1):
+        _check_framework(item, f"tensors[{index}]", framework, "tensors[0]")
+    targets = _check_devices(devices, framework, adapter, allow_empty=False)
+    for index, item in enumerate(items):
+        where = adapter.device(item)
+        if where != targets[0]:
+            raise ValueError(
+                f"tensors[{index}]: expected a tensor on devices[0] ({targets[0]}), as every "
+                f"tensor (torch.cuda.comm's rule); got one on {where}"
+            )
+    size = _check_buffer_size(buffer_size)
+    native = _native_comm(framework, targets)
+    if native is not None:
+        rows = native.broadcast_coalesced(items, targets, size)
+        # On devices[0] torch.cuda.comm returns the inputs themselves: copies instead.
+        return [
+            [_copy_to(adapter, item, target) for item in items] if target == targets[0] else row
+            for row, target in zip(rows, targets, strict=True)
+        ]
+    result = [[_copy_to(adapter, item, target) for item in items] for target in targets]
+    adapter.synchronize()
+    return result
+
+
+def reduce_add(inputs: Iterable[Tensor], destination: Any = None) -> Tensor:
+    """Sum ``inputs`` element-wise on ``destination``.
+
+    Parameters
+    ----------
+    inputs
+        Tensors of one framework with the same shape and dtype (none is cast or promoted), one
+        per device, on any devices; at least one.
+    destination
+        The device of the result, as for :func:`gather`: a device, -1 for CPU, or None:
+        torch.cuda.comm's default (the current CUDA device) when every input is on CUDA;
+        otherwise the inputs' device if they share one, else CPU.
+
+    Returns
+    -------
+    tensor
+        A new tensor on ``destination`` (also for a single input, which torch.cuda.comm returns
+        itself).
+
+    Examples
+    --------
+    ::
+
+        >>> compat.comm.reduce_add([torch.tensor([1, 2]), torch.tensor([10, 20])], "cpu")
+        tensor([11, 22])
+    """
+    items = _check_sequence(inputs, "inputs", "tensors")
+    if not items:
+        raise ValueError("inputs: expected at least one tensor; got an empty list")
+    framework, adapter = _check_tensor(items[0], "inputs[0]")
+    _check_summands(items, [f"inputs[{index}]" for index in range(len(items))], adapter)
+    sources = [adapter.device(item) for item in items]
+    native, target = _sum_plan(destination, framework, adapter, sources)
+    if native is not None:
+        return native.reduce_add(items, target)
+    result = _sum(adapter, items, target)
+    adapter.synchronize()
+    return result
+
+
+def reduce_add_coalesced(
+    inputs: Iterable[Iterable[Tensor]], destination: Any = None, buffer_size: int = 10485760
+) -> tuple[Tensor, ...]:
+    """Sum element-wise, for each j, the j-th tensor of every device's list of ``inputs``.
+
+    Parameters
+    ----------
+    inputs
+        One list of tensors per device, the lists of equal length, each list's tensors on one
+        device. ``inputs[i][j]`` has the shape and dtype of ``inputs[0][j]`` (none is cast);
+        different j may differ. No list, or empty lists, give an empty tuple, as
+        torch.cuda.comm (with no tensor, there is no framework to check ``destination`` with).
+    destination
+        The device of the results, as for :func:`reduce_add`.
+    buffer_size
+        An int > 0: the most bytes torch.cuda.comm sums at once when it makes the sums. It does
+        not change the results.
+
+    Returns
+    -------
+    tuple
+        New tensors on ``destination``: the j-th is the sum of the ``inputs[i][j]``.
+
+    Examples
+    --------
+    ::
+
+        >>> on_0 = [torch.tensor([1, 2]), torch.tensor([0.5])]
+        >>> on_1 = [torch.tensor([10, 20]), torch.tensor([0.25])]
+        >>> compat.comm.reduce_add_coalesced([on_0, on_1], "cpu")
+        (tensor([11, 22]), tensor([0.7500]))
+    """
+    lists = [
+        _check_sequence(item, f"inputs[{index}]", "tensors")
+        for index, item in enumerate(_check_sequence(inputs, "inputs", "lists of tensors"))
+    ]
+    for index, row in enumerate(lists[1:], start=1):
+        if len(row) != len(lists[0]):
+            raise ValueError(
+                f"inputs[{index}]: expected {len(lists[0])} tensors (as inputs[0]); got {len(row)}"
+            )
+    if not lists or not lists[0]:
+        _check_buffer_size(buffer_size)
+        return ()
+    framework, adapter = _check_tensor(lists[0][0], "inputs[0][0]")
+    groups = [[row[j] for row in lists] for j in range(len(lists[0]))]
+    for j, group in enumerate(groups):
+        _check_framework(group[0], f"inputs[0][{j}]", framework, "inputs[0][0]")
+        _check_summands(group, [f"inputs[{i}][{j}]" for i in range(len(group))], adapter)
+    sources = [adapter.device(row[0]) for row in lists]
+    for i, row in enumerate(lists):
+        for j, item in enumerate(row):
+            where = adapter.device(item)
+            if where != sources[i]:
+                raise ValueError(
+                    f"inputs[{i}][{j}]: expected a tensor on {sources[i]}, as inputs[{i}][0] (each "
+                    f"list holds one device's tensors); got one on {where}"
+                )
+    native, target = _sum_plan(destination, framework, adapter, sources)
+    size = _check_buffer_size(buffer_size)
+    if native is not None:
+        return tuple(native.reduce_add_coalesced(lists, target, size))
+    result = tuple(_sum(adapter, group, target) for group in groups)
+    adapter.synchronize()
+    return result

@@ -1,9 +1,10 @@
-"""compat.comm: scatter, gather and broadcast across the devices of one process (torch.cuda.comm).
+"""compat.comm: torch.cuda.comm's functions across the devices of one process.
 
 Results are checked against numpy on torch CPU and on MindSpore CPU (in this process; comm needs no
 communication init), for several dtypes; every rule violation is checked for its exception type,
-its message (parameter, what was expected, what was given) and for leaving ``out`` untouched.
-The CUDA delegation to torch.cuda.comm is tested only where CUDA is present.
+its message (parameter, what was expected, what was given) and for leaving ``out`` and the inputs
+untouched. `compat port` rewrites every torch.cuda.comm function to compat.comm's. The CUDA
+delegation to torch.cuda.comm is tested only where CUDA is present.
 """
 
 from __future__ import annotations
@@ -111,11 +112,18 @@ def _expected_chunks(array: np.ndarray, sizes: list[int], dim: int) -> list[np.n
     return np.split(array, np.cumsum(sizes)[:-1], axis=dim)
 
 
+def _overwrite(kit: Kit, tensor: Any, shape: tuple[int, ...], dtype: str) -> None:
+    """Write zeros into ``tensor`` (an empty one has nothing to write; MindSpore's copy into some
+    empty shapes fails)."""
+    if 0 not in shape:
+        kit.adapter.copy_(tensor, kit.full(shape, dtype, 0))
+
+
 def _check_result(kit: Kit, tensors: Any, expected: list[np.ndarray], dtype: str) -> None:
     assert isinstance(tensors, tuple)
     assert len(tensors) == len(expected)
     for tensor, want in zip(tensors, expected, strict=True):
-        assert kit.dtype(tensor) == dtype
+        assert not dtype or kit.dtype(tensor) == dtype  # "": the caller checks each one's
         got = kit.numpy(tensor)
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
@@ -214,14 +222,15 @@ def test_gather_returns_a_new_tensor(kit: Kit) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(3, 2), (5,), ()])
+@pytest.mark.parametrize("shape", [(3, 2), (5,), (), (2, 0)])
 def test_broadcast(kit: Kit, dtype: str, shape: tuple[int, ...]) -> None:
     array = _data(shape)
     tensor = kit.tensor(array, dtype)
     result = compat.comm.broadcast(tensor, kit.cpu_names)
     _check_result(kit, result, [array] * len(kit.cpu_names), dtype)
+    assert all(copy is not tensor for copy in result)
     for copy in result:  # copies, also on the tensor's own device
-        kit.adapter.copy_(copy, kit.full(shape, dtype, 0))
+        _overwrite(kit, copy, shape, dtype)
     np.testing.assert_array_equal(kit.numpy(tensor), array)
     out = [kit.full(shape, dtype), kit.full(shape, dtype)]
     result = compat.comm.broadcast(tensor, out=out)
@@ -230,10 +239,71 @@ def test_broadcast(kit: Kit, dtype: str, shape: tuple[int, ...]) -> None:
     assert compat.comm.broadcast(tensor, []) == ()  # as torch.cuda.comm.broadcast
 
 
+@pytest.mark.parametrize("buffer_size", [10485760, 1])
+def test_broadcast_coalesced(kit: Kit, buffer_size: int) -> None:
+    # Several dtypes and shapes in one call: torch.cuda.comm coalesces them by dtype.
+    specs = [((3, 2), "float32"), ((5,), "int64"), ((), "bfloat16"), ((2, 0), "int32")]
+    arrays = [_data(shape) + index for index, (shape, _) in enumerate(specs)]
+    tensors = [kit.tensor(array, dtype) for array, (_, dtype) in zip(arrays, specs, strict=True)]
+    result = compat.comm.broadcast_coalesced(tensors, kit.cpu_names, buffer_size)
+    assert isinstance(result, list) and len(result) == len(kit.cpu_names)  # as torch.cuda.comm
+    for row in result:
+        assert isinstance(row, list)
+        _check_result(kit, tuple(row), arrays, "")
+        assert [kit.dtype(copy) for copy in row] == [dtype for _, dtype in specs]
+    for row in result:  # copies, also on devices[0] (the tensors' own)
+        assert all(copy is not tensor for copy, tensor in zip(row, tensors, strict=True))
+        for copy, (shape, dtype) in zip(row, specs, strict=True):
+            _overwrite(kit, copy, shape, dtype)
+    for tensor, array in zip(tensors, arrays, strict=True):
+        np.testing.assert_array_equal(kit.numpy(tensor), array)
+    # No tensor: one empty list per device, as torch.cuda.comm.
+    assert compat.comm.broadcast_coalesced([], kit.cpu_names) == [[] for _ in kit.cpu_names]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 2), (5,), (), (2, 0)])
+def test_reduce_add(kit: Kit, dtype: str, shape: tuple[int, ...]) -> None:
+    arrays = [_data(shape) + index for index in range(3)]  # sums stay exact in bfloat16
+    tensors = [kit.tensor(array, dtype) for array in arrays]
+    for destination in [None, -1, *kit.cpu_names]:
+        result = compat.comm.reduce_add(tensors, destination)
+        _check_result(kit, (result,), [np.sum(arrays, axis=0)], dtype)
+    for tensor, array in zip(tensors, arrays, strict=True):
+        np.testing.assert_array_equal(kit.numpy(tensor), array)
+    # One input: a new tensor (torch.cuda.comm returns the input itself).
+    alone = compat.comm.reduce_add(tensors[:1])
+    assert alone is not tensors[0]
+    _overwrite(kit, alone, shape, dtype)
+    np.testing.assert_array_equal(kit.numpy(tensors[0]), arrays[0])
+
+
+@pytest.mark.parametrize("buffer_size", [10485760, 1])
+def test_reduce_add_coalesced(kit: Kit, buffer_size: int) -> None:
+    specs = [((3, 2), "float32"), ((4,), "int64"), ((), "bfloat16"), ((0, 3), "int32")]
+    inputs = [
+        [kit.tensor(_data(shape) + 2 * device, dtype) for shape, dtype in specs]
+        for device in range(3)
+    ]
+    expected = [np.sum([_data(shape) + 2 * d for d in range(3)], axis=0) for shape, _ in specs]
+    for destination in [None, -1, kit.cpu_names[0]]:
+        result = compat.comm.reduce_add_coalesced(inputs, destination, buffer_size)
+        assert isinstance(result, tuple)  # as torch.cuda.comm
+        _check_result(kit, result, expected, "")
+        assert [kit.dtype(item) for item in result] == [dtype for _, dtype in specs]
+    for device, row in enumerate(inputs):  # unchanged
+        for tensor, (shape, _) in zip(row, specs, strict=True):
+            np.testing.assert_array_equal(kit.numpy(tensor), _data(shape) + 2 * device)
+    # No lists, or empty ones: an empty tuple, as torch.cuda.comm.
+    assert compat.comm.reduce_add_coalesced([]) == ()
+    assert compat.comm.reduce_add_coalesced([[], []]) == ()
+
+
 # -- rules ---------------------------------------------------------------------------------------
 
 # Each case: (name, call(kit, out_buffers) -> None, exception, message fragments). ``out_buffers``
-# is a list the call may fill with the out tensors it passes; they must be left untouched.
+# is a list the call may fill with the sentinel-filled tensors it passes (out tensors, or inputs of
+# the functions without out); they must be left untouched.
 Case = tuple[str, Callable[[Kit, list[Any]], Any], type[Exception], list[str]]
 
 
@@ -554,10 +624,205 @@ def _broadcast_cases() -> Iterator[Case]:
     )
 
 
+def _broadcast_coalesced_cases() -> Iterator[Case]:
+    bc = compat.comm.broadcast_coalesced
+    f23, i5 = ((2, 3), "float32"), ((5,), "int64")
+    yield (
+        "tensors type",
+        lambda k, o: bc(_outs(k, o, f23)[0], _cpu(k, 2)),
+        TypeError,
+        ["tensors: expected a list of tensors", "got a"],
+    )
+    yield (
+        "tensors[0]",
+        lambda k, o: bc([1.0], _cpu(k, 2)),
+        TypeError,
+        ["tensors[0]: expected a tensor", "got float 1.0"],
+    )
+    yield (
+        "tensors[1] type",
+        lambda k, o: bc([*_outs(k, o, f23), np.zeros(2)], _cpu(k, 2)),
+        TypeError,
+        ["tensors[1]: expected a", "tensor (as tensors[0])", "got ndarray"],
+    )
+    yield (
+        "devices empty",
+        lambda k, o: bc(_outs(k, o, f23, i5), []),
+        ValueError,
+        ["devices: expected at least one device", "got an empty list"],
+    )
+    yield (
+        "devices empty without tensors",
+        lambda k, o: bc([], []),
+        ValueError,
+        ["devices: expected at least one device", "got an empty list"],
+    )
+    yield (
+        "devices type",
+        lambda k, o: bc(_outs(k, o, f23), "cpu"),
+        TypeError,
+        ["devices: expected a list of devices", "got str 'cpu'"],
+    )
+    yield (
+        "device missing",
+        lambda k, o: bc(_outs(k, o, f23, i5), [k.cpu_names[0], k.missing_device]),
+        ValueError,
+        ["devices[1]: expected one of this process's", "got"],
+    )
+    yield (
+        "buffer_size 0",
+        lambda k, o: bc(_outs(k, o, f23, i5), _cpu(k, 2), 0),
+        ValueError,
+        ["buffer_size: expected an int > 0", "got 0"],
+    )
+    yield (
+        "buffer_size without tensors",
+        lambda k, o: bc([], _cpu(k, 2), -1),
+        ValueError,
+        ["buffer_size: expected an int > 0", "got -1"],
+    )
+    yield (
+        "buffer_size type",
+        lambda k, o: bc(_outs(k, o, f23), _cpu(k, 2), 1.5),
+        TypeError,
+        ["buffer_size: expected an int", "got float 1.5"],
+    )
+
+
+def _reduce_add_cases() -> Iterator[Case]:
+    ra = compat.comm.reduce_add
+    f43 = ((4, 3), "float32")
+    yield (
+        "inputs tensor",
+        lambda k, o: ra(_outs(k, o, f43)[0]),
+        TypeError,
+        ["inputs: expected a list of tensors", "got a"],
+    )
+    yield (
+        "inputs empty",
+        lambda k, o: ra([]),
+        ValueError,
+        ["inputs: expected at least one tensor", "got an empty list"],
+    )
+    yield (
+        "inputs[0]",
+        lambda k, o: ra([[1.0], *_outs(k, o, f43)]),
+        TypeError,
+        ["inputs[0]: expected a tensor", "got list [1.0]"],
+    )
+    yield (
+        "inputs[1] type",
+        lambda k, o: ra([*_outs(k, o, f43), np.zeros((4, 3), np.float32)]),
+        TypeError,
+        ["inputs[1]: expected a", "tensor (as inputs[0])", "got ndarray"],
+    )
+    yield (
+        "inputs[1] dtype",
+        lambda k, o: ra(_outs(k, o, f43, ((4, 3), "int64"))),
+        TypeError,
+        [
+            "inputs[1]: expected dtype float32 (the dtype of inputs[0]; compat does not cast)",
+            "int64",
+        ],
+    )
+    yield (
+        "inputs[2] shape",
+        lambda k, o: ra(_outs(k, o, f43, f43, ((3, 4), "float32"))),
+        ValueError,
+        ["inputs[2]: expected shape (4, 3) (inputs[0]'s shape)", "got (3, 4)"],
+    )
+    yield (
+        "destination missing",
+        lambda k, o: ra(_outs(k, o, f43, f43), k.missing_device),
+        ValueError,
+        ["destination: expected one of this process's", "got"],
+    )
+    yield (
+        "destination -2",
+        lambda k, o: ra(_outs(k, o, f43, f43), -2),
+        ValueError,
+        ["destination: expected one of this process's", "got -2"],
+    )
+    yield (
+        "destination type",
+        lambda k, o: ra(_outs(k, o, f43, f43), [k.cpu_names[0]]),
+        TypeError,
+        ["destination: expected a", "device", "got list"],
+    )
+
+
+def _reduce_add_coalesced_cases() -> Iterator[Case]:
+    rac = compat.comm.reduce_add_coalesced
+    f43, i2 = ((4, 3), "float32"), ((2,), "int64")
+    yield (
+        "inputs tensor",
+        lambda k, o: rac(_outs(k, o, f43)[0]),
+        TypeError,
+        ["inputs: expected a list of lists of tensors", "got a"],
+    )
+    yield (
+        "inputs[1] tensor",
+        lambda k, o: rac([_outs(k, o, f43), _outs(k, o, f43)[0]]),
+        TypeError,
+        ["inputs[1]: expected a list of tensors", "got a"],
+    )
+    yield (
+        "inputs[1] length",
+        lambda k, o: rac([_outs(k, o, f43, i2), _outs(k, o, f43)]),
+        ValueError,
+        ["inputs[1]: expected 2 tensors (as inputs[0])", "got 1"],
+    )
+    yield (
+        "inputs[0][0]",
+        lambda k, o: rac([[1.0], _outs(k, o, f43)]),
+        TypeError,
+        ["inputs[0][0]: expected a tensor", "got float 1.0"],
+    )
+    yield (
+        "inputs[0][1] type",
+        lambda k, o: rac([[*_outs(k, o, f43), np.zeros(2)], _outs(k, o, f43, i2)]),
+        TypeError,
+        ["inputs[0][1]: expected a", "tensor (as inputs[0][0])", "got ndarray"],
+    )
+    yield (
+        "inputs[1][1] dtype",
+        lambda k, o: rac([_outs(k, o, f43, i2), _outs(k, o, f43, ((2,), "int32"))]),
+        TypeError,
+        ["inputs[1][1]: expected dtype int64 (the dtype of inputs[0][1]", "got int32"],
+    )
+    yield (
+        "inputs[1][0] shape",
+        lambda k, o: rac([_outs(k, o, f43, i2), _outs(k, o, ((3, 4), "float32"), i2)]),
+        ValueError,
+        ["inputs[1][0]: expected shape (4, 3) (inputs[0][0]'s shape)", "got (3, 4)"],
+    )
+    yield (
+        "destination missing",
+        lambda k, o: rac([_outs(k, o, f43), _outs(k, o, f43)], k.missing_device),
+        ValueError,
+        ["destination: expected one of this process's", "got"],
+    )
+    yield (
+        "buffer_size bool",
+        lambda k, o: rac([_outs(k, o, f43), _outs(k, o, f43)], buffer_size=True),
+        TypeError,
+        ["buffer_size: expected an int", "got bool True"],
+    )
+    yield (
+        "buffer_size without tensors",
+        lambda k, o: rac([], buffer_size=0),
+        ValueError,
+        ["buffer_size: expected an int > 0", "got 0"],
+    )
+
+
 CASES = [
     *(("scatter", *case) for case in _scatter_cases()),
     *(("gather", *case) for case in _gather_cases()),
     *(("broadcast", *case) for case in _broadcast_cases()),
+    *(("broadcast_coalesced", *case) for case in _broadcast_coalesced_cases()),
+    *(("reduce_add", *case) for case in _reduce_add_cases()),
+    *(("reduce_add_coalesced", *case) for case in _reduce_add_coalesced_cases()),
 ]
 
 
@@ -597,6 +862,28 @@ def test_mixed_frameworks_are_refused() -> None:
     with pytest.raises(TypeError, match=r"out\[0\]: expected a torch tensor .* got a mindspore"):
         compat.comm.broadcast(torch.ones(2), out=out)
     assert (ms_kit.numpy(out[0]) == SENTINEL).all()
+    with pytest.raises(TypeError, match=r"inputs\[1\]: expected a torch tensor .* got a mindspore"):
+        compat.comm.reduce_add([torch.ones(2), out[0]])
+    with pytest.raises(TypeError, match=r"inputs\[1\]\[0\]: expected a torch tensor .* got a"):
+        compat.comm.reduce_add_coalesced([[torch.ones(2)], out])
+    with pytest.raises(
+        TypeError, match=r"tensors\[1\]: expected a torch tensor .* got a mindspore"
+    ):
+        compat.comm.broadcast_coalesced([torch.ones(2), out[0]], ["cpu"])
+    assert (ms_kit.numpy(out[0]) == SENTINEL).all()
+
+
+def test_coalesced_tensors_must_share_their_device() -> None:
+    # torch.cuda.comm's rules: broadcast_coalesced's tensors on devices[0], each list of
+    # reduce_add_coalesced on one device. A "meta" tensor is on another device than the CPU.
+    torch = pytest.importorskip("torch")
+    cpu, meta = torch.ones(2), torch.ones(2, device="meta")
+    with pytest.raises(
+        ValueError, match=r"tensors\[1\]: expected a tensor on devices\[0\] \(cpu\)"
+    ):
+        compat.comm.broadcast_coalesced([cpu, meta], ["cpu"])
+    with pytest.raises(ValueError, match=r"inputs\[0\]\[1\]: expected a tensor on cpu, as inputs"):
+        compat.comm.reduce_add_coalesced([[cpu, meta], [cpu, cpu]])
 
 
 def test_import_compat_loads_comm_without_a_framework() -> None:
@@ -607,6 +894,33 @@ def test_import_compat_loads_comm_without_a_framework() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, f"import compat imported {result.stdout} {result.stderr}"
+
+
+# -- compat port ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        ("comm.broadcast_coalesced([a, b], [0, 1], 1024)", "broadcast_coalesced"),
+        ("comm.reduce_add([a, b], destination=0)", "reduce_add"),
+        ("comm.reduce_add_coalesced([[a], [b]], 0, buffer_size=4096)", "reduce_add_coalesced"),
+    ],
+)
+def test_port_rewrites_every_torch_cuda_comm_function(call: str, name: str) -> None:
+    pytest.importorskip("libcst")
+    from compat.tools import port
+
+    for imports, prefix in [
+        ("import torch.cuda.comm as comm", "comm."),
+        ("import torch", "torch.cuda.comm."),
+        ("from torch.cuda import comm", "comm."),
+    ]:
+        source = f"{imports}\n{call.replace('comm.', prefix, 1)}\n"
+        result = port.port_source(source)
+        assert [f.compat for f in result.findings] == [f"compat.comm.{name}"], source
+        assert f"{call.replace('comm.', 'compat.comm.', 1)}\n" in result.rewritten, result.rewritten
+        assert "torch.cuda" not in result.rewritten
 
 
 # -- CUDA: delegation to torch.cuda.comm -----------------------------------------------------------
@@ -637,3 +951,28 @@ def test_cuda_scatter_gather_broadcast_match_torch_cuda_comm(cuda: Any) -> None:
     assert all(torch.equal(c.cpu(), tensor) for c in copies)
     with pytest.raises(ValueError, match=r"chunk_sizes: expected sizes summing to 8"):
         compat.comm.scatter(tensor, devices, chunk_sizes=[1] * len(devices))
+
+
+def test_cuda_coalesced_and_reduce_add_match_torch_cuda_comm(cuda: Any) -> None:
+    import torch.cuda.comm as native
+
+    torch = cuda
+    devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    first = [torch.arange(6.0, device=devices[0]).reshape(2, 3), torch.arange(3, device=devices[0])]
+    ours = compat.comm.broadcast_coalesced(first, devices)
+    theirs = native.broadcast_coalesced(first, devices)
+    assert [[(t.device, t.tolist()) for t in row] for row in ours] == [
+        [(t.device, t.tolist()) for t in row] for row in theirs
+    ]
+    assert all(copy is not tensor for copy, tensor in zip(ours[0], first, strict=True))
+    inputs = [[t.to(device) + i for t in first] for i, device in enumerate(devices)]
+    for destination in [None, devices[-1], "cpu"]:
+        summed = compat.comm.reduce_add([row[0] for row in inputs], destination)
+        expected = sum(row[0].cpu() for row in inputs)
+        assert torch.equal(summed.cpu(), expected)
+        sums = compat.comm.reduce_add_coalesced(inputs, destination)
+        assert [s.cpu().tolist() for s in sums] == [
+            sum(row[j].cpu() for row in inputs).tolist() for j in range(len(first))
+        ]
+    with pytest.raises(TypeError, match=r"inputs\[1\]: expected dtype float32"):
+        compat.comm.reduce_add([inputs[0][0], inputs[0][0].long()])
