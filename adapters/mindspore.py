@@ -168,6 +168,18 @@ class MindSporeAdapter(Adapter):
             for key, entry in tables.load("capabilities").items()
             if entry["framework"] == "mindspore"
         }
+        for option, why in _NOT_TAKEN_AT_INIT.items():
+            if getattr(rendezvous, option) is not None:
+                raise UnsupportedError(
+                    f"{option}: {why}; expected None on mindspore, got "
+                    f"{getattr(rendezvous, option)!r}"
+                )
+        device_id = rendezvous.device_id
+        if device_id is not None and not isinstance(device_id, int):
+            raise TypeError(
+                f"device_id: expected None or a device index (int) on mindspore; got "
+                f"{type(device_id).__name__} {device_id!r}"
+            )
         self._adopted = bool(dist.is_initialized())
         if self._adopted:
             # The script called mindspore.communication.init itself: adopt its world.
@@ -178,7 +190,7 @@ class MindSporeAdapter(Adapter):
                 from compat.dispatch import default_backend
 
                 backend = default_backend(self.framework, self.device_kinds())
-            ms.set_device(backends[backend])
+            ms.set_device(backends[backend], device_id)
             self._join(rendezvous)
         self._on_cpu = backends[backend] == "CPU"
         if os.environ.get("MS_ROLE") == "MS_SCHED":
@@ -861,6 +873,14 @@ _WORLD_GROUP_NAMES = frozenset({"hccl_world_group", "nccl_world_group", "mccl_wo
 #: a scheduler started by init(init_method="tcp://...") is gone by then. Measured with 6-8 jobs
 #: at once: 4 of 36 jobs without this pause, 0 of 84 with it.
 ACK_FLUSH_SECONDS = 0.2
+
+#: init_process_group arguments MindSpore cannot take, and why.
+_NOT_TAKEN_AT_INIT = {
+    "store": "MindSpore's ranks meet through its scheduler (which compat starts for tcp:// and "
+    "env://), not a torch store",
+    "pg_options": "MindSpore's backends take no options (mint.distributed's pg_options is "
+    "reserved)",
+}
 
 #: How long destroy() waits for the scheduler it started to end by itself.
 SCHEDULER_EXIT_SECONDS = 10.0

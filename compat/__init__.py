@@ -53,12 +53,13 @@ from compat.objects import (
     send_object_list,
 )
 from compat.p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
-from compat.types import WORLD, Group, ReduceOp, Work
+from compat.types import WORLD, Backend, Group, ReduceOp, Work
 
 __version__ = "0.1.0"
 
 __all__ = [
     "WORLD",
+    "Backend",
     "CollectiveMismatchError",
     "CollectiveTimeout",
     "Group",

@@ -27,13 +27,20 @@ GroupHandle = Any
 
 @dataclass(frozen=True)
 class Rendezvous:
-    """How the ranks find each other: ``torch.distributed.init_process_group``'s arguments, as
+    """How this process joins the job: ``torch.distributed.init_process_group``'s arguments, as
     compat.init checked them. All None: a launcher's environment, else a world of one."""
 
     #: ``env://``, ``tcp://host:port`` or ``file://path``
     init_method: str | None = None
     rank: int | None = None
     world_size: int | None = None
+    #: a framework's key-value store to meet through (torch's ``store=``; with rank and
+    #: world_size, without init_method)
+    store: object = None
+    #: the device this process uses: an index, or the framework's device object
+    device_id: object = None
+    #: the backend's own options (torch's ``pg_options=``)
+    pg_options: object = None
 
 
 #: One op of a batch_isend_irecv: ``("isend" | "irecv", tensor, global rank of the peer, tag)``.

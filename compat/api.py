@@ -10,6 +10,7 @@ process group was initialised elsewhere (``torch.distributed.init_process_group`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from compat import capabilities, state, tables
@@ -30,6 +31,10 @@ def init(
     init_method: str | None = None,
     rank: int | None = None,
     world_size: int | None = None,
+    store: object = None,
+    group_name: str = "",
+    pg_options: object = None,
+    device_id: int | object | None = None,
 ) -> None:
     """Join the job and set up communication.
 
@@ -59,6 +64,21 @@ def init(
         ``torch.multiprocessing.spawn``-style script or ``torchrun`` starts a MindSpore job
         without msrun. ``rank=-1`` and ``world_size=-1`` (torch's defaults) mean not given, as
         None does; other negative values are a ValueError.
+    store
+        torch: a ``torch.distributed.Store`` to meet through instead of ``init_method`` (with
+        ``rank`` and ``world_size``), as torch takes it. MindSpore meets through its scheduler
+        only: a store is an UnsupportedError there.
+    group_name
+        Accepted and ignored, as torch 2.13 ignores it (deprecated there).
+    pg_options
+        torch: the backend's options (e.g. ``ProcessGroupNCCL.Options``), passed on. MindSpore
+        has none to take (its own ``pg_options`` is reserved): anything but None is an
+        UnsupportedError.
+    device_id
+        The device this process uses. torch: as ``init_process_group(device_id=)`` (an index or
+        a ``torch.device``; on NCCL also the CUDA device compat makes current, instead of
+        ``LOCAL_RANK``). MindSpore: an index, given to ``ms.set_device`` with the backend's
+        device target.
 
     If the framework's own process group is already initialised (the script called
     ``torch.distributed.init_process_group`` or ``mindspore.communication.init()`` itself),
@@ -91,7 +111,16 @@ def init(
     if backend is not None and backend not in backends:
         raise ValueError(f"backend: expected one of {backends} for {chosen}; got {backend!r}")
     timeout = _check_timeout(timeout, "timeout")
-    rendezvous = _check_rendezvous(init_method, rank, world_size)
+    rendezvous = _check_rendezvous(init_method, rank, world_size, store)
+    if not isinstance(group_name, str):
+        raise TypeError(
+            f"group_name: expected a str (ignored, as torch does); got {describe(group_name)}"
+        )
+    if isinstance(device_id, bool) or (isinstance(device_id, int) and device_id < 0):
+        raise ValueError(
+            f"device_id: expected None, a device index >= 0 or a device; got {device_id!r}"
+        )
+    rendezvous = replace(rendezvous, device_id=device_id, pg_options=pg_options)
     check = check_bool(state.check_from_environment() if check is None else check, "check")
     state.start(chosen, backend, timeout, rendezvous, check)
 
@@ -119,7 +148,9 @@ def _check_timeout(timeout: object, param: str) -> timedelta | None:
 _INIT_METHODS = ("env://", "tcp://", "file://")
 
 
-def _check_rendezvous(init_method: object, rank: object, world_size: object) -> Rendezvous:
+def _check_rendezvous(
+    init_method: object, rank: object, world_size: object, store: object = None
+) -> Rendezvous:
     if init_method is not None and (
         not isinstance(init_method, str) or not init_method.startswith(_INIT_METHODS)
     ):
@@ -142,7 +173,12 @@ def _check_rendezvous(init_method: object, rank: object, world_size: object) -> 
                 f"rank={me}, world_size={size}"
             )
         _host_port(init_method)
-    return Rendezvous(init_method, me, size)
+    if store is not None and (init_method is not None or me is None or size is None):
+        raise ValueError(
+            "store: expected rank and world_size and no init_method with a store (as torch); "
+            f"got init_method={init_method!r}, rank={me}, world_size={size}"
+        )
+    return Rendezvous(init_method, me, size, store)
 
 
 def _not_given_as_none(value: object, param: str) -> int | None:

@@ -44,6 +44,48 @@ def _check_ops_match_table() -> None:
 _check_ops_match_table()
 
 
+class Backend(str, enum.Enum):
+    """The name of a communication backend, as ``torch.distributed.Backend`` names its own: a
+    str (``Backend.NCCL == "nccl"``), so it compares equal to what :func:`compat.get_backend`
+    returns and is taken wherever a backend name is (compat's and torch's ``backend=``).
+
+    Every backend compat runs on, on either framework (``mapping_tables/capabilities.toml``).
+    ``Backend("NCCL")`` is ``Backend.NCCL``, as torch's ``Backend("NCCL")`` is ``"nccl"``.
+    """
+
+    GLOO = "gloo"
+    NCCL = "nccl"
+    MCCL = "mccl"
+    HCCL = "hccl"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def _missing_(cls, value: object) -> Backend:
+        lowered = value.lower() if isinstance(value, str) else None
+        for member in cls:
+            if member.value == lowered:
+                return member
+        raise ValueError(
+            f"backend: expected one of {', '.join(repr(b.value) for b in cls)} (any case); "
+            f"got {value!r}"
+        )
+
+
+def _check_backends_match_table() -> None:
+    recorded = {entry.get("backend", key) for key, entry in tables.load("capabilities").items()}
+    declared = {backend.value for backend in Backend}
+    if recorded != declared:
+        raise TableError(
+            f"mapping table capabilities.toml lists backends {sorted(recorded)}, "
+            f"compat.Backend declares {sorted(declared)}"
+        )
+
+
+_check_backends_match_table()
+
+
 def _alias_map() -> dict[str, ReduceOp]:
     aliases: dict[str, ReduceOp] = {}
     for value, entry in tables.lookup("reduce_ops", "ops").items():

@@ -44,6 +44,15 @@ def test_minus_one_means_not_given(
             ValueError,
             ["rank:", "expected rank and world_size", "rank=None"],
         ),
+        ({"store": object()}, ValueError, ["store:", "rank and world_size", "rank=None"]),
+        (
+            {"store": object(), "init_method": "env://", "rank": 0, "world_size": 1},
+            ValueError,
+            ["store:", "no init_method", "init_method='env://'"],
+        ),
+        ({"group_name": 1}, TypeError, ["group_name:", "expected a str", "int"]),
+        ({"device_id": -1}, ValueError, ["device_id:", "index >= 0", "got -1"]),
+        ({"device_id": True}, ValueError, ["device_id:", "got True"]),
     ],
 )
 def test_other_values_are_refused_before_anything_starts(

@@ -71,31 +71,51 @@ SPAWN = (
 import sys
 
 
-def main(rank, port, framework, world):
+def main(rank, port, framework, world, store_port):
     import compat
 
+    if framework == "mindspore":
+        # What MindSpore cannot take is refused before anything starts.
+        for option in ("store", "pg_options"):
+            try:
+                compat.init(framework, rank=rank, world_size=world, **{option: object()})
+            except compat.UnsupportedError as error:
+                assert str(error).startswith(f"{option}: "), error
+            else:
+                raise AssertionError(f"{option} was taken on MindSpore")
     # MindSpore's name for the CPU backend: Gloo on torch (frameworks.toml backend_aliases).
     compat.init(
-        framework, "mccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+        framework, "mccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+        group_name="ignored", device_id=0 if framework == "mindspore" else None,
     )
     assert compat.get_backend() == {"torch": "gloo", "mindspore": "mccl"}[framework]
     check(framework, rank, world)
     compat.destroy()
+    if framework == "torch":
+        # torch's other way to meet, a store (with rank and world_size), and its options.
+        import torch.distributed as dist
+
+        store = dist.TCPStore("127.0.0.1", store_port, world, rank == 0)
+        compat.init(framework, compat.Backend.GLOO, store=store, rank=rank, world_size=world,
+                    pg_options=None)
+        check(framework, rank, world)
+        compat.destroy()
     print(f"rank {rank} OK", flush=True)
 
 
 if __name__ == "__main__":
     framework, port, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    store_port = int(sys.argv[4])
     if framework == "torch":
         import torch.multiprocessing as mp
 
-        mp.spawn(main, args=(port, framework, world), nprocs=world)
+        mp.spawn(main, args=(port, framework, world, store_port), nprocs=world)
     else:
         # torch.multiprocessing.spawn's way, without importing torch into MindSpore ranks.
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")
-        ranks = [context.Process(target=main, args=(r, port, framework, world))
+        ranks = [context.Process(target=main, args=(r, port, framework, world, store_port))
                  for r in range(world)]
         for process in ranks:
             process.start()
@@ -113,7 +133,7 @@ def test_a_spawn_style_program_runs_without_a_launcher(framework: str, tmp_path:
     script = tmp_path / "spawned.py"
     script.write_text(SPAWN)
     result = run_bounded(
-        [sys.executable, str(script), framework, str(free_port()), "2"],
+        [sys.executable, str(script), framework, str(free_port()), "2", str(free_port())],
         timeout=240,
         env=_environment(),
         cwd=str(tmp_path),

@@ -685,15 +685,26 @@ def test_unpacked_arguments_are_rewritten_only_where_compat_takes_every_keyword(
 
         dist.all_reduce(t, **kwargs)
         dist.init_process_group(backend="gloo", **kwargs)
+        dist.init_process_group(backend, init_method, **kwargs)
+        dist.init_process_group(backend="cncl", **kwargs)
+        dist.init_process_group(*args)
         dist.new_group(*args)
         """
     )
-    by_name = {f.written: f for f in result.findings}
-    assert by_name["dist.all_reduce"].rewritten
+    reduce, *init, group = result.findings
+    assert reduce.rewritten
     assert "compat.all_reduce(t, **kwargs)" in result.rewritten
-    init = by_name["dist.init_process_group"]
-    assert init.category == "unpacked arguments" and "store" in str(init.reason)
-    assert by_name["dist.new_group"].category == "unpacked arguments"
+    # torch's public keywords are all compat.init's; what **kwargs carries is assumed not to be
+    # torch's private _ranks, and the finding says so
+    assert init[0].rewritten and "_ranks" in str(init[0].assumed)
+    assert 'compat.init(backend="gloo", **kwargs)' in result.rewritten
+    # positional arguments before **kwargs go by torch's names: compat.init's first is framework
+    assert init[1].rewritten
+    assert "compat.init(backend=backend, init_method=init_method, **kwargs)" in result.rewritten
+    # a backend torch takes (with a plugin) and compat does not: left, not made an error
+    assert init[2].category == "argument" and "'cncl'" in str(init[2].reason)
+    assert init[3].category == "unpacked arguments" and "another order" in str(init[3].reason)
+    assert group.category == "unpacked arguments"
 
 
 def test_init_process_group_keeps_every_argument_compat_init_takes() -> None:
@@ -708,15 +719,21 @@ def test_init_process_group_keeps_every_argument_compat_init_takes() -> None:
             dist.init_process_group(backend="nccl", store=store, rank=rank, world_size=world)
             dist.init_process_group(
             )
+            dist.init_process_group(dist.Backend.NCCL, device_id=device, pg_options=options)
+            dist.init_process_group("cpu:gloo,cuda:nccl", _ranks=[0, 1])
         """
     )
+    text = result.rewritten
     assert (
         'compat.init(\n        backend="gloo", init_method="tcp://127.0.0.1:29500", '
-        "world_size=world, rank=rank\n    )" in result.rewritten
+        "world_size=world, rank=rank\n    )" in text
     )
+    assert 'compat.init(backend="nccl", store=store, rank=rank, world_size=world)' in text
+    assert "compat.init()\n" in text  # no `compat.init(\n    )` leftover
+    assert "compat.init(backend=compat.Backend.NCCL, device_id=device, pg_options=options)" in text
     left = [f for f in result.findings if not f.rewritten]
-    assert [f.category for f in left] == ["argument"] and "store" in str(left[0].reason)
-    assert "compat.init()\n" in result.rewritten  # no `compat.init(\n    )` leftover
+    assert [f.category for f in left] == ["argument"], left
+    assert "cpu:gloo,cuda:nccl" in str(left[0].reason)
 
 
 def test_references_are_rewritten_where_compat_stands_in_for_torch() -> None:

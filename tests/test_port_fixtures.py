@@ -206,6 +206,8 @@ EXPECTED: dict[str, Expected] = {
     "spawn_tcp.py": Expected(
         {
             "init_process_group": 1,
+            "Backend.GLOO": 2,
+            "get_backend": 1,
             "ReduceOp.SUM": 1,
             "all_reduce": 1,
             "get_world_size": 2,
@@ -467,7 +469,7 @@ def test_the_original_fixtures_run_on_two_gloo_ranks(runs: Runs) -> None:
                 result = run.results[label][rank]
                 assert not (isinstance(result, dict) and "error" in result), (label, result)
     spawned = runs.original_spawn.results["spawn_tcp"]
-    assert spawned[0] == {"average": 15.0, "rank": 0, "world_size": 2}
+    assert spawned[0] == {"average": 15.0, "on_gloo": True, "rank": 0, "world_size": 2}
 
 
 # -- ported: the same results ---------------------------------------------------------------------

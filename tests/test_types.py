@@ -1,4 +1,5 @@
-"""compat's own logic, without ranks: ReduceOp parsing and Work's completion rules."""
+"""compat's own logic, without ranks: ReduceOp parsing, Backend names and Work's completion
+rules."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from compat import ReduceOp, Work
+from compat import Backend, ReduceOp, Work, tables
 from compat.types import parse_op
 
 
@@ -54,6 +55,18 @@ class FakeHandle:
 
     def is_completed(self) -> bool:
         return self.done
+
+
+def test_backend_members_are_the_strings_torch_and_compat_use() -> None:
+    import torch.distributed as dist
+
+    assert Backend("NCCL") is Backend.NCCL and Backend("gloo") is Backend.GLOO
+    assert Backend.NCCL == "nccl" == dist.Backend.NCCL and f"{Backend.MCCL}" == "mccl"
+    assert dist.Backend(Backend.GLOO) == "gloo"  # torch's backend= takes compat's members
+    every_backend = {e.get("backend", k) for k, e in tables.load("capabilities").items()}
+    assert {member.value for member in Backend} == every_backend
+    with pytest.raises(ValueError, match=r"^backend: expected one of 'gloo', .*got 'ucc'$"):
+        Backend("ucc")
 
 
 def test_work_waits_every_handle_then_finishes_once() -> None:

@@ -31,6 +31,7 @@ from libcst.metadata import (
 )
 
 import compat
+from compat import capabilities, tables
 from compat.tools.port._model import (
     PORTED_MODULES,
     REDUCE_OP_TOPICS,
@@ -615,6 +616,8 @@ class Rewriter(cst.CSTTransformer):
         bound = self._bind(api, params, updated, found)
         if bound is None:
             return None
+        if not self._backend_taken(api, bound.get("backend"), found):
+            return None
         found.differences = differences(api, bound)
         mapped = self._map(api, params, target, bound, found)
         if mapped is None:
@@ -652,38 +655,89 @@ class Rewriter(cst.CSTTransformer):
         self, api: Api, params: Params, target: Params, call: cst.Call, found: Finding
     ) -> cst.Call | None:
         """``f(a, *args, **kwargs)``: rewritten only where whatever they carry reaches the same
-        parameter of compat's function as of torch's."""
+        parameter of compat's function as of torch's. Without ``*args`` the plain positional
+        arguments are known, and from the first one compat takes elsewhere on they are passed by
+        torch's name. What ``**kwargs`` carries is assumed not to be torch's private
+        parameters (``_ranks``), and the finding says so."""
+        private = sorted(name for name in params.names if name.startswith("_"))
+        missing = sorted(set(params.names) - set(target.names) - set(private))
+        if missing:
+            return self._leave_unpacked(
+                call, found, f"compat.{api.compat} has no {', '.join(missing)}"
+            )
         torch_positional = [n for n in params.names if n not in params.keyword_only]
         compat_positional = [n for n in target.names if n not in target.keyword_only]
-        starred = any(arg.star == "*" for arg in call.args)
-        same_positions = (
-            compat_positional[: len(torch_positional)] == torch_positional
-            if starred
-            else all(
-                index < len(compat_positional)
-                and compat_positional[index] == torch_positional[index]
-                for index, arg in enumerate(call.args)
-                if arg.keyword is None and not arg.star
-            )
-        )
-        missing = sorted(set(params.names) - set(target.names))
-        if not same_positions or missing:
-            why = (
-                f"compat.{api.compat} has no {', '.join(missing)}"
-                if missing
-                else (f"compat.{api.compat} takes its arguments in another order")
-            )
-            found.leave(
-                "unpacked arguments",
-                f"{', '.join(_code(a) for a in call.args if a.star)} may carry what "
-                f"compat cannot take: {why}",
-            )
+        if any(arg.star == "*" for arg in call.args):
+            if compat_positional[: len(torch_positional)] != torch_positional:
+                return self._leave_unpacked(
+                    call, found, f"compat.{api.compat} takes its arguments in another order"
+                )
+            args: list[cst.Arg] | None = list(call.args)
+        else:
+            args = self._by_name_from_first_moved(torch_positional, compat_positional, call)
+        if args is None:
+            found.leave("argument", f"more positional arguments than {api.torch} takes")
             return None
-        for arg in call.args:
+        for arg in args:
             if arg.keyword is not None and arg.keyword.value not in target.names:
                 found.leave("argument", f"compat.{api.compat} has no {arg.keyword.value}")
                 return None
-        return call.with_changes(func=_dotted(f"compat.{api.compat}"))
+        backend = next((a for a in args if a.keyword and a.keyword.value == "backend"), None)
+        if not self._backend_taken(api, backend, found):
+            return None
+        if private and any(arg.star == "**" for arg in call.args):
+            found.assumed = f"**kwargs carries none of torch's private {', '.join(private)}"
+        return call.with_changes(func=_dotted(f"compat.{api.compat}"), args=args)
+
+    @staticmethod
+    def _backend_taken(api: Api, arg: cst.Arg | None, found: Finding) -> bool:
+        """False (and ``found``'s reason) when ``backend=`` is a literal compat cannot take on
+        torch (another device's backend such as ``"cncl"``, or ``"cpu:gloo,cuda:nccl"``): torch
+        would take it, compat.init would refuse it."""
+        if arg is None or not isinstance(arg.value, cst.SimpleString):
+            return True
+        value = arg.value.evaluated_value
+        taken = [*capabilities.backends("torch"), *torch_backend_aliases()]
+        if value in taken:
+            return True
+        found.leave(
+            "argument",
+            f"backend={value!r}: compat.{api.compat} takes {', '.join(repr(b) for b in taken)}",
+        )
+        return False
+
+    @staticmethod
+    def _leave_unpacked(call: cst.Call, found: Finding, why: str) -> None:
+        found.leave(
+            "unpacked arguments",
+            f"{', '.join(_code(a) for a in call.args if a.star)} may carry what compat cannot "
+            f"take: {why}",
+        )
+
+    @staticmethod
+    def _by_name_from_first_moved(
+        torch_positional: list[str], compat_positional: list[str], call: cst.Call
+    ) -> list[cst.Arg] | None:
+        """The call's arguments, its plain positional ones passed by torch's name from the first
+        whose position in compat's function differs; None if there are more than torch takes."""
+        args: list[cst.Arg] = []
+        moved = False
+        for index, arg in enumerate(call.args):
+            if arg.keyword is None and not arg.star:
+                if index >= len(torch_positional):
+                    return None
+                name = torch_positional[index]
+                moved = moved or index >= len(compat_positional) or compat_positional[index] != name
+                if moved:
+                    arg = arg.with_changes(
+                        keyword=cst.Name(name),
+                        equal=cst.AssignEqual(
+                            whitespace_before=cst.SimpleWhitespace(""),
+                            whitespace_after=cst.SimpleWhitespace(""),
+                        ),
+                    )
+            args.append(arg)
+        return args
 
     def _bind(
         self, api: Api, params: Params, call: cst.Call, found: Finding
@@ -1073,3 +1127,8 @@ class ImportPruner(cst.CSTTransformer):
         self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
     ) -> cst.Import | cst.ImportFrom | cst.RemovalSentinel:
         return self._prune(original_node, updated_node)
+
+
+def torch_backend_aliases() -> list[str]:
+    """The other framework's backend names compat.init takes on torch (frameworks.toml)."""
+    return list(tables.lookup("frameworks", "torch").get("backend_aliases", {}))
