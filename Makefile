@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test test-gpu test-npu lint clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,14 @@ test: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy compat adapters
 	$(PY) -m pytest -q
+
+# The multi-rank suite on 2+ GPUs (torch NCCL, MindSpore NCCL) or NPUs (MindSpore HCCL); each
+# test says why it skipped where the hardware is absent.
+test-gpu: setup
+	COMPAT_HARDWARE=gpu $(PY) -m pytest -q -rs tests/test_hardware.py
+
+test-npu: setup
+	COMPAT_HARDWARE=npu $(PY) -m pytest -q -rs tests/test_hardware.py
 
 lint: setup
 	$(PY) -m ruff check .

@@ -47,6 +47,7 @@ from mindspore import communication, mint
 
 # PyNative queues operations; this executor's sync() waits for them and raises a deferred error.
 # (mindspore.runtime.synchronize() only logs "CPU device is not supported" on CPU, unsynchronised.)
+from mindspore._c_expression import DeviceManagerConf
 from mindspore.graph.api import _pynative_executor
 
 from compat import tables
@@ -59,6 +60,7 @@ from compat.adapter import (
     Translate,
     translating_errors,
 )
+from compat.dispatch import local_rank
 from compat.errors import CollectiveTimeout, UnsupportedError
 from compat.types import Handle, ReduceOp
 
@@ -151,10 +153,13 @@ class MindSporeAdapter(Adapter):
         self._group_ranks: dict[str, list[int]] = {}
         self._world: list[int] = []
         self._rank = 0
-        self._on_cpu = False
+        # Before init (compat.comm needs none): the device target MindSpore has now.
+        self._on_cpu = ms.get_context("device_target") == "CPU"
         self._adopted = False
         self._scheduler: subprocess.Popen[bytes] | None = None
         self._pending_recvs: list[threading.Event] = []  # see recv_within
+        self._target = "CPU"  # the backend's device target, and this rank's device: see init
+        self._home = "CPU"
 
     # -- lifecycle -------------------------------------------------------------------------
     def init(self, backend: str | None, timeout: timedelta | None, rendezvous: Rendezvous) -> str:
@@ -190,9 +195,13 @@ class MindSporeAdapter(Adapter):
                 from compat.dispatch import default_backend
 
                 backend = default_backend(self.framework, self.device_kinds())
-            ms.set_device(backends[backend], device_id)
+            _bind_device(backends[backend], device_id)
             self._join(rendezvous)
         self._on_cpu = backends[backend] == "CPU"
+        self._target = backends[backend]
+        self._home = (
+            self._target if self._on_cpu else f"{self._target}:{ms.get_context('device_id')}"
+        )
         if os.environ.get("MS_ROLE") == "MS_SCHED":
             # msrun runs the script in its scheduler process too: init() has served the
             # cluster there until the job ended, and the script must not go on to collectives.
@@ -293,6 +302,7 @@ class MindSporeAdapter(Adapter):
             return None
         communication.create_group(name, list(ranks))
         _pynative_executor.sync()
+        _check_made(name, list(ranks), communication.get_group_size(name))
         self._group_ranks[name] = list(ranks)
         return name
 
@@ -328,6 +338,14 @@ class MindSporeAdapter(Adapter):
     def device(self, tensor: ms.Tensor) -> str:
         device: str = ms.get_context("device_target")
         return device
+
+    def home_device(self) -> str:
+        return self._home
+
+    def on_home(self, tensor: ms.Tensor) -> bool:
+        # A PyNative tensor lives on the device target, unless moved to the host (move_to("CPU"):
+        # its device then says "CPU").
+        return self._on_cpu or not str(getattr(tensor, "device", self._target)).startswith("CPU")
 
     def empty(self, shape: Sequence[int], like: ms.Tensor) -> ms.Tensor:
         return mint.empty(tuple(shape), dtype=like.dtype)
@@ -407,10 +425,15 @@ class MindSporeAdapter(Adapter):
             return
         # Off CPU (unverified: no GPU or NPU here). `dst[:] = src` writes through views;
         # Tensor.copy_ on a view and `dst[...] = src` on a view from mint.split do not (measured
-        # on CPU). A 0-d tensor takes only `[...]`, in bfloat16 too: on a 0-d int16 view of it,
-        # `[...]` does not write through (measured).
+        # on CPU). A 0-d tensor takes no `[:]`: a 0-d view (indexing keeps its parent) takes
+        # `[...]`, in bfloat16 too (on a 0-d int16 view of it, `[...]` does not write through);
+        # a 0-d tensor of its own takes copy_, since `[...]` makes it share `src`'s memory, so
+        # that a later in-place write to `dst` changes `src` (all measured on CPU).
         if not dst.ndim:
-            dst[...] = src
+            if getattr(dst, "parent_tensor_", None) is not None:
+                dst[...] = src
+            else:
+                dst.copy_(src)
             return
         if dst.dtype == ms.bfloat16:
             # Slice assignment has no bfloat16 kernel on CPU ("type_id:45 is invalid"); the same
@@ -886,6 +909,40 @@ _NOT_TAKEN_AT_INIT = {
 SCHEDULER_EXIT_SECONDS = 10.0
 
 
+def _check_made(name: str, ranks: list[int], size: int) -> None:
+    """A group the framework made is the group asked for: a failed creation that left a name
+    meaning the world group (mint.distributed.new_group's "") would run every collective of the
+    group over every rank, silently."""
+    if size != len(ranks):
+        raise RuntimeError(
+            f"new_group: expected the backend's group {name!r} to have the {len(ranks)} ranks "
+            f"{ranks}; it has {size}, so compat does not use it"
+        )
+
+
+def _bind_device(target: str, device_id: int | None) -> None:
+    """``ms.set_device`` for the backend's device target: ``device_id`` if given, else the
+    device msrun or another launcher gives this rank (``local_rank_env``; msrun's DEVICE_ID is
+    the local rank), else MindSpore's default (0). A device the script set itself is kept: a
+    second ``ms.set_device`` with another id fails ("can not be modified")."""
+    conf = DeviceManagerConf.get_instance()
+    if conf.is_device_enable():
+        chosen = (conf.get_device_target(), conf.get_device_id())
+        if chosen[0] != target:
+            raise ValueError(
+                f"backend: it runs on {target}; the script set the device to {chosen[0]} "
+                "(ms.set_device)"
+            )
+        if device_id is not None and device_id != chosen[1]:
+            raise ValueError(
+                f"device_id: the script set device {chosen[1]} (ms.set_device); got {device_id}"
+            )
+        return
+    if device_id is None and target != "CPU":
+        device_id = local_rank("mindspore")
+    ms.set_device(target, device_id)
+
+
 def _backend_of_target(target: str) -> str:
     for key, entry in tables.load("capabilities").items():
         if entry["framework"] == "mindspore" and entry.get("device_target") == target:
@@ -952,13 +1009,14 @@ def _numpy_elementwise(entry: dict[str, str]) -> np.ufunc:
 
 # MCCL gives up on a collective after a fixed 30 s with "<Op> failed." (measured; no setting
 # changes it). Those words alone also mean other failures, so only a failure that took that long
-# is a timeout.
+# is a timeout. HCCL's bound is HCCL_EXEC_TIMEOUT (1836 s by default) and whether the process
+# survives it is not documented: its errors pass unchanged (README, "What each backend does").
 MCCL_TIMEOUT_SECONDS = 30.0
 
 
 def _timeout_translator(collective: str) -> Translate:
     def translate(error: Exception, seconds: float) -> Exception:
-        if seconds < MCCL_TIMEOUT_SECONDS - 1:
+        if seconds < MCCL_TIMEOUT_SECONDS - 1 or ms.get_context("device_target") != "CPU":
             return error
         return CollectiveTimeout(
             f"{collective} did not complete within MindSpore's {MCCL_TIMEOUT_SECONDS:g} s bound "

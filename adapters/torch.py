@@ -22,6 +22,7 @@ from compat.adapter import (
     Translate,
     translating_errors,
 )
+from compat.dispatch import local_rank
 from compat.errors import CollectiveTimeout
 from compat.types import Handle, ReduceOp
 
@@ -58,14 +59,30 @@ _ENDING_WAIT = timedelta(milliseconds=10)
 _ENDED_WITHIN_SECONDS = 5.0
 
 
-def _cuda_index(device_id: object) -> int:
-    """The CUDA device an NCCL rank uses: ``init(device_id=)`` (an index or a torch.device),
-    else ``LOCAL_RANK`` as torchrun sets it."""
+def home_index(rendezvous: Rendezvous, visible: int) -> int:
+    """The CUDA device an NCCL rank uses, of the ``visible`` ones: ``init(device_id=)`` (an index
+    or a torch.device); else the local rank a launcher gives (``LOCAL_RANK`` from torchrun, then
+    Open MPI's, MVAPICH's, Slurm's and MPICH's: ``local_rank_env`` in frameworks.toml), else the
+    rank, modulo ``visible``: with one visible device per rank (``CUDA_VISIBLE_DEVICES``) every
+    rank takes index 0, its own device."""
+    device_id = rendezvous.device_id
     if isinstance(device_id, torch.device):
-        device_id = device_id.index
+        if device_id.type != "cuda" or device_id.index is None:
+            raise ValueError(
+                f"device_id: expected a CUDA device with an index for nccl; got {device_id}"
+            )
+        return device_id.index
     if isinstance(device_id, int):
         return device_id
-    return int(os.environ.get("LOCAL_RANK", "0"))
+    if visible < 1:
+        raise ValueError(
+            "backend: 'nccl' needs a CUDA device, and torch sees none (CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')!r})"
+        )
+    local = local_rank("torch")
+    if local is None:
+        local = rendezvous.rank if rendezvous.rank is not None else int(os.environ.get("RANK", 0))
+    return local % visible
 
 
 def _free_port() -> int:
@@ -100,6 +117,7 @@ class TorchAdapter(Adapter):
     def __init__(self) -> None:
         super().__init__()
         self._adopted = False
+        self._home = torch.device("cpu")  # this rank's device: see init
         self._pending: list[tuple[dist.Work, threading.Event]] = []  # timed p2p: see destroy
         self._dtype_names = _dtype_names()
         self._ops = _reduce_ops()
@@ -114,6 +132,9 @@ class TorchAdapter(Adapter):
             # The script (or a helper it imports) called init_process_group: adopt that group.
             self._adopted = True
             adopted: str = dist.get_backend()
+            if adopted == "nccl":
+                # The script bound its device itself (set_device or device_id=): keep it.
+                self._home = torch.device("cuda", torch.cuda.current_device())
             return adopted
         if backend is None:
             from compat.dispatch import default_backend
@@ -140,7 +161,8 @@ class TorchAdapter(Adapter):
             if getattr(rendezvous, option) is not None:
                 kwargs[option] = getattr(rendezvous, option)
         if backend == "nccl":
-            torch.cuda.set_device(_cuda_index(rendezvous.device_id))
+            self._home = torch.device("cuda", home_index(rendezvous, torch.cuda.device_count()))
+            torch.cuda.set_device(self._home)
         dist.init_process_group(**kwargs)
         return backend
 
@@ -179,7 +201,14 @@ class TorchAdapter(Adapter):
         if backend is not None:
             options["backend"] = backend
         handle = dist.new_group(list(ranks), **options)
-        return handle if dist.get_rank() in ranks else None
+        if dist.get_rank() not in ranks:
+            return None
+        if not isinstance(handle, dist.ProcessGroup) or handle.size() != len(ranks):
+            raise RuntimeError(
+                f"new_group: expected torch's group {name!r} to have the {len(ranks)} ranks "
+                f"{list(ranks)}; got {handle!r}, so compat does not use it"
+            )
+        return handle
 
     def destroy_group(self, group: GroupHandle) -> None:
         dist.destroy_process_group(group)
@@ -207,6 +236,12 @@ class TorchAdapter(Adapter):
 
     def device(self, tensor: torch.Tensor) -> str:
         return str(tensor.device)
+
+    def home_device(self) -> str:
+        return str(self._home)
+
+    def on_home(self, tensor: torch.Tensor) -> bool:
+        return tensor.device == self._home
 
     def empty(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
         return torch.empty(tuple(shape), dtype=like.dtype, device=like.device)
@@ -260,9 +295,9 @@ class TorchAdapter(Adapter):
         return tensor.to(device, copy=True, memory_format=torch.contiguous_format)
 
     def synchronize(self) -> None:
-        # Eager CPU operations have completed on return; CUDA copies follow the stream order, as
-        # torch's own ops do.
-        return None
+        # Eager CPU operations have completed on return; CUDA ones are queued on the stream.
+        if self._home.type == "cuda":
+            torch.cuda.synchronize(self._home)
 
     def copy_(self, dst: torch.Tensor, src: torch.Tensor) -> None:
         dst.copy_(src)
@@ -278,8 +313,8 @@ class TorchAdapter(Adapter):
 
     def bytes_tensor(self, data: bytes) -> torch.Tensor:
         if not data:  # torch.frombuffer refuses an empty buffer
-            return torch.empty(0, dtype=torch.uint8)
-        return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            return torch.empty(0, dtype=torch.uint8, device=self._home)
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self._home)
 
     def to_bytes(self, tensor: torch.Tensor) -> bytes:
         return tensor.cpu().numpy().tobytes()
@@ -515,8 +550,8 @@ class TorchAdapter(Adapter):
         if op in ("reduce_scatter_tensor", "reduce_scatter"):
             # One output buffer for both: separate ones differ in speed by where they lie in memory
             # (up to 15% at 1 KB for the same native call, measured).
-            x = torch.ones(rows * world, dtype=kind)
-            out = torch.empty(rows, dtype=kind)
+            x = torch.ones(rows * world, dtype=kind, device=self._home)
+            out = torch.empty(rows, dtype=kind, device=self._home)
             if op == "reduce_scatter_tensor":
                 return (
                     x,
@@ -533,10 +568,12 @@ class TorchAdapter(Adapter):
                 "torch.distributed.reduce_scatter (list of x.chunk(n))",
             )
         if op == "all_reduce":
-            x = torch.zeros(rows * world, dtype=kind)  # zeros: the values stay fixed
+            x = torch.zeros(
+                rows * world, dtype=kind, device=self._home
+            )  # zeros: the values stay fixed
             return x, None, lambda: dist.all_reduce(x), "torch.distributed.all_reduce"
-        x = torch.ones(rows, dtype=kind)
-        out = torch.empty(rows * world, dtype=kind)
+        x = torch.ones(rows, dtype=kind, device=self._home)
+        out = torch.empty(rows * world, dtype=kind, device=self._home)
         return (
             x,
             out,

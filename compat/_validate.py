@@ -45,20 +45,25 @@ class Checks:
 
     # -- tensors -------------------------------------------------------------------------------
     def is_known_tensor(self, obj: object) -> bool:
-        """True if ``obj``'s type has passed :meth:`tensor` before (a fast path)."""
-        return type(obj) in self._tensor_types
+        """True if ``obj``'s type has passed :meth:`tensor` before and it is on this rank's
+        device (a fast path)."""
+        return type(obj) in self._tensor_types and self.adapter.on_home(obj)
 
     def tensor(self, obj: object, param: str) -> None:
-        """``obj`` is a tensor of the framework compat was initialised for."""
-        if type(obj) in self._tensor_types:
-            return
-        framework = self.state.framework
-        if framework_of(obj) == framework:
+        """``obj`` is a tensor of the framework compat was initialised for, on this rank's
+        device (the backend cannot communicate it from anywhere else)."""
+        if type(obj) not in self._tensor_types:
+            framework = self.state.framework
+            if framework_of(obj) != framework:
+                raise TypeError(
+                    f"{param}: expected a {framework} tensor (compat was initialised for "
+                    f"{framework}); got {describe(obj)}"
+                )
             self._tensor_types.add(type(obj))
-        else:
+        if not self.adapter.on_home(obj):
             raise TypeError(
-                f"{param}: expected a {framework} tensor (compat was initialised for "
-                f"{framework}); got {describe(obj)}"
+                f"{param}: expected a tensor on {self.adapter.home_device()} (this rank's device "
+                f"for {self.state.backend}); got one on {self.adapter.device(obj)}"
             )
 
     def like(

@@ -169,6 +169,15 @@ class Adapter(ABC):
     def device(self, tensor: Tensor) -> str: ...
 
     @abstractmethod
+    def home_device(self) -> str:
+        """This rank's device, decided at :meth:`init` (``"cpu"`` on a CPU backend): where the
+        backend communicates from, and where compat makes the tensors it needs."""
+
+    @abstractmethod
+    def on_home(self, tensor: Tensor) -> bool:
+        """Whether the backend can communicate ``tensor`` where it is (on the home device)."""
+
+    @abstractmethod
     def empty(self, shape: Sequence[int], like: Tensor) -> Tensor:
         """A new uninitialised tensor of ``like``'s dtype and device."""
 
@@ -258,7 +267,8 @@ class Adapter(ABC):
 
     @abstractmethod
     def bytes_tensor(self, data: bytes) -> Tensor:
-        """A 1-d uint8 tensor holding ``data`` (the pre-flight check's descriptors)."""
+        """A 1-d uint8 tensor holding ``data`` on the home device (the pre-flight check's
+        descriptors, the object collectives' bytes)."""
 
     @abstractmethod
     def to_bytes(self, tensor: Tensor) -> bytes: ...

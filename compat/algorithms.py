@@ -65,6 +65,51 @@ def padded_all_gather(
     return _complete([pending], async_op, finish)
 
 
+def padded_reduce_scatter(
+    adapter: Adapter,
+    output: Tensor,
+    input_list: list[Tensor],
+    op: ReduceOp,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """reduce_scatter of parts that differ in dim 0: each part padded to the largest in one
+    buffer, the backend's reduce_scatter_tensor of the equal parts, this rank's rows copied out.
+
+    For backends whose reduce_scatter_tensor is native and whose list form is unsafe for parts
+    of different sizes (HCCL; capabilities.toml says why). What the pad rows hold cannot change a
+    result, for any op: the reduction is element-wise, so a pad row of part j is reduced only with
+    the other ranks' same pad row, into a row of rank j's block past rank j's size, which is
+    discarded. So they need no neutral value (zeros would be one for SUM and AVG only). They are
+    not left uninitialised either, since those bits can be NaN or infinity: they repeat the first
+    rows of the largest part, which this call reduces for real in that part's block, so the
+    reduction meets no value it does not meet anyway. The sizes are the same on every rank
+    (``input_list[i]`` has rank i's output shape), so every rank pads alike.
+    """
+    ranks = adapter.group_ranks(group)
+    me = ranks.index(adapter.rank())
+    sizes = [adapter.shape(item)[0] for item in input_list]
+    rows = max(sizes)
+    largest = input_list[sizes.index(rows)]
+    whole = adapter.empty((rows * len(ranks), *adapter.shape(output)[1:]), output)
+    for block, item, size in zip(
+        adapter.split(whole, [rows] * len(ranks)), input_list, sizes, strict=True
+    ):
+        part, pad = adapter.split(block, [size, rows - size])
+        if size:
+            adapter.copy_(part, item)
+        if size < rows:
+            adapter.copy_(pad, _rows(adapter, largest, rows - size))
+    received = adapter.empty((rows, *adapter.shape(output)[1:]), output)
+    pending = adapter.reduce_scatter_tensor(received, whole, op, group, async_op)
+
+    def finish() -> None:
+        if sizes[me]:
+            adapter.copy_(output, _rows(adapter, received, sizes[me]))
+
+    return _complete([pending], async_op, finish)
+
+
 def all_gather_concat(
     adapter: Adapter, output: Tensor, tensor: Tensor, group: GroupHandle, async_op: bool
 ) -> Handle | None:

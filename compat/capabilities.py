@@ -24,13 +24,17 @@ from compat.errors import TableError, UnsupportedError
 NATIVE = "native"
 
 #: The collectives a capability entry exists for, each run with the arguments of this Adapter
-#: method (an uneven all_gather takes all_gather's: a list of outputs of different dim 0).
+#: method (an uneven all_gather takes all_gather's: a list of outputs of different dim 0; an
+#: uneven reduce_scatter takes reduce_scatter's: a list of inputs of different dim 0). The uneven
+#: forms have entries of their own because a backend can do one shape and not the other (HCCL's
+#: reduce_scatter kernel: equal parts only, see capabilities.toml).
 COLLECTIVES: dict[str, str] = {
     "all_reduce": "all_reduce",
     "all_gather": "all_gather",
     "all_gather_uneven": "all_gather",
     "all_gather_into_tensor": "all_gather_into_tensor",
     "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_uneven": "reduce_scatter",
     "reduce_scatter_tensor": "reduce_scatter_tensor",
     "broadcast": "broadcast",
     "scatter": "scatter",
@@ -79,9 +83,12 @@ def resolve(key: str, collective: str, dtype: str, nbytes: int) -> str:
     if chosen is not None:
         return str(chosen)
     if entry["impl"] == "unsupported":
-        backend = tables.lookup("capabilities", key).get("backend", key)
+        # Backend names repeat across frameworks (torch's nccl, MindSpore's nccl): name both.
+        backend_entry = tables.lookup("capabilities", key)
+        backend = backend_entry.get("backend", key)
         raise UnsupportedError(
-            f"{collective} is not supported by the {backend} backend: {entry['reason']}"
+            f"{collective} is not supported by {backend_entry['framework']}'s {backend} backend: "
+            f"{entry['reason']}"
         )
     return NATIVE if entry["impl"] == NATIVE else str(entry["algorithm"])
 

@@ -187,9 +187,12 @@ def reduce_scatter(
         # Equal parts of one buffer (x.chunk(n)): the tensor form, without concatenating.
         return call.issue("reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree)
     nbytes = sum(adapter.nbytes(item) for item in inputs)
+    # Parts of different sizes have a capability entry of their own (HCCL's kernel takes equal
+    # parts only).
+    even = all(adapter.shape(item) == adapter.shape(inputs[0]) for item in inputs)
     return call.issue(
-        "reduce_scatter", output, target, call.read_all(inputs), reduce_op,
-        nbytes=nbytes, agree=agree, empty=empty,
+        "reduce_scatter" if even else "reduce_scatter_uneven", output, target,
+        call.read_all(inputs), reduce_op, nbytes=nbytes, agree=agree, empty=empty,
     )  # fmt: skip
 
 
@@ -313,7 +316,7 @@ def _reduce_scatter_tensor(
     if len(set(sizes)) == 1:
         args: tuple[Any, ...] = ("reduce_scatter_tensor", source, target, source, reduce_op)
     else:
-        args = ("reduce_scatter", source, target, adapter.split(source, sizes), reduce_op)
+        args = ("reduce_scatter_uneven", source, target, adapter.split(source, sizes), reduce_op)
     work = call.issue(*args, agree=agree, empty=adapter.numel(tensor) == 0)
     return call.result(result, work)
 

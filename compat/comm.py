@@ -8,20 +8,44 @@ dtype), for torch tensors on CPU or CUDA and for MindSpore tensors. When every d
 device, the call is torch.cuda.comm's own (after compat's checks); otherwise the copies and sums are
 made by the framework's adapter.
 
+The results match torch.cuda.comm's exactly, on every device and on both paths: the same
+containers, and each result is the input itself, a view of an input, or a new tensor just where
+torch.cuda.comm's is (torch 2.13: ``torch/csrc/cuda/comm.cpp`` and ``torch/nn/parallel/comm.py``).
+A device is an input's own when the input is on it, CPU included (``"cpu"`` for a CPU tensor, as
+``"cuda:0"`` for a cuda:0 tensor):
+
+- scatter: the chunk for the input's own device is a view of the input (``Tensor.split``), the
+  others are copies; with ``out``, ``out``'s tensors, written.
+- gather: a new tensor, also of one tensor on ``destination``; with ``out``, ``out``.
+- broadcast: the input itself for each time its own device is listed, a new copy for any other;
+  with ``out``, ``out``'s tensors. A list (torch.cuda.comm's docstring says tuple; it returns a
+  list).
+- broadcast_coalesced: the inputs themselves for ``devices[0]``, copies for another device. For
+  ``devices[0]`` listed again, what torch.cuda.comm's flat buffers give: a view of the input if it
+  is contiguous, not empty and alone in its buffer (``buffer_size`` bytes of one dtype), else one
+  copy that every such list views.
+- reduce_add: the input itself for one input on ``destination``, else a new tensor.
+- reduce_add_coalesced: of one list on ``destination``, a view of each input that is contiguous,
+  not empty and alone in its buffer, else a new tensor; of several lists, new tensors.
+
+MindSpore tensors follow the same rules, with no difference: the input itself is returned as is,
+and a view is a MindSpore view of the input (basic slicing, ``Tensor.view``) over the input's memory
+(``Tensor.data_ptr()``), also where a slice of all of the input would be the input itself. Which
+in-place operations write through a view is MindSpore's behaviour for any view (slice assignment
+does, measured on MindSpore 2.10).
+
 Differences from torch.cuda.comm, all deliberate:
 
 - CPU devices (``"cpu"``, ``torch.device("cpu")``; MindSpore's ``"CPU"``, any case) are accepted.
-- Results are always new tensors, also on the tensor's own device (torch.cuda.comm returns the
-  input, or a view of it, for the device the input is already on, and reduce_add of one input
-  returns that input).
 - Every rule violation is a ``ValueError`` (``TypeError`` for a wrong type) naming the parameter,
   raised before anything is written; torch.cuda.comm raises ``RuntimeError``. Tensors of another
   dtype than the input are refused instead of being cast (reduce_add's inputs too: none is
   promoted).
 - reduce_add's ``destination`` may be any device (torch.cuda.comm requires the device of one of
-  the inputs); a sum torch.cuda.comm cannot make there is made by the adapter.
-- ``buffer_size`` (the coalesced functions) must be an int > 0. It only sets how many bytes
-  torch.cuda.comm copies at once; the results do not depend on it.
+  the inputs); a sum torch.cuda.comm cannot make there is made by the adapter, a new tensor.
+- ``buffer_size`` (the coalesced functions) must be an int > 0. It sets how many bytes
+  torch.cuda.comm moves at once: the values of the results never depend on it, which of them are
+  views does (as above).
 
 No comm function needs :func:`compat.init`: they are local to the process. Importing this module
 imports no framework; the adapter of a tensor's framework is loaded on first use.
@@ -257,8 +281,7 @@ def _sum_plan(
     destination: object, framework: str, adapter: Adapter, sources: Sequence[str]
 ) -> tuple[Any | None, str]:
     """The device a sum of tensors on ``sources`` goes to, and torch.cuda.comm if it can make
-    it there: every input on CUDA, two or more of them (of one it returns the input itself),
-    the destination one of their devices (its rule)."""
+    it there: every input on CUDA, the destination one of their devices (its rule)."""
     target = _check_destination(destination, framework, adapter)
     native = _native_comm(framework, sources)
     if target is None and native is not None:
@@ -266,13 +289,15 @@ def _sum_plan(
         target = adapter.canonical_device(sources[0].split(":")[0])
     if target is None:
         target = _default_destination(adapter, sources)
-    if len(sources) < 2 or target not in sources:
+    if target not in sources:
         native = None
     return native, target
 
 
 def _sum(adapter: Adapter, group: Sequence[Tensor], target: str) -> Tensor:
     """The element-wise sum of ``group`` on ``target``, as a new tensor."""
+    if len(group) == 1:
+        return _copy_to(adapter, group[0], target)
     pieces = [
         item if adapter.device(item) == target else adapter.to_device(item, target)
         for item in group
@@ -293,8 +318,74 @@ def _copy_to(adapter: Adapter, tensor: Tensor, target: str) -> Tensor:
 def _copy(adapter: Adapter, dst: Tensor, src: Tensor) -> None:
     # Nothing to write into an empty tensor; MindSpore's CPU copy fails on some empty shapes
     # ("memcpy_s error" for a (3, 0) tensor, measured).
-    if 0 not in adapter.shape(dst):
-        adapter.copy_(dst, src)
+    if 0 in adapter.shape(dst):
+        return
+    adapter.copy_(dst, src)
+
+
+# -- torch.cuda.comm's flat buffers ------------------------------------------------------------
+#
+# The coalesced functions flatten each bucket of same-dtype tensors into one buffer
+# (at::flatten_dense_tensors: ``t.contiguous().view(-1)`` for a bucket of one tensor, no copy if
+# ``t`` is contiguous; ``at::cat`` for more) and return views of the buffer
+# (at::unflatten_dense_tensors: ``flat.narrow(...).view(sizes)``, a new ``at::empty`` for an
+# empty tensor). A buffer that is not copied (broadcast_coalesced's to devices[0] again, reduce_add
+# of one list) so gives views of an input alone in its bucket. The Adapter has no view of a
+# whole tensor or contiguity test: ``Tensor.view`` and ``Tensor.is_contiguous`` are the same
+# methods on torch and MindSpore.
+
+
+def _broadcast_buckets(adapter: Adapter, tensors: Sequence[Tensor], limit: int) -> list[list[int]]:
+    """The indices of broadcast_coalesced's buckets: torch::utils::take_tensors
+    (torch/csrc/utils/tensor_flatten.cpp) without ``fine_grained``. Tensors are grouped by dtype,
+    and a group is closed once its bytes reach ``limit`` (the tensor that reaches it included)."""
+    buckets: list[list[int]] = []
+    groups: dict[str, tuple[list[int], int]] = {}
+    for index, tensor in enumerate(tensors):
+        key = adapter.dtype(tensor)
+        members, size = groups.get(key, ([], 0))
+        members.append(index)
+        size += adapter.nbytes(tensor)
+        if size >= limit:
+            buckets.append(members)
+            members, size = [], 0
+        groups[key] = (members, size)
+    return buckets + [members for members, _ in groups.values() if members]
+
+
+def _reduce_buckets(adapter: Adapter, tensors: Sequence[Tensor], limit: int) -> list[list[int]]:
+    """The indices of reduce_add_coalesced's buckets: torch._utils._take_tensors. Tensors are
+    grouped by dtype, and a group is closed before a tensor that would take it past ``limit``
+    (unless the group has no bytes yet)."""
+    buckets: list[list[int]] = []
+    groups: dict[str, tuple[list[int], int]] = {}
+    for index, tensor in enumerate(tensors):
+        key = adapter.dtype(tensor)
+        members, size = groups.get(key, ([], 0))
+        nbytes = adapter.nbytes(tensor)
+        if size + nbytes > limit and size > 0:
+            buckets.append(members)
+            members, size = [], 0
+        members.append(index)
+        groups[key] = (members, size + nbytes)
+    return buckets + [members for members, _ in groups.values() if members]
+
+
+def _flat_views(
+    adapter: Adapter, tensors: Sequence[Tensor], buckets: list[list[int]]
+) -> list[bool]:
+    """For each of ``tensors``: whether the flat buffer of its bucket is a view of it (it is
+    alone in its bucket, contiguous and not empty), so that the results are views of it."""
+    alone = {bucket[0] for bucket in buckets if len(bucket) == 1}
+    return [
+        index in alone and adapter.numel(tensor) > 0 and bool(tensor.is_contiguous())
+        for index, tensor in enumerate(tensors)
+    ]
+
+
+def _view(adapter: Adapter, tensor: Tensor) -> Tensor:
+    """A new tensor object over all of ``tensor``'s memory (no copy)."""
+    return tensor.view(adapter.shape(tensor))
 
 
 # -- the API -----------------------------------------------------------------------------------
@@ -309,7 +400,7 @@ def scatter(
     *,
     out: Sequence[Tensor] | None = None,
 ) -> tuple[Tensor, ...]:
-    """Split ``tensor`` along ``dim`` and copy chunk i to ``devices[i]`` (or into ``out[i]``).
+    """Split ``tensor`` along ``dim`` and put chunk i on ``devices[i]`` (or into ``out[i]``).
 
     Parameters
     ----------
@@ -335,8 +426,29 @@ def scatter(
     Returns
     -------
     tuple
-        New tensors, one per chunk, on their devices (copies also on ``tensor``'s own device), or
-        ``out``'s tensors.
+        One tensor per chunk, as torch.cuda.comm's: for ``tensor``'s own device the chunk itself,
+        a view of ``tensor`` (writes to it write ``tensor``); for another device a new tensor, a
+        copy there. With ``out``: ``out``'s tensors themselves, the chunks copied into them (also
+        where one is a view of ``tensor``).
+
+    Examples
+    --------
+    torch on CPU (every ``"cpu"`` chunk is a view, CPU being the tensor's own device)::
+
+        >>> x = torch.arange(6.0)
+        >>> a, b = compat.comm.scatter(x, ["cpu", "cpu"])
+        >>> b
+        tensor([3., 4., 5.])
+        >>> b.data_ptr() == x[3:].data_ptr()
+        True
+
+    torch on CUDA (torch.cuda.comm's call)::
+
+        >>> a, b = compat.comm.scatter(x.cuda(0), ["cuda:0", "cuda:1"])  # a: a view; b: a copy
+
+    MindSpore on CPU (views of the input's memory)::
+
+        >>> a, b = compat.comm.scatter(ms.Tensor([0.0, 1.0, 2.0, 3.0]), ["CPU", "CPU"])
     """
     framework, adapter = _check_tensor(tensor, "tensor")
     shape = adapter.shape(tensor)
@@ -382,9 +494,16 @@ def scatter(
     _check_streams(streams, targets)
     chunks = adapter.split(tensor, sizes, dim)
     if out is None:
-        # The default split can give fewer chunks than devices: the last devices get none.
+        # comm.cpp scatter: chunks[i] stays the view tensor.chunk/split_with_sizes gives when
+        # devices[i] is the tensor's own device, else is moved there. The default split can give
+        # fewer chunks than devices: the last devices get none.
+        own = adapter.device(tensor)
         result = [
-            _copy_to(adapter, chunk, target) for chunk, target in zip(chunks, targets, strict=False)
+            # A MindSpore slice of all of a tensor is the tensor itself: a view instead.
+            (_view(adapter, chunk) if chunk is tensor else chunk)
+            if target == own
+            else _copy_to(adapter, chunk, target)
+            for chunk, target in zip(chunks, targets, strict=False)
         ]
     else:
         for item, chunk in zip(outputs, chunks, strict=True):
@@ -421,7 +540,24 @@ def gather(
     Returns
     -------
     tensor
-        A new tensor on ``destination``, or ``out``.
+        A new tensor on ``destination``, as torch.cuda.comm's (also of one tensor already there),
+        or ``out`` itself.
+
+    Examples
+    --------
+    torch on CPU::
+
+        >>> compat.comm.gather([torch.tensor([1, 2]), torch.tensor([3])], destination="cpu")
+        tensor([1, 2, 3])
+
+    torch on CUDA (torch.cuda.comm's call; the result on the current device)::
+
+        >>> whole = compat.comm.gather([a.cuda(0), b.cuda(1)])
+
+    MindSpore on CPU::
+
+        >>> compat.comm.gather([ms.Tensor([1, 2]), ms.Tensor([3])], destination="CPU")
+        Tensor(shape=[3], dtype=Int64, value= [1, 2, 3])
     """
     items = _check_sequence(tensors, "tensors", "tensors")
     if not items:
@@ -462,7 +598,7 @@ def gather(
         item if source == target else adapter.to_device(item, str(target))
         for item, source in zip(items, sources, strict=True)
     ]
-    result = adapter.cat(pieces, dim)
+    result = adapter.cat(pieces, dim)  # new, as comm.cpp gather's at::empty
     if out is not None:
         _copy(adapter, out, result)
         result = out
@@ -472,23 +608,43 @@ def gather(
 
 def broadcast(
     tensor: Tensor, devices: Iterable[Any] | None = None, *, out: Sequence[Tensor] | None = None
-) -> tuple[Tensor, ...]:
-    """Copy ``tensor`` to each of ``devices`` (or into each of ``out``).
+) -> list[Tensor]:
+    """Put ``tensor`` on each of ``devices`` (or copy it into each of ``out``).
 
     Parameters
     ----------
     tensor
         A torch or MindSpore tensor, on any device.
     devices
-        The target devices, as for :func:`scatter` (an empty list gives an empty tuple, as
+        The target devices, as for :func:`scatter` (an empty list gives an empty list, as
         torch.cuda.comm). Exactly one of ``devices`` and ``out``.
     out
         Tensors to copy into (keyword only): ``tensor``'s shape and dtype.
 
     Returns
     -------
-    tuple
-        One new tensor per device (a copy also on ``tensor``'s own device), or ``out``'s tensors.
+    list
+        A list, as torch.cuda.comm's (its docstring says tuple): per device, ``tensor`` itself
+        where the device is ``tensor``'s own (each time it is listed), else a new tensor, a copy
+        there. With ``out``: ``out``'s tensors themselves, ``tensor`` copied into each.
+
+    Examples
+    --------
+    torch on CPU (CPU is the tensor's own device)::
+
+        >>> x = torch.tensor([1.0, 2.0])
+        >>> [r is x for r in compat.comm.broadcast(x, ["cpu", "cpu"])]
+        [True, True]
+
+    torch on CUDA (torch.cuda.comm's call)::
+
+        >>> same, copy = compat.comm.broadcast(x.cuda(0), ["cuda:0", "cuda:1"])  # same is the input
+
+    MindSpore on CPU::
+
+        >>> y = ms.Tensor([1.0, 2.0])
+        >>> compat.comm.broadcast(y, ["CPU"])[0] is y
+        True
     """
     framework, adapter = _check_tensor(tensor, "tensor")
     _exactly_one(devices, out)
@@ -508,26 +664,30 @@ def broadcast(
                 )
         targets = [adapter.device(item) for item in outputs]
     if not targets:
-        return ()
+        return []
     native = _native_comm(framework, targets)
     if native is not None:
         if out is None:
-            return tuple(native.broadcast(tensor, targets))
-        return tuple(native.broadcast(tensor, out=outputs))
+            return list(native.broadcast(tensor, targets))
+        return list(native.broadcast(tensor, out=outputs))
     if out is None:
-        result = [_copy_to(adapter, tensor, target) for target in targets]
+        # comm.cpp broadcast: `tensor` itself for each device that is its own, else a new copy.
+        own = adapter.device(tensor)
+        result = [
+            tensor if target == own else _copy_to(adapter, tensor, target) for target in targets
+        ]
     else:
         for item in outputs:
             _copy(adapter, item, tensor)
         result = outputs
     adapter.synchronize()
-    return tuple(result)
+    return list(result)
 
 
 def broadcast_coalesced(
     tensors: Iterable[Tensor], devices: Iterable[Any], buffer_size: int = 10485760
 ) -> list[list[Tensor]]:
-    """Copy each of ``tensors`` to each of ``devices``.
+    """Put each of ``tensors`` on each of ``devices``.
 
     Parameters
     ----------
@@ -538,23 +698,42 @@ def broadcast_coalesced(
     devices
         The target devices, as for :func:`scatter`; at least one.
     buffer_size
-        An int > 0: the most bytes torch.cuda.comm copies at once when it makes the copies. It
-        does not change the results.
+        An int > 0: the most bytes torch.cuda.comm copies at once, per dtype. It never changes the
+        values of the results; it sets which tensors share a buffer, and so which results for
+        ``devices[0]`` listed again are views (see Returns).
 
     Returns
     -------
     list
-        One list per device (as torch.cuda.comm: a list of lists), holding new tensors: copies of
-        ``tensors`` in their order, also on ``devices[0]`` (torch.cuda.comm returns the inputs
-        themselves there).
+        One list per device (a list of lists, as torch.cuda.comm's), in the order of ``tensors``:
+
+        - for ``devices[0]``: ``tensors`` themselves;
+        - for another device: new tensors, copies there;
+        - for ``devices[0]`` listed again (every device, on CPU): torch.cuda.comm's views of its
+          flat buffers. Of a tensor that is contiguous, not empty and alone in its buffer (the
+          tensors of its dtype up to ``buffer_size`` bytes), a view of the tensor (a new object
+          over its memory); of any other, a view of one new copy that all these lists share (a
+          write to one shows in the others, not in ``tensors``).
 
     Examples
     --------
-    ::
+    torch on CPU::
 
-        >>> a, b = torch.tensor([1.0, 2.0]), torch.tensor([3])
-        >>> compat.comm.broadcast_coalesced([a, b], ["cpu", "cpu"])
-        [[tensor([1., 2.]), tensor([3])], [tensor([1., 2.]), tensor([3])]]
+        >>> a, b = torch.tensor([1.0, 2.0]), torch.tensor([3.0])
+        >>> mine, again = compat.comm.broadcast_coalesced([a, b], ["cpu", "cpu"])
+        >>> mine[0] is a, again[0].data_ptr() == a.data_ptr()   # a and b share one buffer:
+        (True, False)
+        >>> _, again = compat.comm.broadcast_coalesced([a, b], ["cpu", "cpu"], buffer_size=1)
+        >>> again[0].data_ptr() == a.data_ptr()   # a alone in its buffer: a view of a
+        True
+
+    torch on CUDA (torch.cuda.comm's call)::
+
+        >>> on_0, on_1 = compat.comm.broadcast_coalesced([a.cuda(0)], ["cuda:0", "cuda:1"])
+
+    MindSpore on CPU::
+
+        >>> mine, again = compat.comm.broadcast_coalesced([ms.Tensor([1.0])], ["CPU", "CPU"])
     """
     items = _check_sequence(tensors, "tensors", "tensors")
     if not items:
@@ -577,13 +756,26 @@ def broadcast_coalesced(
     size = _check_buffer_size(buffer_size)
     native = _native_comm(framework, targets)
     if native is not None:
-        rows = native.broadcast_coalesced(items, targets, size)
-        # On devices[0] torch.cuda.comm returns the inputs themselves: copies instead.
-        return [
-            [_copy_to(adapter, item, target) for item in items] if target == targets[0] else row
-            for row, target in zip(rows, targets, strict=True)
-        ]
-    result = [[_copy_to(adapter, item, target) for item in items] for target in targets]
+        return [list(row) for row in native.broadcast_coalesced(items, targets, size)]
+    # comm.cpp broadcast_coalesced: outputs[0] is `tensors`; each bucket's flat buffer is
+    # broadcast, which leaves it as it is for devices[0] listed again: the views of it there
+    # are views of the tensor when the buffer is the tensor (see _flat_views).
+    views = _flat_views(adapter, items, _broadcast_buckets(adapter, items, size))
+    shared: dict[int, Tensor] = {}  # per tensor, what the lists for devices[0] again view
+
+    def again(index: int, item: Tensor) -> Tensor:
+        if not adapter.numel(item):
+            return adapter.empty(adapter.shape(item), item)  # unflatten: a new empty tensor
+        if index not in shared:
+            shared[index] = item if views[index] else _copy_to(adapter, item, targets[0])
+        return _view(adapter, shared[index])
+
+    result = [list(items)]
+    for target in targets[1:]:
+        if target == targets[0]:
+            result.append([again(index, item) for index, item in enumerate(items)])
+        else:
+            result.append([_copy_to(adapter, item, target) for item in items])
     adapter.synchronize()
     return result
 
@@ -604,15 +796,27 @@ def reduce_add(inputs: Iterable[Tensor], destination: Any = None) -> Tensor:
     Returns
     -------
     tensor
-        A new tensor on ``destination`` (also for a single input, which torch.cuda.comm returns
-        itself).
+        As torch.cuda.comm's: of one input on ``destination``, that input itself; else a new
+        tensor on ``destination``.
 
     Examples
     --------
-    ::
+    torch on CPU::
 
         >>> compat.comm.reduce_add([torch.tensor([1, 2]), torch.tensor([10, 20])], "cpu")
         tensor([11, 22])
+        >>> x = torch.tensor([1, 2])
+        >>> compat.comm.reduce_add([x], "cpu") is x
+        True
+
+    torch on CUDA (torch.cuda.comm's call)::
+
+        >>> total = compat.comm.reduce_add([a.cuda(0), b.cuda(1)], destination=0)
+
+    MindSpore on CPU::
+
+        >>> compat.comm.reduce_add([ms.Tensor([1, 2]), ms.Tensor([10, 20])], "CPU")
+        Tensor(shape=[2], dtype=Int64, value= [11, 22])
     """
     items = _check_sequence(inputs, "inputs", "tensors")
     if not items:
@@ -623,6 +827,8 @@ def reduce_add(inputs: Iterable[Tensor], destination: Any = None) -> Tensor:
     native, target = _sum_plan(destination, framework, adapter, sources)
     if native is not None:
         return native.reduce_add(items, target)
+    if len(items) == 1 and sources[0] == target:
+        return items[0]  # nn/parallel/comm.py reduce_add: `if len(inputs) == 1: return inputs[0]`
     result = _sum(adapter, items, target)
     adapter.synchronize()
     return result
@@ -643,22 +849,39 @@ def reduce_add_coalesced(
     destination
         The device of the results, as for :func:`reduce_add`.
     buffer_size
-        An int > 0: the most bytes torch.cuda.comm sums at once when it makes the sums. It does
-        not change the results.
+        An int > 0: the most bytes torch.cuda.comm sums at once, per dtype. It never changes the
+        values of the results; with one list, it sets which results are views (see Returns).
 
     Returns
     -------
     tuple
-        New tensors on ``destination``: the j-th is the sum of the ``inputs[i][j]``.
+        A tuple, as torch.cuda.comm's; the j-th is the sum of the ``inputs[i][j]``, on
+        ``destination``. New tensors, but of one list on ``destination`` (torch.cuda.comm sums its
+        flat buffers, which are the tensors themselves when alone in one): there the j-th is a
+        view of ``inputs[0][j]`` (a new object over its memory) if that tensor is contiguous, not
+        empty and alone in its buffer (the tensors of its dtype up to ``buffer_size`` bytes), else
+        a new tensor.
 
     Examples
     --------
-    ::
+    torch on CPU::
 
         >>> on_0 = [torch.tensor([1, 2]), torch.tensor([0.5])]
         >>> on_1 = [torch.tensor([10, 20]), torch.tensor([0.25])]
         >>> compat.comm.reduce_add_coalesced([on_0, on_1], "cpu")
         (tensor([11, 22]), tensor([0.7500]))
+        >>> alone = compat.comm.reduce_add_coalesced([on_0], "cpu")   # one list: views
+        >>> alone[0].data_ptr() == on_0[0].data_ptr()
+        True
+
+    torch on CUDA (torch.cuda.comm's call)::
+
+        >>> sums = compat.comm.reduce_add_coalesced([[a.cuda(0)], [b.cuda(1)]], destination=0)
+
+    MindSpore on CPU::
+
+        >>> compat.comm.reduce_add_coalesced([[ms.Tensor([1, 2])], [ms.Tensor([10, 20])]], "CPU")
+        (Tensor(shape=[2], dtype=Int64, value= [11, 22]),)
     """
     lists = [
         _check_sequence(item, f"inputs[{index}]", "tensors")
@@ -690,6 +913,15 @@ def reduce_add_coalesced(
     size = _check_buffer_size(buffer_size)
     if native is not None:
         return tuple(native.reduce_add_coalesced(lists, target, size))
-    result = tuple(_sum(adapter, group, target) for group in groups)
+    if len(lists) == 1 and sources[0] == target:
+        # nn/parallel/comm.py reduce_add_coalesced: reduce_add of one flat buffer returns it, and
+        # the results are views of it (see _flat_views).
+        views = _flat_views(adapter, lists[0], _reduce_buckets(adapter, lists[0], size))
+        result = tuple(
+            _view(adapter, item) if view else _copy_to(adapter, item, target)
+            for item, view in zip(lists[0], views, strict=True)
+        )
+    else:
+        result = tuple(_sum(adapter, group, target) for group in groups)
     adapter.synchronize()
     return result

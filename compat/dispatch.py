@@ -117,3 +117,13 @@ def default_backend(framework: str, devices: Collection[str]) -> str:
         f"framework {framework!r}: no default backend for devices {sorted(devices)} "
         '(mapping_tables/frameworks.toml: end default_backend with when = "always")'
     )
+
+
+def local_rank(framework: str) -> int | None:
+    """This process's rank on its node as a launcher gives it (``local_rank_env`` in
+    frameworks.toml, the first one set), or None where no launcher said."""
+    for name in tables.lookup("frameworks", framework).get("local_rank_env", []):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None

@@ -115,7 +115,11 @@ FRAMEWORKS = MapOf(
             "bench_sizes": TEXT,
             "launch": Record(
                 required={"env": MapOf(TEXT), "rank_env": MapOf(TEXT)},
-                optional={"scheduler": Record(required={"env": MapOf(TEXT), "code": TEXT})},
+                optional={
+                    "scheduler": Record(required={"env": MapOf(TEXT), "code": TEXT}),
+                    "devices_env": MapOf(TEXT),
+                    "devices": MapOf(Record(required={"count": TEXT, "visible": TEXT})),
+                },
             ),
         },
         optional={
@@ -123,12 +127,13 @@ FRAMEWORKS = MapOf(
             "device_comm": Record(required={"module": TEXT, "device": TEXT}),
             "initialized": TEXT,
             "backend_aliases": MapOf(TEXT),
+            "local_rank_env": ListOf(TEXT),
         },
     )
 )
 
 #: The placeholders of ``[<framework>.launch]`` environment templates (see compat.tools.launch).
-LAUNCH_FIELDS = ("rank", "local_rank", "world", "port")
+LAUNCH_FIELDS = ("rank", "local_rank", "world", "port", "device", "devices")
 
 # A size-dependent choice: from ``min_bytes`` of input up, ``algorithm`` ("native" or a
 # compat.algorithms function) runs instead of the entry's own implementation (the choice with the
@@ -137,6 +142,11 @@ CHOICE = Record(
     required={"algorithm": TEXT, "min_bytes": Scalar(int), "reason": TEXT},
     optional={"dtypes": ListOf(TEXT), "async": Scalar(str, ("native", "completed", "deferred"))},
 )
+
+#: How a capability entry's facts were established (its ``verified`` key): run on this kind of
+#: machine by the test its ``source`` names ("measured", the default), or only read in the
+#: framework's source or documentation its ``source`` cites (never run here: no GPU or NPU).
+VERIFIED = ("measured", "read")
 
 CAPABILITY = Record(
     required={
@@ -148,8 +158,12 @@ CAPABILITY = Record(
         "algorithm": TEXT,
         "reason": TEXT,
         "choose": ArrayOf(CHOICE),
+        "verified": Scalar(str, VERIFIED),
     },
 )
+
+#: What a measured entry's ``source`` starts with: the test that measures it follows.
+MEASURED_PREFIX = "measured: "
 
 CAPABILITIES = MapOf(
     Record(
@@ -356,7 +370,25 @@ def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
                 raise where.fail(f"{key}.algorithm", "missing (required when impl = 'emulated')")
             if cap["impl"] != "native" and "reason" not in cap:
                 raise where.fail(f"{key}.reason", f"missing (required when impl = {cap['impl']!r})")
+            _check_verified(where, key, cap)
             _check_choices(where, key, cap.get("choose", []), dtypes)
+
+
+def _check_verified(where: _Where, key: str, cap: dict[str, Any]) -> None:
+    """A measured entry names its test ("measured: <test>"); a read one names what was read
+    instead, so that no entry passes off reading as running, or the reverse."""
+    measured = cap["source"].startswith(MEASURED_PREFIX)
+    if cap.get("verified", "measured") == "measured" and not measured:
+        raise where.fail(
+            f"{key}.source",
+            f"expected {MEASURED_PREFIX!r} and the test that measures it, or verified = 'read' "
+            f"with the source or documentation read; got {cap['source']!r}",
+        )
+    if cap.get("verified") == "read" and measured:
+        raise where.fail(
+            f"{key}.verified",
+            "an entry whose source is a measurement is 'measured', not 'read'",
+        )
 
 
 def _check_choices(
@@ -484,9 +516,16 @@ def _check_frameworks(where: _Where, table: dict[str, Any]) -> None:
         launch = entry["launch"]
         templates = {
             f"{name}.launch.{part}.{var}": value
-            for part in ("env", "rank_env")
-            for var, value in launch[part].items()
+            for part in ("env", "rank_env", "devices_env")
+            for var, value in launch.get(part, {}).items()
         }
+        for kind, devices in launch.get("devices", {}).items():
+            if not re.fullmatch(r"[\w.]+:\w+", devices["count"]):
+                raise where.fail(
+                    f"{name}.launch.devices.{kind}.count",
+                    f"expected 'module:function' (e.g. 'torch.cuda:device_count'); "
+                    f"got {devices['count']!r}",
+                )
         for var, value in launch.get("scheduler", {}).get("env", {}).items():
             templates[f"{name}.launch.scheduler.env.{var}"] = value
         for key, value in templates.items():

@@ -190,11 +190,13 @@ def _agree(value: float) -> float:
 def _loop(call: Callable[[], Any], iterations: int) -> float:
     """Seconds per call of ``iterations`` calls, started together on every rank."""
     import compat
+    from compat import state
 
     compat.barrier()
     started = time.perf_counter()
     for _ in range(iterations):
         call()
+    state.current().adapter.synchronize()
     return (time.perf_counter() - started) / iterations
 
 
@@ -203,6 +205,7 @@ def measure(pair: Pair, rounds: int, budget: float) -> tuple[float, float]:
     native alternating call by call (so a change in the machine's load hits both alike) and each
     going first equally often, over ``rounds`` rounds that each start after a barrier."""
     import compat
+    from compat import state
 
     for call in (pair.compat, pair.native, pair.compat, pair.native):
         call()  # warm-up: connections, caches, scratch buffers
@@ -212,12 +215,15 @@ def measure(pair: Pair, rounds: int, budget: float) -> tuple[float, float]:
     clock = time.perf_counter
     forward = [(times["compat"], pair.compat), (times["native"], pair.native)]
     backward = forward[::-1]
+    # Each call is timed until the device has done it: on a GPU a call only queues the work.
+    settle = state.current().adapter.synchronize
     for index in range(rounds):
         compat.barrier()
         for step in range(2 * iterations):  # ABBA...: each goes first equally often
             for sink, call in forward if (index + step) % 2 == 0 else backward:
                 started = clock()
                 call()
+                settle()
                 sink.append(clock() - started)
     return statistics.median(times["compat"]), statistics.median(times["native"])
 

@@ -29,15 +29,32 @@ def _framework(args: argparse.Namespace) -> str:
         raise SystemExit(f"compat {args.subcommand}: {error}") from None
 
 
+#: launch()'s parameters as the command line names them, for its refusals.
+_LAUNCH_OPTIONS = {"nprocs": "-n/--nprocs", "devices": "--devices"}
+
+
+def _devices(text: str) -> list[int]:
+    """``--devices``'s type: argparse shows an ArgumentTypeError's message as it is."""
+    from compat.tools.launch import LaunchError, parse_devices
+
+    try:
+        return parse_devices(text)
+    except LaunchError as error:
+        raise argparse.ArgumentTypeError(error.detail) from None
+
+
 def _launch(args: argparse.Namespace) -> int:
-    from compat.tools.launch import launch
+    from compat.tools.launch import assign_devices, launch
 
     framework = _framework(args)
+    # Refused here, before the banner; launch() checks again (it is also called directly).
+    assigned = assign_devices(framework, args.nprocs, args.devices)
+    on = "" if assigned is None else f" (devices {','.join(map(str, assigned))})"
     print(
-        f"compat launch: {args.nprocs} ranks of {' '.join(args.command)} on {framework}",
+        f"compat launch: {args.nprocs} ranks of {' '.join(args.command)} on {framework}{on}",
         flush=True,
     )
-    return launch(args.nprocs, args.command, framework, timeout=args.timeout)
+    return launch(args.nprocs, args.command, framework, devices=args.devices, timeout=args.timeout)
 
 
 class _RankZeroSink:
@@ -160,11 +177,27 @@ def build_parser() -> argparse.ArgumentParser:
     launch = commands.add_parser(
         "launch",
         help="start N local ranks of a script",
-        description="Start N local ranks of SCRIPT with the environment its framework expects. "
+        description="Start N local ranks of SCRIPT with the environment its framework's own "
+        "launcher sets. torch (as torchrun): MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK, "
+        "WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_NAME, ROLE_RANK, "
+        "ROLE_WORLD_SIZE. MindSpore (as msrun): a scheduler process plus N workers with MS_ROLE, "
+        "MS_NODE_ID, MS_SCHED_HOST, MS_SCHED_PORT, MS_WORKER_NUM, RANK_ID, RANK_SIZE, DEVICE_ID "
+        "(and LOCAL_RANK). Both: COMPAT_FRAMEWORK. Where the framework sees devices (GPUs, "
+        "NPUs) the ranks run on them, one each: N may not exceed their number (exit code 2). "
         "Output is prefixed by rank; if a rank fails the others are stopped and the exit code is "
         "non-zero.",
     )
     launch.add_argument("-n", "--nprocs", type=int, required=True, help="number of ranks")
+    launch.add_argument(
+        "--devices",
+        type=_devices,
+        default=None,
+        metavar="I,J,...",
+        help="device indexes on this node (as the framework counts them, after "
+        "CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES): rank i runs on the i-th; at least N, "
+        "each once. torch: every rank gets CUDA_VISIBLE_DEVICES=the ranks' devices, so LOCAL_RANK "
+        "i is the i-th; MindSpore: DEVICE_ID=the i-th. Default: rank i runs on device i",
+    )
     launch.add_argument(
         "--framework",
         choices=frameworks(),
@@ -179,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument(
         "command", nargs=argparse.REMAINDER, help="SCRIPT [ARGS] or -m MODULE [ARGS]"
     )
-    launch.set_defaults(run=_launch)
+    launch.set_defaults(run=_launch, subparser=launch)
 
     from compat.tools import bench as bench_module
 
@@ -198,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--timeout", type=float, default=None, help="stop the job after this many seconds"
     )
-    bench.set_defaults(run=_bench)
+    bench.set_defaults(run=_bench, subparser=bench)
 
     diff = commands.add_parser(
         "diff",
@@ -257,7 +290,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.subcommand == "launch" and not args.command:
         parser.error("launch: expected SCRIPT [ARGS]")
-    code: int = args.run(args)
+    from compat.tools.launch import LaunchError
+
+    try:
+        code: int = args.run(args)
+    except LaunchError as error:
+        # A bad argument found before anything started: a usage error (exit code 2), naming the
+        # option as argparse names it.
+        option = _LAUNCH_OPTIONS.get(error.param, error.param)
+        usage: argparse.ArgumentParser = args.subparser
+        usage.error(f"argument {option}: {error.detail}")
     return code
 
 

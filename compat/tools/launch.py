@@ -2,13 +2,16 @@
 
 torch: the variables torchrun sets (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``LOCAL_RANK``,
 ``WORLD_SIZE``, ...). MindSpore: a scheduler process plus N workers with ``MS_ROLE``,
-``MS_NODE_ID``, ``MS_SCHED_HOST``, ``MS_SCHED_PORT`` and ``MS_WORKER_NUM``, as msrun sets them.
-Each rank's output is prefixed with ``[rank i]``. When a rank fails, the others are stopped and
-the launch returns that rank's exit code; ``timeout`` stops a job that hangs.
+``MS_NODE_ID``, ``MS_SCHED_HOST``, ``MS_SCHED_PORT``, ``MS_WORKER_NUM``, ``RANK_ID`` and
+``DEVICE_ID``, as msrun sets them. Rank i runs on the i-th of ``devices`` (else on local device
+i); where the ranks would run on devices, a job with more ranks than devices is refused before
+anything starts. Each rank's output is prefixed with ``[rank i]``. When a rank fails, the others
+are stopped and the launch returns that rank's exit code; ``timeout`` stops a job that hangs.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
@@ -21,29 +24,283 @@ from typing import TextIO
 
 from compat import tables
 from compat._net import free_port
-from compat.dispatch import choose_framework, frameworks
+from compat.dispatch import choose_framework, frameworks, load_adapter
 
-__all__ = ["FAILURE_GRACE_SECONDS", "TIMEOUT_EXIT_CODE", "free_port", "launch", "rank_environments"]
+__all__ = [
+    "FAILURE_GRACE_SECONDS",
+    "TIMEOUT_EXIT_CODE",
+    "Devices",
+    "LaunchError",
+    "assign_devices",
+    "available_devices",
+    "free_port",
+    "launch",
+    "parse_devices",
+    "rank_environments",
+]
 
 TIMEOUT_EXIT_CODE = 124
 # After a rank fails, how long the others may take to fail too before they are stopped.
 FAILURE_GRACE_SECONDS = 3.0
 
 
+class LaunchError(ValueError):
+    """A launch refused before any process starts.
+
+    Parameters
+    ----------
+    param
+        The argument at fault, as :func:`launch` names it (``"nprocs"``, ``"devices"``, ...):
+        ``compat launch`` names its option instead.
+    detail
+        What was expected and what was given (``"expected ...; got ..."``).
+    """
+
+    def __init__(self, param: str, detail: str) -> None:
+        super().__init__(f"{param}: {detail}")
+        self.param = param
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Devices:
+    """The devices the ranks of a framework would run on, as the framework counts them here.
+
+    Attributes
+    ----------
+    framework
+        The framework that counted them.
+    kind
+        The device kind, as the adapter's ``device_kinds()`` names it (``"cuda"``, ``"ascend"``).
+    count
+        How many it sees (after ``visible``'s selection).
+    visible
+        The variable that selects them (``CUDA_VISIBLE_DEVICES``, ``ASCEND_RT_VISIBLE_DEVICES``).
+    """
+
+    framework: str
+    kind: str
+    count: int
+    visible: str
+
+    def describe(self) -> str:
+        """E.g. ``"the 2 cuda devices torch sees (CUDA_VISIBLE_DEVICES selects them)"``."""
+        return (
+            f"the {self.count} {self.kind} device{'s' if self.count != 1 else ''} "
+            f"{self.framework} sees ({self.visible} selects them)"
+        )
+
+
+def _call(target: str) -> object:
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(module), function)()
+
+
+def available_devices(framework: str) -> Devices | None:
+    """The devices the ranks of ``framework`` would run on, or None where they run on CPU.
+
+    The kind is the first of ``[<framework>.launch] devices`` in ``mapping_tables/frameworks.toml``
+    that the framework's adapter reports (``device_kinds()``, the rule by which ``compat.init``
+    picks a device backend such as NCCL or HCCL, so the launcher and the ranks agree); its
+    ``count`` function counts them. Both honour the framework's visibility variable in this
+    process's environment. Imports the framework but makes no device context: torch's
+    ``is_available()`` initialises the CUDA driver (``cuInit``) and its ``device_count()`` asks
+    NVML, MindSpore asks its device runtime; the ranks are started by fork and exec, which that
+    cannot affect.
+
+    Parameters
+    ----------
+    framework
+        A key of ``mapping_tables/frameworks.toml``.
+
+    Returns
+    -------
+    Devices or None
+        None when the adapter reports no device kind the table counts, or the count is 0.
+    """
+    spec: Mapping[str, Mapping[str, str]] = tables.lookup("frameworks", framework, "launch").get(
+        "devices", {}
+    )
+    if not spec:
+        return None  # a framework without devices: nothing to import
+    kinds = load_adapter(framework).device_kinds()
+    for kind, entry in spec.items():
+        if kind in kinds:
+            count = _call(entry["count"])
+            if not isinstance(count, int):
+                raise TypeError(f"{entry['count']}: expected an int count; got {count!r}")
+            if count > 0:
+                return Devices(framework, kind, count, entry["visible"])
+    return None
+
+
+def parse_devices(text: str) -> list[int]:
+    """``"0,1,3"`` -> ``[0, 1, 3]``: device indexes on this node, each once.
+
+    Raises
+    ------
+    LaunchError
+        ``devices``: an entry that is no integer >= 0, or one listed twice.
+    """
+    expected = "comma-separated device indexes (integers >= 0, each once), e.g. 0,1,3"
+    entries = [entry.strip() for entry in text.split(",")]
+    if not all(entry.isdecimal() for entry in entries):
+        raise LaunchError("devices", f"expected {expected}; got {text!r}")
+    devices = [int(entry) for entry in entries]
+    if len(set(devices)) != len(devices):
+        raise LaunchError("devices", f"expected {expected}; got {text!r} (a device twice)")
+    return devices
+
+
+def assign_devices(
+    framework: str,
+    nprocs: int,
+    devices: Sequence[int] | None = None,
+    available: Devices | None = None,
+) -> list[int] | None:
+    """Each rank's device, checked against the devices the framework sees, before any start.
+
+    Parameters
+    ----------
+    framework
+        A key of ``mapping_tables/frameworks.toml``.
+    nprocs
+        Number of ranks.
+    devices
+        Device indexes on this node (as the framework counts them, i.e. among the devices its
+        visibility variable selects): rank i runs on ``devices[i]``; extra entries are unused.
+        None: rank i runs on local device i.
+    available
+        The devices the ranks would run on (default: :func:`available_devices`).
+
+    Returns
+    -------
+    list of int or None
+        ``devices[:nprocs]``, or None when ``devices`` is None.
+
+    Raises
+    ------
+    LaunchError
+        ``nprocs``: not an int >= 1.
+        ``devices``: entries that are no distinct ints >= 0, fewer than ``nprocs``, beyond the
+        devices the framework sees, or given where the ranks run on CPU. ``nprocs``: more ranks
+        than devices, where the ranks run on devices (each needs its own: NCCL and HCCL refuse
+        two ranks on one device).
+    """
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
+        raise LaunchError("nprocs", f"expected an int >= 1; got {nprocs!r}")
+    if devices is not None:
+        listed = list(devices)
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in listed):
+            raise LaunchError("devices", f"expected device indexes (ints >= 0); got {listed!r}")
+        if len(set(listed)) != len(listed):
+            raise LaunchError("devices", f"expected each device once; got {listed!r}")
+        if len(listed) < nprocs:
+            raise LaunchError(
+                "devices",
+                f"expected a device for each of the {nprocs} ranks (rank i runs on the i-th); "
+                f"got {len(listed)}: {listed!r}",
+            )
+    if available is None:
+        available = available_devices(framework)
+    if available is None:
+        if devices is not None:
+            raise LaunchError(
+                "devices",
+                f"expected none: {framework} sees no device here, the ranks run on CPU; "
+                f"got {list(devices)!r}",
+            )
+        return None
+    if devices is None:
+        if nprocs > available.count:
+            raise LaunchError(
+                "nprocs",
+                f"expected at most {available.count} ranks, one per device: "
+                f"{available.describe()}; got {nprocs}",
+            )
+        return None
+    beyond = [d for d in listed if d >= available.count]
+    if beyond:
+        raise LaunchError(
+            "devices",
+            f"expected indexes below {available.count}: {available.describe()}; got {listed!r}",
+        )
+    return listed[:nprocs]
+
+
 def _fill(templates: Mapping[str, str], **fields: object) -> dict[str, str]:
     return {name: value.format(**fields) for name, value in templates.items()}
 
 
-def rank_environments(framework: str, nprocs: int, port: int) -> list[dict[str, str]]:
+def _through(variable: str, devices: Sequence[int], environ: Mapping[str, str]) -> str:
+    """``devices`` as ``variable`` names them: where the launcher's environment already sets
+    it, index i is its i-th entry (what the framework counted as device i), as torchrun's
+    --virtual-local-rank maps LOCAL_RANK through CUDA_VISIBLE_DEVICES."""
+    inherited = environ.get(variable)
+    if inherited is None:
+        return ",".join(str(d) for d in devices)
+    entries = [entry.strip() for entry in inherited.split(",")]
+    if any(d >= len(entries) for d in devices):
+        raise LaunchError(
+            "devices",
+            f"expected indexes below {len(entries)}, the entries of {variable}={inherited}; "
+            f"got {list(devices)!r}",
+        )
+    return ",".join(entries[d] for d in devices)
+
+
+def rank_environments(
+    framework: str,
+    nprocs: int,
+    port: int,
+    devices: Sequence[int] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[dict[str, str]]:
     """The environment of each rank (and, for a framework with a scheduler, of the scheduler,
-    last), from ``[<framework>.launch]`` in ``mapping_tables/frameworks.toml``."""
+    last), from ``[<framework>.launch]`` in ``mapping_tables/frameworks.toml``.
+
+    Parameters
+    ----------
+    framework
+        A key of ``mapping_tables/frameworks.toml``.
+    nprocs
+        Number of ranks.
+    port
+        The rendezvous port.
+    devices
+        Each rank's device (see :func:`assign_devices`; unchecked here), which also adds
+        ``devices_env``. None: rank i's device is its local rank i.
+    environ
+        The environment the ranks inherit, through which ``devices_env`` maps the devices
+        (default ``os.environ``).
+    """
     known = frameworks()
     if framework not in known:
         raise ValueError(f"framework: expected one of {known}; got {framework!r}")
+    if devices is not None and len(devices) != nprocs:
+        raise ValueError(f"devices: expected one per rank ({nprocs}); got {list(devices)!r}")
     spec = tables.lookup("frameworks", framework, "launch")
     common = _fill(spec["env"], world=nprocs, port=port)
+    extra: dict[str, str] = {}
+    if devices is not None:
+        inherited = os.environ if environ is None else environ
+        extra = {
+            name: value.format(devices=_through(name, devices, inherited))
+            for name, value in spec.get("devices_env", {}).items()
+        }
     envs = [
-        {**common, **_fill(spec["rank_env"], rank=rank, local_rank=rank, world=nprocs, port=port)}
+        {
+            **common,
+            **_fill(
+                spec["rank_env"],
+                rank=rank,
+                local_rank=rank,
+                world=nprocs,
+                port=port,
+                device=rank if devices is None else devices[rank],
+            ),
+            **extra,
+        }
         for rank in range(nprocs)
     ]
     if "scheduler" in spec:
@@ -112,6 +369,7 @@ def launch(
     command: Sequence[str],
     framework: str | None = None,
     *,
+    devices: Sequence[int] | None = None,
     timeout: float | None = None,
     env: Mapping[str, str] | None = None,
     sink: TextIO | None = None,
@@ -129,6 +387,10 @@ def launch(
         Whose launcher environment to set (a key of ``mapping_tables/frameworks.toml``). Default:
         as ``compat launch`` chooses (:func:`compat.dispatch.choose_framework` with
         ``first_if_several=True``).
+    devices
+        Device indexes on this node, as the framework counts them: rank i runs on the i-th
+        (torch: every rank sees only these, as ``CUDA_VISIBLE_DEVICES``, so ``LOCAL_RANK`` i is
+        the i-th; MindSpore: ``DEVICE_ID``). Default: rank i runs on device i.
     timeout
         Seconds after which a job still running is stopped (exit code 124).
     env
@@ -141,21 +403,30 @@ def launch(
     int
         0 if every rank exited 0; else the exit code of the first rank that failed, or 124 on
         timeout.
+
+    Raises
+    ------
+    LaunchError
+        Before any process starts: ``nprocs`` < 1, no ``command``, bad ``devices``, or (where
+        the ranks would run on devices) more ranks than devices; see :func:`assign_devices`.
     """
-    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
-        raise ValueError(f"nprocs: expected an int >= 1; got {nprocs!r}")
     if not command:
-        raise ValueError("command: expected a script (and its arguments); got nothing")
+        raise LaunchError("command", "expected a script (and its arguments); got nothing")
     framework = choose_framework(framework, first_if_several=True)
-    out = sink if sink is not None else sys.stdout
-    lock = threading.Lock()
+    # Counting the devices may import the framework, and importing MindSpore edits os.environ
+    # (LD_LIBRARY_PATH, HCCL_CONNECT_TIMEOUT, ...): the ranks get the environment from before.
+    inherited = dict(os.environ)
+    assigned = assign_devices(framework, nprocs, devices)
     port = free_port()
-    base_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    base_env = {**inherited, **(env or {}), "PYTHONUNBUFFERED": "1"}
     if nprocs > 1:
         base_env.setdefault("OMP_NUM_THREADS", "1")
+    environments = rank_environments(framework, nprocs, port, assigned, base_env)
+    out = sink if sink is not None else sys.stdout
+    lock = threading.Lock()
     processes: list[_Process] = []
     scheduler = _scheduler_code(framework)
-    for index, rank_env in enumerate(rank_environments(framework, nprocs, port)):
+    for index, rank_env in enumerate(environments):
         is_rank = index < nprocs
         argv = [python, *command] if is_rank or scheduler is None else [python, "-c", scheduler]
         popen = subprocess.Popen(

@@ -19,6 +19,7 @@ from compat import algorithms, state, tables
 from compat.types import ReduceOp
 from tests.ranks.cases import (
     DTYPES,
+    SENTINEL,
     assert_close,
     members,
     rank,
@@ -210,7 +211,132 @@ def case_join(kit: Any) -> None:
         assert adapter().joined(parts[::-1]) is None, "parts out of order must not join"
 
 
+class _TensorFormByTable:
+    """The adapter, with reduce_scatter_tensor run as compat runs it on this backend.
+
+    padded_reduce_scatter calls the adapter's native reduce_scatter_tensor (HCCL's kernel, where
+    the table chooses it). MCCL has no such kernel ('DistCommReduceScatterTensor unregistered'),
+    so on MindSpore here its equal-part step runs what the capability table runs instead; the
+    padding, the views and the copy out are the algorithm's own either way.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def reduce_scatter_tensor(
+        self, output: Any, tensor: Any, op: ReduceOp, group: Any, async_op: bool
+    ) -> Any:
+        run = state.current().implementation("reduce_scatter_tensor", tensor)
+        return run(output, tensor, op, group, async_op)
+
+
+#: (op, dtype) pairs for the padded algorithm: every op, over float and integer dtypes.
+PADDED_COMBOS = [
+    ("sum", "float32"),
+    ("sum", "int64"),
+    ("avg", "float32"),
+    ("prod", "float32"),
+    ("min", "int32"),
+    ("max", "float64"),
+]
+
+
+def case_padded_reduce_scatter(kit: Any, async_op: bool) -> None:
+    """padded_reduce_scatter (HCCL's path for parts of different sizes) called directly: every
+    op, parts of different sizes (one set with a part of size 0), as views of one tensor and as
+    separate tensors; the output is a view inside a sentinel-filled tensor, which is checked
+    whole, and the inputs are left unchanged."""
+    native = adapter()
+    padded_adapter = native if kit.framework == "torch" else _TensorFormByTable(native)
+    n, me = world(), rank()
+    for sizes in (uneven_sizes(), [(2 * i) % 5 for i in range(n)]):
+        starts = [sum(sizes[:i]) for i in range(n)]
+        for op, dtype in PADDED_COMBOS:
+            seed = f"padded-reduce-scatter-{sizes}-{op}-{dtype}"
+            whole = kit.tensor(values(seed, me, (sum(sizes), 3), op), dtype)
+            separate = [
+                kit.tensor(values(seed, me * 100 + i, (s, 3), op), dtype)
+                for i, s in enumerate(sizes)
+            ]
+            layouts = {"views of one tensor": native.split(whole, sizes), "separate": separate}
+            for label, inputs in layouts.items():
+                before = [kit.numpy(item) for item in inputs]
+                # The result goes to rows 1..size of a bigger tensor; rows 0 and last must stay.
+                host = sentinel(kit, (sizes[me] + 2, 3), dtype)
+                output = native.split(host, [1, sizes[me], 1])[1]
+                pending = algorithms.padded_reduce_scatter(
+                    padded_adapter, output, inputs, ReduceOp(op), None, async_op
+                )
+                finish(pending, async_op)
+                if label == "separate":
+                    parts = [values(seed, r * 100 + me, (sizes[me], 3), op) for r in range(n)]
+                else:
+                    parts = [
+                        values(seed, r, (sum(sizes), 3), op)[starts[me] : starts[me] + sizes[me]]
+                        for r in range(n)
+                    ]
+                expected = np.full((sizes[me] + 2, 3), float(SENTINEL))
+                expected[1 : 1 + sizes[me]] = reduce_np(parts, op)
+                what = f"padded_reduce_scatter {sizes} {op} {dtype} {label}"
+                assert_close(kit.numpy(host), expected, dtype, what)
+                for item, old in zip(inputs, before, strict=True):
+                    assert_close(kit.numpy(item), old, dtype, f"{what}: an input changed")
+
+
+def case_uneven_dispatch(kit: Any) -> None:
+    """compat.reduce_scatter and compat.reduce_scatter_tensor run parts of different sizes through
+    the capability table's reduce_scatter_uneven entry (HCCL's padded path), and equal parts
+    through reduce_scatter and reduce_scatter_tensor, never through it."""
+    runtime = state.current()
+    n, me = world(), rank()
+    table_choice = runtime.implementation("reduce_scatter_uneven", kit.tensor([0.0], "float32"))
+    calls: list[Any] = []
+
+    def recording(*args: Any) -> Any:
+        calls.append(args)
+        return table_choice(*args)
+
+    runtime.force("reduce_scatter_uneven", "float32", ("recording", recording))
+    try:
+        sizes = uneven_sizes()
+        seed = "uneven-dispatch"
+        mine = values(seed, me, (sum(sizes), 2))
+        full = reduce_np([values(seed, r, (sum(sizes), 2)) for r in range(n)], "sum")
+        start = sum(sizes[:me])
+        expected = full[start : start + sizes[me]]
+        cuts = [sum(sizes[: i + 1]) for i in range(n - 1)]
+        inputs = [kit.tensor(part, "float32") for part in np.split(mine, cuts)]
+        output = sentinel(kit, (sizes[me], 2), "float32")
+        wait_if(compat.reduce_scatter(output, inputs), False)
+        assert_close(kit.numpy(output), expected, "float32", "uneven list form")
+        result = compat.reduce_scatter_tensor(kit.tensor(mine, "float32"), input_split_sizes=sizes)
+        assert_close(kit.numpy(result), expected, "float32", "uneven tensor form")
+        assert len(calls) == 2, f"uneven parts ran reduce_scatter_uneven {len(calls)} times, not 2"
+        equal = [kit.tensor(values(seed, me * 100 + i, (2, 2)), "float32") for i in range(n)]
+        output = sentinel(kit, (2, 2), "float32")
+        wait_if(compat.reduce_scatter(output, equal), False)
+        parts = [values(seed, r * 100 + me, (2, 2)) for r in range(n)]
+        assert_close(kit.numpy(output), reduce_np(parts, "sum"), "float32", "equal list form")
+        tensor = kit.tensor(values(seed + "-equal", me, (2 * n, 2)), "float32")
+        result = compat.reduce_scatter_tensor(tensor, input_split_sizes=[2] * n)
+        whole = reduce_np([values(seed + "-equal", r, (2 * n, 2)) for r in range(n)], "sum")
+        assert_close(kit.numpy(result), whole[2 * me : 2 * me + 2], "float32", "equal splits")
+        assert len(calls) == 2, "equal parts must not run reduce_scatter_uneven"
+    finally:
+        runtime.force("reduce_scatter_uneven", "float32", None)
+
+
 register("algorithm-join", case_join)
+for _async in (False, True):
+    register(
+        f"algorithm[padded_reduce_scatter]{'-async' if _async else ''}",
+        partial(case_padded_reduce_scatter, async_op=_async),
+        min_world=2,
+    )
+register("reduce_scatter_uneven-dispatch", case_uneven_dispatch, min_world=2)
 
 
 for _algorithm, (_tensor_form, _frameworks, _dtypes) in ALGORITHMS.items():

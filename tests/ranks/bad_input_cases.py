@@ -795,3 +795,26 @@ def _(kit: Any) -> None:
         ):  # fmt: skip
             call = partial(function, tensor, group=group)
             expect_error(kit, error, call, param, fragments, [tensor])
+
+
+@bad_case("tensor_on_another_device", frameworks=("torch",))
+def _(kit: Any) -> None:
+    """A tensor the backend cannot communicate from where it is (here on torch's ``meta``
+    device, as a CUDA tensor on the wrong GPU would be): a TypeError naming the parameter and
+    both devices, for inputs, outputs and list elements, the CPU buffers untouched."""
+    torch = kit.torch
+    n, cpu = world(), f32(kit, (2 * world(),), rank())
+    out = sentinel(kit, (2,), "float32")
+    away = torch.empty(2 * n, device="meta")
+    fragments = ["expected a tensor on cpu", "for gloo", "got one on meta"]
+    expect_error(kit, TypeError, lambda: compat.all_reduce(away), "tensor", fragments, [])
+    expect_error(
+        kit, TypeError, lambda: compat.reduce_scatter_tensor(cpu, out=away[:2]), "out",
+        fragments, [cpu],
+    )  # fmt: skip
+    parts = [f32(kit, (2,)) for _ in range(n)]
+    parts[n - 1] = torch.empty(2, device="meta")
+    expect_error(
+        kit, TypeError, lambda: compat.reduce_scatter(out, parts), f"input_list[{n - 1}]",
+        fragments, [out, *parts[: n - 1]],
+    )  # fmt: skip

@@ -24,7 +24,16 @@ class TorchKit:
 
     def tensor(self, values: Any, dtype: str) -> Any:
         array = np.asarray(values, dtype=_CARRIER.get(dtype, dtype))
-        return self.torch.from_numpy(array.copy()).to(getattr(self.torch, dtype))
+        tensor = self.torch.from_numpy(array.copy()).to(getattr(self.torch, dtype))
+        return tensor.to(self.home)
+
+    @property
+    def home(self) -> Any:
+        """The rank's device compat communicates from (a GPU on NCCL): where cases' tensors go."""
+        import compat.state
+
+        current = compat.state.get_current()
+        return self.torch.device(current.adapter.home_device() if current else "cpu")
 
     def numpy(self, tensor: Any) -> np.ndarray:
         if tensor.dtype == self.torch.bfloat16:

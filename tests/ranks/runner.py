@@ -26,7 +26,8 @@ from tests.ranks.kit import make_kit
 def main(argv: list[str]) -> int:
     results_dir, module_name, *names = argv
     cases = importlib.import_module(module_name).CASES
-    compat.init()
+    # The hardware suite names the backend (make test-gpu / test-npu); else the default.
+    compat.init(backend=os.environ.get("COMPAT_TEST_BACKEND") or None)
     kit = make_kit(compat.get_framework())
     rank = compat.get_rank()
     path = os.path.join(results_dir, f"rank{rank}.jsonl")

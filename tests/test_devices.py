@@ -1,0 +1,214 @@
+"""Device placement without devices: the home device each rank decides at init (torch: which CUDA
+device; MindSpore: which device id, keeping one the script set), the tensors compat makes going
+there, and the group guard. The frameworks' device calls are replaced by recorders and the
+``meta`` device stands in for a GPU; the multi-rank checks of the same rules run on Gloo in
+tests/ranks/cases.py (a tensor on another device is refused before any communication)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from compat.adapters import torch as torch_adapter
+
+from compat.adapter import Rendezvous
+
+LAUNCHER_VARIABLES = (
+    "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+    "MPI_LOCALRANKID", "DEVICE_ID", "RANK",
+)  # fmt: skip
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    ("env", "rendezvous", "visible", "expected"),
+    [
+        ({"LOCAL_RANK": "3"}, Rendezvous(), 4, 3),  # torchrun
+        ({"LOCAL_RANK": "1"}, Rendezvous(), 1, 0),  # one visible GPU per rank
+        ({"OMPI_COMM_WORLD_LOCAL_RANK": "2"}, Rendezvous(), 4, 2),  # mpirun
+        ({"SLURM_LOCALID": "5"}, Rendezvous(), 4, 1),  # srun, more ranks than GPUs on a node
+        ({}, Rendezvous(rank=5, world_size=8), 4, 1),  # no launcher: the rank
+        ({"RANK": "6"}, Rendezvous(), 4, 2),
+        ({"LOCAL_RANK": "0"}, Rendezvous(device_id=3), 4, 3),  # device_id wins
+        ({}, Rendezvous(device_id=torch.device("cuda", 2)), 4, 2),
+    ],
+)
+def test_an_nccl_rank_takes_its_device_as_launchers_and_torch_say(
+    clean_env: pytest.MonkeyPatch,
+    env: dict[str, str],
+    rendezvous: Rendezvous,
+    visible: int,
+    expected: int,
+) -> None:
+    for name, value in env.items():
+        clean_env.setenv(name, value)
+    assert torch_adapter.home_index(rendezvous, visible) == expected
+
+
+@pytest.mark.parametrize(
+    ("rendezvous", "visible", "fragments"),
+    [
+        (Rendezvous(), 0, ["backend:", "'nccl' needs a CUDA device", "CUDA_VISIBLE_DEVICES"]),
+        (Rendezvous(device_id=torch.device("cpu")), 2, ["device_id:", "with an index", "cpu"]),
+        (Rendezvous(device_id=torch.device("cuda")), 2, ["device_id:", "with an index", "cuda"]),
+    ],
+)
+def test_an_nccl_rank_without_a_usable_device_is_told_why(
+    clean_env: pytest.MonkeyPatch, rendezvous: Rendezvous, visible: int, fragments: list[str]
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        torch_adapter.home_index(rendezvous, visible)
+    message = str(raised.value)
+    assert message.startswith(fragments[0]), message
+    assert all(fragment in message for fragment in fragments[1:]), message
+
+
+def test_nccl_init_binds_the_home_device_and_compat_makes_its_tensors_there(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """init on NCCL with LOCAL_RANK=1 of 2 visible devices: cuda:1 is made current and passed to
+    nothing else; the tensors compat makes (pre-flight and object bytes) go to the home device,
+    which only a tensor there passes the check of (``meta`` stands in for the GPU)."""
+    calls: list[tuple[str, Any]] = []
+    clean_env.setenv("LOCAL_RANK", "1")
+    clean_env.setenv("RANK", "1")
+    clean_env.setenv("WORLD_SIZE", "2")
+    clean_env.setattr(torch.cuda, "device_count", lambda: 2)
+    clean_env.setattr(torch.cuda, "set_device", lambda device: calls.append(("set", device)))
+    clean_env.setattr(torch_adapter.dist, "is_initialized", lambda: False)
+    clean_env.setattr(
+        torch_adapter.dist, "init_process_group", lambda **kw: calls.append(("init", kw))
+    )
+    adapter = torch_adapter.TorchAdapter()
+    assert adapter.init("nccl", None, Rendezvous()) == "nccl"
+    assert calls[0] == ("set", torch.device("cuda", 1))
+    assert calls[1] == ("init", {"backend": "nccl", "init_method": "env://"})
+    assert adapter.home_device() == "cuda:1"
+
+    adapter._home = torch.device("meta")  # the same code path, on a device this machine has
+    assert adapter.bytes_tensor(b"ab").device.type == "meta"
+    assert adapter.bytes_tensor(b"").device.type == "meta"
+    assert adapter.on_home(torch.empty(2, device="meta"))
+    assert not adapter.on_home(torch.empty(2))
+    adapter.synchronize()  # nothing queued on meta; on CUDA it waits for the device
+
+
+def _mindspore() -> Any:
+    pytest.importorskip("mindspore")  # installed by make setup: never skipped there
+    from compat.adapters import mindspore as ms_adapter
+
+    return ms_adapter
+
+
+class _DeviceConf:
+    """MindSpore's DeviceManagerConf as a script that called ms.set_device (or did not) leaves
+    it."""
+
+    def __init__(self, chosen: tuple[str, int] | None) -> None:
+        self.chosen = chosen
+
+    def get_instance(self) -> _DeviceConf:
+        return self
+
+    def is_device_enable(self) -> bool:
+        return self.chosen is not None
+
+    def get_device_target(self) -> str:
+        assert self.chosen is not None
+        return self.chosen[0]
+
+    def get_device_id(self) -> int:
+        assert self.chosen is not None
+        return self.chosen[1]
+
+
+@pytest.mark.parametrize(
+    ("chosen", "target", "device_id", "env", "expected"),
+    [
+        (None, "Ascend", None, {"DEVICE_ID": "5"}, ("Ascend", 5)),  # msrun's DEVICE_ID
+        (None, "Ascend", None, {"LOCAL_RANK": "2"}, ("Ascend", 2)),  # torchrun's
+        (None, "GPU", 3, {"DEVICE_ID": "5"}, ("GPU", 3)),  # device_id wins
+        (None, "Ascend", None, {}, ("Ascend", None)),  # MindSpore's default
+        (None, "CPU", None, {"DEVICE_ID": "5"}, ("CPU", None)),  # no device to choose on CPU
+        (("Ascend", 3), "Ascend", None, {"DEVICE_ID": "5"}, None),  # the script's choice stays
+        (("Ascend", 3), "Ascend", 3, {}, None),
+    ],
+)
+def test_a_mindspore_rank_keeps_the_device_the_script_set_else_takes_the_launchers(
+    clean_env: pytest.MonkeyPatch,
+    chosen: tuple[str, int] | None,
+    target: str,
+    device_id: int | None,
+    env: dict[str, str],
+    expected: tuple[str, int | None] | None,
+) -> None:
+    ms_adapter = _mindspore()
+    calls: list[tuple[str, int | None]] = []
+    for name, value in env.items():
+        clean_env.setenv(name, value)
+    clean_env.setattr(ms_adapter, "DeviceManagerConf", _DeviceConf(chosen))
+    clean_env.setattr(ms_adapter.ms, "set_device", lambda t, i=None: calls.append((t, i)))
+    ms_adapter._bind_device(target, device_id)
+    assert calls == ([] if expected is None else [expected])
+
+
+@pytest.mark.parametrize(
+    ("chosen", "target", "device_id", "fragments"),
+    [
+        (("GPU", 0), "Ascend", None, ["backend:", "runs on Ascend", "set the device to GPU"]),
+        (("Ascend", 3), "Ascend", 1, ["device_id:", "set device 3", "got 1"]),
+    ],
+)
+def test_a_mindspore_device_choice_that_contradicts_the_scripts_is_refused(
+    clean_env: pytest.MonkeyPatch,
+    chosen: tuple[str, int],
+    target: str,
+    device_id: int | None,
+    fragments: list[str],
+) -> None:
+    ms_adapter = _mindspore()
+    clean_env.setattr(ms_adapter, "DeviceManagerConf", _DeviceConf(chosen))
+    with pytest.raises(ValueError) as raised:
+        ms_adapter._bind_device(target, device_id)
+    message = str(raised.value)
+    assert message.startswith(fragments[0]), message
+    assert all(fragment in message for fragment in fragments[1:]), message
+
+
+def test_a_group_the_backend_made_of_other_ranks_is_never_used() -> None:
+    """MindSpore: a creation that left a name meaning the world (mint.distributed.new_group's
+    "" after a failure) is refused, not used for the group's collectives."""
+    ms_adapter = _mindspore()
+    with pytest.raises(RuntimeError, match=r"^new_group: expected .*'g'.* \[0, 1\]; it has 4"):
+        ms_adapter._check_made("g", [0, 1], 4)
+    ms_adapter._check_made("g", [0, 1], 2)
+
+
+def test_the_off_cpu_copy_writes_a_0d_tensor_in_place_and_a_0d_view_through() -> None:
+    """The MindSpore adapter's copy for devices without host memory (run here by turning the CPU
+    path off): a 0-d tensor of its own must not come to share the source's memory, and a 0-d
+    view must write into its parent."""
+    ms_adapter = _mindspore()
+    import mindspore as ms
+    import numpy as np
+
+    adapter = ms_adapter.MindSporeAdapter()
+    adapter._on_cpu = False
+    for dtype in (ms.float32, ms.bfloat16, ms.int32):
+        src = ms.Tensor(np.array(5.0, np.float32)).astype(dtype)
+        dst = ms.Tensor(np.array(1.0, np.float32)).astype(dtype)
+        adapter.copy_(dst, src)
+        dst.copy_(ms.Tensor(np.array(9.0, np.float32)).astype(dtype))
+        assert float(src.astype(ms.float32).asnumpy()) == 5.0, dtype  # not shared
+        if dtype == ms.bfloat16:
+            continue  # CPU has no bfloat16 slice-assignment kernel ("type_id:45 is invalid")
+        base = ms.Tensor(np.zeros(3, np.float32)).astype(dtype)
+        adapter.copy_(base[1], src)
+        assert base.astype(ms.float32).asnumpy().tolist() == [0.0, 5.0, 0.0], dtype
