@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup demo test test-gpu test-npu lint clean
+.PHONY: setup demo test test-long soak test-gpu test-npu lint clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,13 @@ test: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy compat adapters
 	$(PY) -m pytest -q
+
+# Long runs, outside make test: every test marked long, or the soak alone.
+test-long: setup
+	$(PY) -m pytest -q -m long
+
+soak: setup
+	$(PY) -m pytest -q -s -m long -k soak
 
 # The multi-rank suite on 2+ GPUs (torch NCCL, MindSpore NCCL) or NPUs (MindSpore HCCL); each
 # test says why it skipped where the hardware is absent.

@@ -212,3 +212,15 @@ def test_the_off_cpu_copy_writes_a_0d_tensor_in_place_and_a_0d_view_through() ->
         base = ms.Tensor(np.zeros(3, np.float32)).astype(dtype)
         adapter.copy_(base[1], src)
         assert base.astype(ms.float32).asnumpy().tolist() == [0.0, 5.0, 0.0], dtype
+
+
+def test_bench_makes_its_buffers_on_the_home_device(clean_env: pytest.MonkeyPatch) -> None:
+    """compat bench's native and compat calls share buffers made by the adapter: on the home
+    device (``meta`` standing in for a GPU), never the CPU."""
+    clean_env.setattr(torch_adapter.dist, "get_world_size", lambda: 2)
+    adapter = torch_adapter.TorchAdapter()
+    adapter._home = torch.device("meta")
+    for op in ("reduce_scatter_tensor", "reduce_scatter", "all_reduce", "all_gather_into_tensor"):
+        x, out, _, _ = adapter.bench_native(op, 4, "float32")
+        assert x.device.type == "meta", op
+        assert out is None or out.device.type == "meta", op
