@@ -982,16 +982,57 @@ def _torch_meeting(rendezvous: Rendezvous) -> tuple[str, int, int, int] | None:
     return os.environ["MASTER_ADDR"], master_port, rank, world
 
 
+#: Run in the scheduler rank 0 starts, before frameworks.toml's code: the kernel kills the
+#: scheduler when rank 0 ends, however it ends. Rank 0 ended by a signal Python does not turn into
+#: an exception (SIGTERM, as torch.multiprocessing.spawn and torchrun stop ranks; SIGKILL; or
+#: MindSpore's own exit on Ctrl-C) runs neither atexit nor destroy(), and its scheduler outlived
+#: it by 30-35 s (measured). Not a thread polling getppid(): the scheduler's init() holds the GIL
+#: until the job ends, so no other Python thread runs (measured). Linux only (prctl).
+_END_WITH_PARENT = """
+import ctypes, os, signal, sys
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(sys.argv[1]):
+        os._exit(1)  # rank 0 ended before prctl took effect
+"""
+
+
 def _start_scheduler(common: dict[str, str]) -> subprocess.Popen[bytes]:
-    """MindSpore's scheduler process, as compat launch and msrun start it (frameworks.toml)."""
+    """MindSpore's scheduler process, as compat launch and msrun start it (frameworks.toml), ending
+    with this process (``_END_WITH_PARENT``)."""
     scheduler = tables.lookup("frameworks", "mindspore", "launch", "scheduler")
     env = {**os.environ, **common, **scheduler["env"], "GLOG_v": os.environ.get("GLOG_v", "3")}
-    return subprocess.Popen(
-        [sys.executable, "-c", scheduler["code"]],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    argv = [sys.executable, "-c", _END_WITH_PARENT + scheduler["code"], str(os.getpid())]
+    if not sys.platform.startswith("linux"):
+        return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started: list[subprocess.Popen[bytes] | BaseException] = []
+    ready = threading.Event()
+
+    def start_and_stay() -> None:
+        # The parent-death signal follows the thread that started the child, not the process:
+        # started from compat.init's thread, a scheduler would be killed when that thread ends
+        # (an init from a worker thread). This thread stays until the scheduler has exited;
+        # waitid(WNOWAIT) leaves the reaping to destroy()'s wait.
+        try:
+            popen = subprocess.Popen(
+                argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        except BaseException as error:  # the caller raises it
+            started.append(error)
+            ready.set()
+            return
+        started.append(popen)
+        ready.set()
+        try:
+            os.waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass  # destroy() has reaped it already
+
+    threading.Thread(target=start_and_stay, name="compat-mindspore-scheduler", daemon=True).start()
+    ready.wait()
+    if isinstance(started[0], BaseException):
+        raise started[0]
+    return started[0]
 
 
 #: numpy's unsigned integers by width in bytes: copies move any dtype as these bits.

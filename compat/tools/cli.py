@@ -185,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(and LOCAL_RANK). Both: COMPAT_FRAMEWORK. Where the framework sees devices (GPUs, "
         "NPUs) the ranks run on them, one each: N may not exceed their number (exit code 2). "
         "Output is prefixed by rank; if a rank fails the others are stopped and the exit code is "
-        "non-zero.",
+        "non-zero. Ctrl-C (SIGINT), SIGTERM or SIGHUP to the launcher is passed on to every rank, "
+        "which is killed if still running 3 s later, and ends the scheduler; the exit code is then "
+        "128 + the signal's number (130, 143, 129).",
     )
     launch.add_argument("-n", "--nprocs", type=int, required=True, help="number of ranks")
     launch.add_argument(

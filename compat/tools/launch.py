@@ -7,6 +7,7 @@ torch: the variables torchrun sets (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, 
 i); where the ranks would run on devices, a job with more ranks than devices is refused before
 anything starts. Each rank's output is prefixed with ``[rank i]``. When a rank fails, the others
 are stopped and the launch returns that rank's exit code; ``timeout`` stops a job that hangs.
+SIGINT (Ctrl-C), SIGTERM or SIGHUP to the launcher stops every rank and the scheduler too.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from types import FrameType
+from typing import Any, TextIO
 
 from compat import tables
 from compat._net import free_port
@@ -28,6 +30,7 @@ from compat.dispatch import choose_framework, frameworks, load_adapter
 
 __all__ = [
     "FAILURE_GRACE_SECONDS",
+    "STOP_SIGNALS",
     "TIMEOUT_EXIT_CODE",
     "Devices",
     "LaunchError",
@@ -42,6 +45,13 @@ __all__ = [
 TIMEOUT_EXIT_CODE = 124
 # After a rank fails, how long the others may take to fail too before they are stopped.
 FAILURE_GRACE_SECONDS = 3.0
+#: The signals that stop a job: the launcher passes the signal on to every rank (a rank's own
+#: handlers run, as under torchrun, whose ranks share the terminal's process group), stops the
+#: scheduler, and returns 128 + the signal's number, as a shell reports a process that signal
+#: ended (130 SIGINT, 143 SIGTERM, 129 SIGHUP). The ranks run in sessions of their own (so that
+#: stopping one stops its children), where neither Ctrl-C nor a closed terminal reaches them:
+#: without this, SIGTERM or SIGHUP to the launcher left every rank running.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class LaunchError(ValueError):
@@ -344,11 +354,14 @@ def _pump(process: _Process, sink: TextIO, lock: threading.Lock, quiet: bool) ->
         process.last_words = time.monotonic()
 
 
-def _stop(processes: Sequence[_Process], grace: float = 3.0) -> None:
+def _stop(processes: Sequence[_Process], grace: float = 3.0, how: int = signal.SIGTERM) -> None:
+    """Send ``how`` to every rank's process group (SIGTERM to the scheduler's), then SIGKILL to
+    those still running after ``grace`` seconds: a rank blocked in a collective runs no Python
+    signal handler until the collective returns."""
     for process in processes:
         if process.popen.poll() is None:
             try:
-                os.killpg(process.popen.pid, signal.SIGTERM)
+                os.killpg(process.popen.pid, how if process.is_rank else signal.SIGTERM)
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + grace
@@ -362,6 +375,37 @@ def _stop(processes: Sequence[_Process], grace: float = 3.0) -> None:
             except ProcessLookupError:
                 pass
             process.popen.wait()
+
+
+class _StopSignals:
+    """While a job runs: records the first of :data:`STOP_SIGNALS` the launcher gets, which the
+    launch loop acts on within one poll. The handler raises nothing, so a signal cannot cut the
+    starting or the stopping of the ranks short and leave one running. Installed only from the
+    main thread (where Python runs handlers) and only over Python's own handlers: a signal the
+    launcher was started to ignore (nohup's SIGHUP, SIGINT in a background job) stays ignored.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Callable[[int, FrameType | None], Any] | int] = {}
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = signum
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                previous = signal.getsignal(signum)
+                if previous is None or previous == signal.SIG_IGN:
+                    continue  # set outside Python (not restorable), or to be ignored
+                self._previous[signum] = previous
+                signal.signal(signum, self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
 
 def launch(
@@ -401,8 +445,9 @@ def launch(
     Returns
     -------
     int
-        0 if every rank exited 0; else the exit code of the first rank that failed, or 124 on
-        timeout.
+        0 if every rank exited 0; else the exit code of the first rank that failed, 124 on
+        timeout, or 128 + the signal's number when one of :data:`STOP_SIGNALS` stopped the job
+        (130 for SIGINT, 143 for SIGTERM); every rank and the scheduler have ended by then.
 
     Raises
     ------
@@ -426,74 +471,96 @@ def launch(
     lock = threading.Lock()
     processes: list[_Process] = []
     scheduler = _scheduler_code(framework)
-    for index, rank_env in enumerate(environments):
-        is_rank = index < nprocs
-        argv = [python, *command] if is_rank or scheduler is None else [python, "-c", scheduler]
-        popen = subprocess.Popen(
-            argv,
-            env={**base_env, **rank_env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
-        process = _Process(f"rank {index}" if is_rank else "scheduler", popen, is_rank)
-        process.pump = threading.Thread(
-            target=_pump, args=(process, out, lock, not is_rank), daemon=True
-        )
-        process.pump.start()
-        processes.append(process)
-    ranks = [process for process in processes if process.is_rank]
     deadline = None if timeout is None else time.monotonic() + timeout
     code = 0
-    try:
-        while True:
-            failed = [p for p in ranks if p.popen.poll() not in (None, 0)]
-            if failed:
-                # The rank that failed first may still be tearing down while the ones its
-                # failure broke have exited: let them all finish failing, briefly.
-                settle = time.monotonic() + FAILURE_GRACE_SECONDS
-                while time.monotonic() < settle and any(p.popen.poll() is None for p in ranks):
-                    time.sleep(0.05)
-                failed = [p for p in ranks if p.popen.poll() not in (None, 0)]
-                for process in failed:
-                    process.pump.join(1)  # its output is complete
-                first = min(failed, key=lambda p: p.last_words)
-                returned = first.popen.returncode
-                code = returned if returned > 0 else 128 - returned
-                how = (
-                    f"exited with code {returned}"
-                    if returned > 0
-                    else f"was killed by signal {signal.Signals(-returned).name}"
+    finished = False  # every rank exited 0
+    with _StopSignals() as stop:
+        try:
+            for index, rank_env in enumerate(environments):
+                if stop.received is not None:
+                    break  # the ranks started so far are stopped below
+                is_rank = index < nprocs
+                argv = (
+                    [python, *command]
+                    if is_rank or scheduler is None
+                    else [python, "-c", scheduler]
                 )
-                with lock:
-                    out.write(f"compat launch: {first.label} {how}; stopping the other ranks\n")
-                break
-            if all(p.popen.poll() == 0 for p in ranks):
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                running = [p.label for p in ranks if p.popen.poll() is None]
+                popen = subprocess.Popen(
+                    argv,
+                    env={**base_env, **rank_env},
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    errors="replace",
+                    start_new_session=True,
+                )
+                process = _Process(f"rank {index}" if is_rank else "scheduler", popen, is_rank)
+                process.pump = threading.Thread(
+                    target=_pump, args=(process, out, lock, not is_rank), daemon=True
+                )
+                process.pump.start()
+                processes.append(process)
+            ranks = [process for process in processes if process.is_rank]
+            while stop.received is None:
+                failed = [p for p in ranks if p.popen.poll() not in (None, 0)]
+                if failed:
+                    # The rank that failed first may still be tearing down while the ones its
+                    # failure broke have exited: let them all finish failing, briefly.
+                    settle = time.monotonic() + FAILURE_GRACE_SECONDS
+                    while (
+                        time.monotonic() < settle
+                        and stop.received is None
+                        and any(p.popen.poll() is None for p in ranks)
+                    ):
+                        time.sleep(0.05)
+                    failed = [p for p in ranks if p.popen.poll() not in (None, 0)]
+                    for process in failed:
+                        process.pump.join(1)  # its output is complete
+                    first = min(failed, key=lambda p: p.last_words)
+                    returned = first.popen.returncode
+                    code = returned if returned > 0 else 128 - returned
+                    how = (
+                        f"exited with code {returned}"
+                        if returned > 0
+                        else f"was killed by signal {signal.Signals(-returned).name}"
+                    )
+                    with lock:
+                        out.write(f"compat launch: {first.label} {how}; stopping the other ranks\n")
+                    break
+                if all(p.popen.poll() == 0 for p in ranks):
+                    finished = True
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    running = [p.label for p in ranks if p.popen.poll() is None]
+                    with lock:
+                        out.write(
+                            f"compat launch: timed out after {timeout:g} s; still running: "
+                            f"{', '.join(running)}; stopping the job\n"
+                        )
+                    code = TIMEOUT_EXIT_CODE
+                    break
+                time.sleep(0.05)
+        finally:
+            # A scheduler (MindSpore's) ends by itself once the workers have; give it a moment.
+            if finished:
+                waited = time.monotonic() + 10
+                while (
+                    stop.received is None
+                    and time.monotonic() < waited
+                    and any(p.popen.poll() is None for p in processes)
+                ):
+                    time.sleep(0.05)
+            if stop.received is not None:
+                # A signal wins over what the ranks did meanwhile: the user stopped the job.
+                code = 128 + stop.received
                 with lock:
                     out.write(
-                        f"compat launch: timed out after {timeout:g} s; still running: "
-                        f"{', '.join(running)}; stopping the job\n"
+                        f"compat launch: got {signal.Signals(stop.received).name}; "
+                        "stopping the job\n"
                     )
-                code = TIMEOUT_EXIT_CODE
-                break
-            time.sleep(0.05)
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        # A scheduler (MindSpore's) ends by itself once the workers have; give it a moment.
-        if code == 0:
+                    out.flush()
+            _stop(processes, how=stop.received or signal.SIGTERM)
             for process in processes:
-                try:
-                    process.popen.wait(10)
-                except subprocess.TimeoutExpired:
-                    break
-        _stop(processes)
-        for process in processes:
-            process.pump.join(5)
+                process.pump.join(5)
     return code
