@@ -40,7 +40,7 @@ class Checks:
         self._dtypes_ok = frozenset(state.backend_entry["dtypes"])
         self._reduce_ops_ok = frozenset(state.backend_entry["reduce_ops"])
         self._tensor_types: set[type] = set()
-        self._reductions: dict[tuple[Any, str], ReduceOp] = {}
+        self._reductions: dict[tuple[type, Any, str], ReduceOp] = {}
         self._native_groups: dict[object, Group] = {}
 
     # -- tensors -------------------------------------------------------------------------------
@@ -156,7 +156,8 @@ class Checks:
         """scatter_list / gather_list: a list of tensors like ``tensor`` on the root, else
         absent."""
         if self.state.rank != root:
-            if value:
+            # None or an empty list (torch's default); never bool() of a tensor given here.
+            if value is not None and not (isinstance(value, (list, tuple)) and not value):
                 raise ValueError(
                     f"{param}: expected None on ranks other than {root_param}={root}; got "
                     f"{describe(value)} on rank {self.state.rank}"
@@ -216,7 +217,13 @@ class Checks:
             return self._native_groups[obj]
         except (KeyError, TypeError):  # not seen yet, or not hashable (then not a group)
             pass
-        found = self.adapter.native_group(obj)
+        try:
+            found = self.adapter.native_group(obj)
+        except ValueError as error:  # the adapter's words name "group": name param instead
+            message = str(error)
+            if param == "group" or not message.startswith("group:"):
+                raise
+            raise ValueError(param + message.removeprefix("group")) from None
         if found is None:
             raise TypeError(
                 f"{param}: expected None, compat.WORLD, a compat.Group or "
@@ -251,10 +258,13 @@ class Checks:
         """``op`` as a ReduceOp that the backend applies to ``dtype`` (a tensor's dtype, checked
         too, as the dtype of ``param``), or the error naming what is supported.
 
-        A combination that passed is remembered: the next call with it is one look-up.
+        A combination that passed is remembered: the next call with it is one look-up. The key
+        holds the op's type: torch's native ops equal (and hash as) ints, ``ReduceOp.SUM == 0``,
+        and 0 or False is no op.
         """
+        key = (type(op), op, dtype)
         try:
-            return self._reductions[op, dtype]
+            return self._reductions[key]
         except (KeyError, TypeError):  # not seen yet, or an op that cannot be a key
             pass
         reduce_op = parse_op(op)
@@ -262,7 +272,7 @@ class Checks:
         self.reduce_op(reduce_op, dtype)
         if len(self._reductions) < 256:
             try:
-                self._reductions[op, dtype] = reduce_op
+                self._reductions[key] = reduce_op
             except TypeError:
                 pass
         return reduce_op

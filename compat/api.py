@@ -137,7 +137,10 @@ def _check_timeout(timeout: object, param: str) -> timedelta | None:
     if timeout is None:
         return None
     if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
-        timeout = timedelta(seconds=timeout)
+        try:
+            timeout = timedelta(seconds=timeout)
+        except (OverflowError, ValueError):  # nan, +-inf, or beyond timedelta's range: refused
+            pass
     if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
         raise ValueError(
             f"{param}: expected a positive number of seconds or timedelta; got {timeout!r}"

@@ -291,7 +291,9 @@ def gather_object(
     root = call.root(dst, "dst", group_dst, "group_dst")
     if call.rank == root:
         _object_list(object_gather_list, "object_gather_list", call.group.size)
-    elif object_gather_list:
+    elif object_gather_list is not None and not (
+        isinstance(object_gather_list, (list, tuple)) and not object_gather_list
+    ):  # None or an empty list (never bool() of a tensor given here)
         raise ValueError(
             f"object_gather_list: expected None on ranks other than dst={root}; got "
             f"{describe(object_gather_list)} on rank {call.rank}"
