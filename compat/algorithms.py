@@ -629,7 +629,7 @@ class _DeferredRecv:
         return self.wait()
 
     def _same_peer(self, other: _DeferredRecv) -> bool:
-        return self._src == other._src and self._group == other._group
+        return self._src == other._src  # on any group: see settle_deferred_recvs
 
     def _run(self) -> None:
         self._queue.remove(self)
@@ -646,12 +646,21 @@ def _deferred_queue(adapter: Adapter) -> list[_DeferredRecv]:
     return queue
 
 
+def deferred_sources(adapter: Adapter) -> set[int]:
+    """The ranks this process has a deferred receive from that is not run yet."""
+    queue: list[_DeferredRecv] | None = getattr(adapter, "_deferred_recvs", None)
+    return {item._src for item in queue} if queue else set()
+
+
 def settle_deferred_recvs(adapter: Adapter, src: int, group: GroupHandle) -> None:
     """Run the deferred receives from ``src`` on ``group`` (before a blocking recv from it, so
     that messages keep their order)."""
     queue: list[_DeferredRecv] | None = getattr(adapter, "_deferred_recvs", None)
     if queue:
-        for item in [item for item in queue if item._src == src and item._group == group]:
+        # MCCL matches a message by its source rank alone, whatever the group: a receive from
+        # `src` on any group runs first (a soak found a world irecv and a sub-group recv from
+        # one peer swapping their data).
+        for item in [item for item in queue if item._src == src]:
             item._run()
 
 

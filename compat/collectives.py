@@ -24,6 +24,8 @@ from typing import Any
 from compat import state
 from compat._checks import check_bool, check_dtype, check_int, describe, even_split
 from compat.adapter import Tensor
+from compat.algorithms import deferred_sources
+from compat.errors import UnsupportedError
 from compat.layout import Staging, completed
 from compat.preflight import Description
 from compat.preflight import check as preflight
@@ -62,6 +64,18 @@ class Call(Staging):
         """Run ``collective`` with ``args`` (then the group's handle and ``async_op``) through
         what the capability table chooses for ``like``'s dtype and ``nbytes``; nothing when
         ``empty`` (every rank knows its call moves no data)."""
+        waiting = deferred_sources(self.adapter)
+        if waiting and not waiting.isdisjoint(self.group.ranks):
+            # A deferred irecv (MCCL) receives at wait(); MCCL matches messages by source rank
+            # alone, so this collective would take that peer's message, and the irecv one of the
+            # collective's: silently wrong results on both (measured by the soak).
+            peers = sorted(waiting.intersection(self.group.ranks))
+            raise UnsupportedError(
+                f"irecv: {collective} cannot run while an irecv from rank "
+                f"{', '.join(map(str, peers))} is not waited for: on this backend a receive "
+                "takes the next message from its source whatever call sent it; call wait() on "
+                f"the irecv's Work before {collective}"
+            )
         if self.state.check:
             preflight(self.adapter, self.group, agree())
         if empty:

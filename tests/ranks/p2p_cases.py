@@ -403,3 +403,48 @@ def case_tags(kit: Any) -> None:
 
 
 register("p2p_tags", case_tags, 2, ("torch",))
+
+
+def _irecv_pending_then_other_calls(kit: Any) -> None:
+    """An irecv not yet waited for, then other communication with its peer (rank 0 -> rank 1).
+
+    A receive from the same peer on another group runs the pending irecv first, so each gets
+    its own message (MCCL matches messages by source rank alone: the sub-group recv took the
+    world message before). A collective while it is pending is refused where irecv is deferred
+    (MCCL): it would take the peer's message, silently; torch runs it. The next collective works.
+    """
+    group = compat.new_group([0, 1])  # every rank makes a group, as compat.new_group requires
+    if rank() > 1:
+        return
+    first, second = np.full(2, 5.0), np.full(2, 7.0)
+    if rank() == 0:
+        compat.isend(kit.tensor(first, "float32"), 1).wait()
+        compat.send(kit.tensor(second, "float32"), 1, group=group)
+    else:
+        world_buf, group_buf = sentinel(kit, (2,), "float32"), sentinel(kit, (2,), "float32")
+        work = compat.irecv(world_buf, 0)
+        compat.recv(group_buf, 0, group=group)
+        work.wait()
+        assert_close(kit.numpy(world_buf), first, "float32")
+        assert_close(kit.numpy(group_buf), second, "float32")
+    deferred = tables.lookup("capabilities", "mccl", "ops", "irecv")["async"] == "deferred"
+    if kit.framework != "mindspore" or not deferred:
+        return
+    if rank() == 0:
+        compat.isend(kit.tensor(first, "float32"), 1).wait()
+        return
+    buf, total = sentinel(kit, (2,), "float32"), kit.tensor(np.ones(2), "float32")
+    work = compat.irecv(buf, 0)
+    try:
+        compat.all_reduce(total, group=group)
+    except compat.UnsupportedError as error:
+        assert str(error).startswith("irecv: all_reduce cannot run"), error
+        assert "rank 0" in str(error) and "wait()" in str(error), error
+    else:
+        raise AssertionError("all_reduce ran with an irecv from its peer pending")
+    assert_close(kit.numpy(total), np.ones(2), "float32")  # untouched
+    work.wait()
+    assert_close(kit.numpy(buf), first, "float32")
+
+
+register("p2p[irecv_pending_then_other_calls]", _irecv_pending_then_other_calls, min_world=2)
