@@ -118,7 +118,9 @@ FRAMEWORKS = MapOf(
                 optional={
                     "scheduler": Record(required={"env": MapOf(TEXT), "code": TEXT}),
                     "devices_env": MapOf(TEXT),
-                    "devices": MapOf(Record(required={"count": TEXT, "visible": TEXT})),
+                    "devices": MapOf(
+                        Record(required={"count": TEXT, "visible": TEXT, "nodes": TEXT})
+                    ),
                 },
             ),
         },

@@ -340,8 +340,13 @@ def test_devices_are_counted_by_the_framework_of_the_kind_init_would_use(
     # This machine: no device, so no limit (the real adapters say so).
     assert available_devices("torch") is None
     assert available_devices("mindspore") is None
+    # Without a device file the framework is not even imported to ask.
+    monkeypatch.setattr(launch_module.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(launch_module, "load_adapter", lambda name: pytest.fail("imported"))
+    assert available_devices("torch") is None
     # A CUDA machine, as torch would count it (torch.cuda.device_count honours
     # CUDA_VISIBLE_DEVICES).
+    monkeypatch.setattr(launch_module.glob, "glob", lambda pattern: [pattern])
     monkeypatch.setattr(launch_module, "load_adapter", lambda name: FakeAdapter({"cuda"}))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
     found = available_devices("torch")

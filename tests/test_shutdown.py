@@ -221,6 +221,7 @@ def test_a_signal_to_compat_launch_stops_every_torch_rank(
 
 
 @pytest.mark.timeout(200)
+@pytest.mark.long  # 15 s: make test's budget (make test-long runs it)
 def test_ctrl_c_to_compat_launch_stops_every_mindspore_rank_and_the_scheduler(
     token: str, jobs: list[Job]
 ) -> None:
@@ -328,7 +329,8 @@ def dies_inside(framework: str, op: str, death: str, token: str, jobs: list[Job]
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize(
-    ("op", "death"), [*DEATHS, *(pytest.param(*d, marks=pytest.mark.long) for d in MORE_DEATHS)]
+    ("op", "death"),
+    [pytest.param(*d, marks=pytest.mark.long) for d in DEATHS + MORE_DEATHS],
 )
 def test_a_torch_rank_that_dies_inside_an_operation_is_named(
     op: str, death: str, token: str, jobs: list[Job]

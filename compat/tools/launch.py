@@ -12,6 +12,7 @@ SIGINT (Ctrl-C), SIGTERM or SIGHUP to the launcher stops every rank and the sche
 
 from __future__ import annotations
 
+import glob
 import importlib
 import os
 import signal
@@ -133,6 +134,8 @@ def available_devices(framework: str) -> Devices | None:
     )
     if not spec:
         return None  # a framework without devices: nothing to import
+    if not any(glob.glob(entry["nodes"]) for entry in spec.values()):
+        return None  # no device file of any kind: no device, and nothing to import to say so
     kinds = load_adapter(framework).device_kinds()
     for kind, entry in spec.items():
         if kind in kinds:

@@ -442,9 +442,10 @@ def _irecv_pending_then_other_calls(kit: Any) -> None:
         assert "rank 0" in str(error) and "wait()" in str(error), error
     else:
         raise AssertionError("all_reduce ran with an irecv from its peer pending")
-    assert_close(kit.numpy(total), np.ones(2), "float32")  # untouched
+    # Not recorded for the parity test (torch runs no such part): plain numpy checks.
+    np.testing.assert_array_equal(kit.numpy(total), np.ones(2))  # untouched
     work.wait()
-    assert_close(kit.numpy(buf), first, "float32")
+    np.testing.assert_array_equal(kit.numpy(buf), first)
 
 
 register("p2p[irecv_pending_then_other_calls]", _irecv_pending_then_other_calls, min_world=2)
