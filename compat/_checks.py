@@ -85,6 +85,16 @@ def even_split(total: int, parts: int, param: str, dim: int = 0) -> list[int]:
     return [total // parts] * parts
 
 
+def check_absent(value: object, param: str, root_param: str, root: int, rank: int) -> None:
+    """A root-only list on another rank: None or an empty list/tuple (torch's default), else the
+    ValueError naming ``param``; never ``bool()`` of what was given (a tensor's raises)."""
+    if value is not None and not (isinstance(value, (list, tuple)) and not value):
+        raise ValueError(
+            f"{param}: expected None on ranks other than {root_param}={root}; got "
+            f"{describe(value)} on rank {rank}"
+        )
+
+
 def check_shape(actual: tuple[int, ...], expected: tuple[int, ...], param: str, why: str) -> None:
     if actual != expected and tuple(actual) != tuple(expected):
         raise ValueError(f"{param}: expected shape {tuple(expected)} ({why}); got {tuple(actual)}")

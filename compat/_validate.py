@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from compat import tables
 from compat._checks import (
+    check_absent,
     check_dtype,
     check_int,
     check_list,
@@ -156,12 +157,7 @@ class Checks:
         """scatter_list / gather_list: a list of tensors like ``tensor`` on the root, else
         absent."""
         if self.state.rank != root:
-            # None or an empty list (torch's default); never bool() of a tensor given here.
-            if value is not None and not (isinstance(value, (list, tuple)) and not value):
-                raise ValueError(
-                    f"{param}: expected None on ranks other than {root_param}={root}; got "
-                    f"{describe(value)} on rank {self.state.rank}"
-                )
+            check_absent(value, param, root_param, root, self.state.rank)
             return None
         items = check_list(value, param, group.size)
         shape = self.adapter.shape(tensor)

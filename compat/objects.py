@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from compat import state
-from compat._checks import check_bool, describe
+from compat._checks import check_absent, check_bool, describe
 from compat.adapter import Adapter, Tensor
 from compat.collectives import DEFAULT_ROOT, all_gather_into_tensor, broadcast, gather, scatter
 from compat.p2p import recv, send
@@ -291,13 +291,8 @@ def gather_object(
     root = call.root(dst, "dst", group_dst, "group_dst")
     if call.rank == root:
         _object_list(object_gather_list, "object_gather_list", call.group.size)
-    elif object_gather_list is not None and not (
-        isinstance(object_gather_list, (list, tuple)) and not object_gather_list
-    ):  # None or an empty list (never bool() of a tensor given here)
-        raise ValueError(
-            f"object_gather_list: expected None on ranks other than dst={root}; got "
-            f"{describe(object_gather_list)} on rank {call.rank}"
-        )
+    else:
+        check_absent(object_gather_list, "object_gather_list", "dst", root, call.rank)
     data = _dumps(obj, "obj")
     sizes = call.read_sizes(all_gather_into_tensor(call.sizes_tensor([len(data)]), call.group))
     largest = max(sizes)
