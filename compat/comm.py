@@ -608,7 +608,7 @@ def gather(
 
 def broadcast(
     tensor: Tensor, devices: Iterable[Any] | None = None, *, out: Sequence[Tensor] | None = None
-) -> list[Tensor]:
+) -> tuple[Tensor, ...]:
     """Put ``tensor`` on each of ``devices`` (or copy it into each of ``out``).
 
     Parameters
@@ -623,8 +623,9 @@ def broadcast(
 
     Returns
     -------
-    list
-        A list, as torch.cuda.comm's (its docstring says tuple): per device, ``tensor`` itself
+    tuple
+        A tuple, as torch.cuda.comm's docstring says and compat's API fixes (its binding gives a
+        list): per device, ``tensor`` itself
         where the device is ``tensor``'s own (each time it is listed), else a new tensor, a copy
         there. With ``out``: ``out``'s tensors themselves, ``tensor`` copied into each.
 
@@ -664,12 +665,12 @@ def broadcast(
                 )
         targets = [adapter.device(item) for item in outputs]
     if not targets:
-        return []
+        return ()
     native = _native_comm(framework, targets)
     if native is not None:
         if out is None:
-            return list(native.broadcast(tensor, targets))
-        return list(native.broadcast(tensor, out=outputs))
+            return tuple(native.broadcast(tensor, targets))
+        return tuple(native.broadcast(tensor, out=outputs))
     if out is None:
         # comm.cpp broadcast: `tensor` itself for each device that is its own, else a new copy.
         own = adapter.device(tensor)
@@ -681,7 +682,7 @@ def broadcast(
             _copy(adapter, item, tensor)
         result = outputs
     adapter.synchronize()
-    return list(result)
+    return tuple(result)
 
 
 def broadcast_coalesced(

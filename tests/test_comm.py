@@ -290,17 +290,17 @@ def test_broadcast(kit: Kit, dtype: str, shape: tuple[int, ...]) -> None:
     tensor = kit.tensor(array, dtype)
     result = compat.comm.broadcast(tensor, kit.cpu_names)
     # comm.cpp broadcast: the tensor itself for each device that is its own (CPU here), in a
-    # list (pybind11's for std::vector; torch.cuda.comm's docstring says tuple).
-    assert isinstance(result, list)
+    # tuple (compat's API, as torch.cuda.comm's docstring says; its binding gives a list).
+    assert isinstance(result, tuple)
     _check_result(kit, tuple(result), [array] * len(kit.cpu_names), dtype)
     assert all(item is tensor for item in result)
     out = [kit.full(shape, dtype), kit.full(shape, dtype)]
     result = compat.comm.broadcast(tensor, out=out)
-    assert isinstance(result, list) and all(a is b for a, b in zip(result, out, strict=True))
+    assert isinstance(result, tuple) and all(a is b for a, b in zip(result, out, strict=True))
     _check_result(kit, tuple(result), [array, array], dtype)
     assert [_reach(kit, item, [tensor]) for item in out] == [[False], [False]]  # copies
     np.testing.assert_array_equal(kit.numpy(tensor), array)
-    assert compat.comm.broadcast(tensor, []) == []  # as torch.cuda.comm.broadcast
+    assert compat.comm.broadcast(tensor, []) == ()  # empty, as torch.cuda.comm.broadcast
 
 
 @pytest.mark.parametrize("buffer_size", [10485760, 1])
