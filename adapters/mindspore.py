@@ -76,11 +76,17 @@ class _CommHandle:
 
     CommHandle has ``wait()`` but no ``is_completed()`` and no timeout, so completion is known
     only once waited on; staged views are written back then.
+
+    On CPU the wait is the PyNative queue's sync, not ``CommHandle.wait()``: that calls
+    ``mindspore.runtime.synchronize()``, which on CPU only logs "[ERROR] ... CPU device is not
+    supported" and returns. A waited async barrier then returned at once while its peer was 2 s
+    away (measured, MindSpore 2.10, MCCL); the sync waits for the barrier as for every queued op.
     """
 
-    def __init__(self, handle: Any, writebacks: list[Writeback]) -> None:
+    def __init__(self, handle: Any, writebacks: list[Writeback], on_cpu: bool) -> None:
         self._handle = handle
         self._writebacks = writebacks
+        self._on_cpu = on_cpu
         self._done = False
 
     def wait(self, timeout: timedelta | None = None) -> bool:
@@ -90,7 +96,9 @@ class _CommHandle:
                 f"got {timeout}"
             )
         if not self._done:
-            if self._handle is not None:
+            if self._on_cpu:
+                _pynative_executor.sync()
+            elif self._handle is not None:
                 self._handle.wait()
             for writeback in self._writebacks:
                 writeback()
@@ -257,7 +265,10 @@ class MindSporeAdapter(Adapter):
         # a rank left 26-28 s after raising each way).
         if not hasattr(sys, "last_value") and not self._blocked_recv():
             try:
-                dist.barrier()
+                # Issued async and waited for by the queue's sync: a synchronous barrier (or its
+                # handle's wait) calls mindspore.runtime.synchronize(), which on CPU only logs
+                # "[ERROR] ... CPU device is not supported" on every healthy job's exit.
+                dist.barrier(async_op=True)
                 _pynative_executor.sync()
                 time.sleep(ACK_FLUSH_SECONDS)
             except RuntimeError:
@@ -333,7 +344,10 @@ class MindSporeAdapter(Adapter):
         return tuple(tensor.shape)
 
     def dtype(self, tensor: ms.Tensor) -> str:
-        return self._dtype_names.get(tensor.dtype, str(tensor.dtype).lower())
+        # Called several times per collective: the fallback string is built only when needed
+        # (as the default of dict.get it cost 1.5 us a call, measured).
+        name = self._dtype_names.get(tensor.dtype)
+        return name if name is not None else str(tensor.dtype).lower()
 
     def device(self, tensor: ms.Tensor) -> str:
         device: str = ms.get_context("device_target")
@@ -546,6 +560,26 @@ class MindSporeAdapter(Adapter):
         whole = _array_at(start, address - start, dtype).reshape((rows, *trailing))
         return ms.Tensor.from_numpy(whole)
 
+    def parts(self, tensor: ms.Tensor, sizes: Sequence[int]) -> list[ms.Tensor]:
+        # On CPU, tensors over the parts' memory made from numpy: a view made by slicing is queued
+        # on the PyNative executor, and the first access to its memory waits for the queue, about
+        # 1.2 ms per call on this machine (measured, MindSpore 2.10, 2 views of a 1 KB tensor).
+        array = self._host_view(tensor)
+        if array is None or not array.flags.c_contiguous or not array.ndim:
+            return self.split(tensor, sizes)
+        starts = [sum(sizes[:index]) for index in range(len(sizes))]
+        return [
+            ms.Tensor.from_numpy(array[start : start + size])
+            for start, size in zip(starts, sizes, strict=True)
+        ]
+
+    def flat_view(self, tensor: ms.Tensor) -> ms.Tensor | None:
+        # On CPU, a tensor over the same memory (as joined() makes).
+        array = self._host_view(tensor)
+        if array is None or not array.flags.c_contiguous:
+            return None
+        return ms.Tensor.from_numpy(array.reshape(-1))
+
     # -- staging of views --------------------------------------------------------------------
     def _alias(self, tensor: ms.Tensor) -> ms.Tensor | None:
         """A dense tensor over a contiguous view's memory (at its offset), or None."""
@@ -574,7 +608,7 @@ class MindSporeAdapter(Adapter):
 
     def _finish(self, handle: Any, async_op: bool, writebacks: list[Writeback]) -> Handle | None:
         if async_op:
-            return _CommHandle(handle, writebacks)
+            return _CommHandle(handle, writebacks, self._on_cpu)
         _pynative_executor.sync()
         for writeback in writebacks:
             writeback()
@@ -741,13 +775,15 @@ class MindSporeAdapter(Adapter):
         # before any matching recv (16 MB: completed in 119 ms while the receiver posted its recv
         # 2 s later; measured).
         handle = dist.isend(self._stage_in(tensor), dst=dst, group=group, tag=tag)
-        return _CommHandle(handle, [])
+        return _CommHandle(handle, [], self._on_cpu)
 
     def irecv(self, tensor: ms.Tensor, src: int, group: GroupHandle, tag: int = 0) -> Handle:
         # Not used on MCCL (capabilities.toml: its irecv blocks the queue in issue order).
         writebacks: list[Writeback] = []
         staged = self._stage_out(tensor, writebacks)
-        return _CommHandle(dist.irecv(staged, src=src, group=group, tag=tag), writebacks)
+        return _CommHandle(
+            dist.irecv(staged, src=src, group=group, tag=tag), writebacks, self._on_cpu
+        )
 
     def batch_isend_irecv(self, p2p_ops: list[P2PSpec], group: GroupHandle) -> list[Handle]:
         # Not used on MCCL ('The kernel DistCommBatchIsendIrecv unregistered', measured).
@@ -764,7 +800,7 @@ class MindSporeAdapter(Adapter):
             for kind, tensor, peer, tag in p2p_ops
         ]
         # MindSpore returns one CommHandle for the whole batch.
-        handle = _CommHandle(dist.batch_isend_irecv(ops)[0], writebacks)
+        handle = _CommHandle(dist.batch_isend_irecv(ops)[0], writebacks, self._on_cpu)
         return [handle] * len(p2p_ops)
 
     def barrier(
@@ -773,7 +809,10 @@ class MindSporeAdapter(Adapter):
         # device_ids is "a reserved parameter" of mint.distributed.barrier (MindSpore 2.10): it
         # is not passed on, and does nothing (api_barrier.toml).
         del device_ids
-        handle = dist.barrier(group=group, async_op=async_op)
+        # Issued async either way (_finish's queue sync waits for it): a synchronous barrier
+        # calls mindspore.runtime.synchronize(), which on CPU only logs "[ERROR] ... CPU device
+        # is not supported".
+        handle = dist.barrier(group=group, async_op=True)
         return self._finish(handle, async_op, [])
 
     # MCCL's send and recv take no timeout (a fixed 30 s): the timed forms issue the operation
@@ -808,64 +847,14 @@ class MindSporeAdapter(Adapter):
 
     def bench_native(
         self, op: str, rows: int, dtype: str
-    ) -> tuple[ms.Tensor, ms.Tensor | None, Callable[[], object], str]:
+    ) -> tuple[Any, Any, Callable[[], object], str]:
         kind = {name: key for key, name in self._dtype_names.items()}[dtype]
-        world, rank = len(self._world), self._rank
-        # On MCCL (CPU) there is no reduce_scatter or all_gather_into_tensor kernel: "native" is
-        # then the best-known plain approach, and the description says so.
-        plain = self._on_cpu
-        if op in ("reduce_scatter_tensor", "reduce_scatter"):
-            x = mint.zeros((rows * world,), dtype=kind)
-            out = mint.empty((rows,), dtype=kind)
 
-            def all_reduce_slice() -> ms.Tensor:
-                # all_reduce the input in place (no copy: the reference is as cheap as it can be;
-                # zeros keep its values fixed) and keep this rank's slice.
-                dist.all_reduce(x)
-                part = x[rank * rows : (rank + 1) * rows]
-                self.synchronize()
-                return part
+        def new(count: int, ones: bool = False) -> ms.Tensor:
+            return (mint.ones if ones else mint.zeros)((count,), dtype=kind)
 
-            if op == "reduce_scatter":
-                as_above = "all_reduce in place + slice (as for reduce_scatter_tensor)"
-                return x, out, all_reduce_slice, as_above
-            return (
-                x,
-                out,
-                all_reduce_slice,
-                "mindspore.mint.distributed.all_reduce of the input in place + slice (MCCL has no "
-                "reduce_scatter kernel; the best-known plain approach)"
-                if plain
-                else "all_reduce in place + slice",
-            )
-        if op == "all_reduce":
-            x = mint.zeros((rows * world,), dtype=kind)  # zeros: the values stay fixed
-
-            def native_all_reduce() -> None:
-                dist.all_reduce(x)
-                self.synchronize()
-
-            return x, None, native_all_reduce, "mindspore.mint.distributed.all_reduce"
-        x = mint.ones((rows,), dtype=kind)
-        out = mint.empty((rows * world,), dtype=kind)
-
-        def all_gather_cat() -> ms.Tensor:
-            # A list all_gather + cat (the plain approach where MCCL has no all_gather_into_tensor).
-            gathered = [mint.empty((rows,), dtype=kind) for _ in range(world)]
-            dist.all_gather(gathered, x)
-            whole = mint.cat(gathered)
-            self.synchronize()
-            return whole
-
-        return (
-            x,
-            out,
-            all_gather_cat,
-            "list mindspore.mint.distributed.all_gather + cat (MCCL has no all_gather_into_tensor "
-            "kernel)"
-            if plain
-            else "list all_gather + cat",
-        )
+        itemsize = int(tables.lookup("dtypes", "dtypes", dtype, "bytes"))
+        return _BENCH_CASES[op](self, new, rows, len(self._world), itemsize)
 
 
 def _synchronised(handle: Handle) -> Callable[[], None]:
@@ -1068,3 +1057,258 @@ def _timeout_translator(collective: str) -> Translate:
 
 
 ADAPTER_CLASS = translating_errors(MindSporeAdapter, _timeout_translator)
+
+
+# -- compat bench's native calls (Adapter.bench_native): one builder per op, each making the
+# buffers (values the op leaves unchanged: zeros where it sums) and the native call on them, which
+# synchronises (a MindSpore call returns while its work is still queued). On MCCL (CPU), where
+# MindSpore has no kernel for an op, "native" is the best-known plain approach, and the
+# description says so. -------------------------------------------------------------------------
+
+_New = Callable[..., ms.Tensor]
+_BenchCase = tuple[Any, Any, Callable[[], object], str]
+_Builder = Callable[[MindSporeAdapter, _New, int, int, int], _BenchCase]
+
+
+def _synchronising(adapter: MindSporeAdapter, call: Callable[[], object]) -> Callable[[], None]:
+    def run() -> None:
+        call()
+        adapter.synchronize()
+
+    return run
+
+
+def _bench_reduce_scatter(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    # Both forms: all_reduce the input in place (no copy: the reference is as cheap as it can be;
+    # zeros keep its values fixed) and keep this rank's slice.
+    x, out, rank = new(rows * world), new(rows), adapter._rank
+
+    def all_reduce_slice() -> ms.Tensor:
+        dist.all_reduce(x)
+        part = x[rank * rows : (rank + 1) * rows]
+        adapter.synchronize()
+        return part
+
+    native = (
+        "mindspore.mint.distributed.all_reduce of the input in place + slice (MCCL has no "
+        "reduce_scatter kernel; the best-known plain approach)"
+        if adapter._on_cpu
+        else "all_reduce in place + slice"
+    )
+    return x, out, all_reduce_slice, native
+
+
+def _bench_all_reduce(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    x = new(rows * world)
+    native = "mindspore.mint.distributed.all_reduce"
+    return x, None, _synchronising(adapter, lambda: dist.all_reduce(x)), native
+
+
+def _bench_all_gather_into_tensor(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    x, out = new(rows, True), new(rows * world)
+
+    def all_gather_cat() -> ms.Tensor:
+        # A list all_gather + cat (the plain approach where MCCL has no all_gather_into_tensor).
+        gathered = [new(rows) for _ in range(world)]
+        dist.all_gather(gathered, x)
+        whole = mint.cat(gathered)
+        adapter.synchronize()
+        return whole
+
+    native = (
+        "list mindspore.mint.distributed.all_gather + cat (MCCL has no all_gather_into_tensor "
+        "kernel)"
+        if adapter._on_cpu
+        else "list all_gather + cat"
+    )
+    return x, out, all_gather_cat, native
+
+
+def _bench_all_gather(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    x, outs = new(rows, True), [new(rows) for _ in range(world)]
+    native = "mindspore.mint.distributed.all_gather (a list of n tensors)"
+    return x, outs, _synchronising(adapter, lambda: dist.all_gather(outs, x)), native
+
+
+def _bench_broadcast(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    x = new(rows * world, True)
+    native = "mindspore.mint.distributed.broadcast (src 0)"
+    return x, None, _synchronising(adapter, lambda: dist.broadcast(x, 0)), native
+
+
+def _bench_reduce(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    x = new(rows * world)
+    if adapter._on_cpu:
+        native = (
+            "mindspore.mint.distributed.all_reduce in place (MCCL has no reduce kernel; the "
+            "result lands on every rank)"
+        )
+        return x, None, _synchronising(adapter, lambda: dist.all_reduce(x)), native
+    native = "mindspore.mint.distributed.reduce (dst 0)"
+    return x, None, _synchronising(adapter, lambda: dist.reduce(x, 0)), native
+
+
+def _bench_scatter(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    root = adapter._rank == 0
+    parts = [new(rows, True) for _ in range(world)] if root else None
+    out = new(rows)
+    # mint.distributed.scatter wants [] (not None) on the other ranks (measured).
+    scatter = _synchronising(adapter, lambda: dist.scatter(out, parts or [], src=0))
+    return parts, out, scatter, "mindspore.mint.distributed.scatter (src 0)"
+
+
+def _bench_gather(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    x = new(rows, True)
+    outs = [new(rows) for _ in range(world)] if adapter._rank == 0 else None
+    gather = _synchronising(adapter, lambda: dist.gather(x, outs or [], dst=0))
+    return x, outs, gather, "mindspore.mint.distributed.gather (dst 0)"
+
+
+def _ordered_exchange(
+    adapter: MindSporeAdapter, sent: list[ms.Tensor], received: list[ms.Tensor]
+) -> Callable[[], None]:
+    """all_to_all as blocking send/recv with each peer in rank order, the lower rank sending
+    first (so no two blocking calls wait on each other), this rank's own part copied."""
+    rank, world = adapter._rank, len(sent)
+
+    def exchange() -> None:
+        adapter.copy_(received[rank], sent[rank])
+        for peer in range(world):
+            if peer < rank:
+                adapter.recv(received[peer], peer, None)
+                adapter.send(sent[peer], peer, None)
+            elif peer > rank:
+                adapter.send(sent[peer], peer, None)
+                adapter.recv(received[peer], peer, None)
+        adapter.synchronize()
+
+    return exchange
+
+
+_ORDERED = (
+    "ordered blocking send/recv per pair of ranks, the lower rank sending first (MCCL has no "
+    "all_to_all kernel)"
+)
+
+
+def _bench_all_to_all_single(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    x, out = new(rows * world, True), new(rows * world)
+    if adapter._on_cpu:
+        sent, received = adapter.split(x, [rows] * world), adapter.split(out, [rows] * world)
+        return x, out, _ordered_exchange(adapter, sent, received), _ORDERED
+    exchange = _synchronising(adapter, lambda: dist.all_to_all_single(out, x))
+    return x, out, exchange, "mindspore.mint.distributed.all_to_all_single"
+
+
+def _bench_all_to_all(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    ins, outs = [new(rows, True) for _ in range(world)], [new(rows) for _ in range(world)]
+    if adapter._on_cpu:
+        return ins, outs, _ordered_exchange(adapter, ins, outs), _ORDERED
+    exchange = _synchronising(adapter, lambda: dist.all_to_all(outs, ins))
+    return ins, outs, exchange, "mindspore.mint.distributed.all_to_all"
+
+
+def _bench_isend_irecv(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    x, out, rank = new(rows * world, True), new(rows * world), adapter._rank
+
+    def exchange() -> None:
+        sending = dist.isend(x, dst=(rank + 1) % world)
+        receiving = dist.irecv(out, src=(rank - 1) % world)
+        sending.wait()
+        receiving.wait()
+        adapter.synchronize()
+
+    native = (
+        "mindspore.mint.distributed.isend to the next rank + irecv from the previous, then wait"
+    )
+    return x, out, exchange, native
+
+
+def _bench_barrier(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    # Issued async and waited for by the queue's sync, as compat's own barrier is: the
+    # synchronous barrier calls mindspore.runtime.synchronize(), which on CPU only logs
+    # "[ERROR] ... CPU device is not supported".
+    def barrier() -> None:
+        dist.barrier(async_op=True)
+        _pynative_executor.sync()
+
+    return None, None, barrier, "mindspore.mint.distributed.barrier (async, then the queue's sync)"
+
+
+def _bench_all_gather_object(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    obj, gathered = bytes(rows * itemsize), [None] * world
+    gather = _synchronising(adapter, lambda: dist.all_gather_object(gathered, obj))
+    return obj, gathered, gather, "mindspore.mint.distributed.all_gather_object"
+
+
+def _bench_broadcast_object_list(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    objects = [bytes(rows * world * itemsize) if adapter._rank == 0 else None]
+    broadcast = _synchronising(adapter, lambda: dist.broadcast_object_list(objects, 0))
+    return None, objects, broadcast, "mindspore.mint.distributed.broadcast_object_list (src 0)"
+
+
+def _bench_gather_object(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    obj = bytes(rows * itemsize)
+    gathered = [None] * world if adapter._rank == 0 else None
+    gather = _synchronising(adapter, lambda: dist.gather_object(obj, gathered, 0))
+    return obj, gathered, gather, "mindspore.mint.distributed.gather_object (dst 0)"
+
+
+def _bench_scatter_object_list(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    objects = [bytes(rows * itemsize) for _ in range(world)] if adapter._rank == 0 else None
+    out: list[Any] = [None]
+    scatter = _synchronising(adapter, lambda: dist.scatter_object_list(out, objects, 0))
+    return objects, out, scatter, "mindspore.mint.distributed.scatter_object_list (src 0)"
+
+
+_BENCH_CASES: dict[str, _Builder] = {
+    "reduce_scatter_tensor": _bench_reduce_scatter,
+    "reduce_scatter": _bench_reduce_scatter,
+    "all_reduce": _bench_all_reduce,
+    "all_gather_into_tensor": _bench_all_gather_into_tensor,
+    "all_gather": _bench_all_gather,
+    "broadcast": _bench_broadcast,
+    "reduce": _bench_reduce,
+    "scatter": _bench_scatter,
+    "gather": _bench_gather,
+    "all_to_all_single": _bench_all_to_all_single,
+    "all_to_all": _bench_all_to_all,
+    "isend_irecv": _bench_isend_irecv,
+    "barrier": _bench_barrier,
+    "all_gather_object": _bench_all_gather_object,
+    "broadcast_object_list": _bench_broadcast_object_list,
+    "gather_object": _bench_gather_object,
+    "scatter_object_list": _bench_scatter_object_list,
+}

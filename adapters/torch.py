@@ -360,6 +360,9 @@ class TorchAdapter(Adapter):
         whole = first.as_strided(shape, tuple(reversed(strides)))
         return whole if self.shares_memory(pieces, whole) else None
 
+    def flat_view(self, tensor: torch.Tensor) -> torch.Tensor | None:
+        return tensor.view(-1) if tensor.is_contiguous() else None
+
     def reduce_into(self, out: torch.Tensor, tensors: Sequence[torch.Tensor], op: ReduceOp) -> None:
         if len(tensors) == 1:
             out.copy_(tensors[0])
@@ -544,42 +547,14 @@ class TorchAdapter(Adapter):
 
     def bench_native(
         self, op: str, rows: int, dtype: str
-    ) -> tuple[torch.Tensor, torch.Tensor | None, Callable[[], object], str]:
+    ) -> tuple[Any, Any, Callable[[], object], str]:
         kind = {name: key for key, name in self._dtype_names.items()}[dtype]
-        world = dist.get_world_size()
-        if op in ("reduce_scatter_tensor", "reduce_scatter"):
-            # One output buffer for both: separate ones differ in speed by where they lie in memory
-            # (up to 15% at 1 KB for the same native call, measured).
-            x = torch.ones(rows * world, dtype=kind, device=self._home)
-            out = torch.empty(rows, dtype=kind, device=self._home)
-            if op == "reduce_scatter_tensor":
-                return (
-                    x,
-                    out,
-                    lambda: _reduce_scatter_single(out, x),
-                    "torch.distributed.reduce_scatter_tensor "
-                    "(its torch 2.13 name reduce_scatter_single)",
-                )
-            parts = list(x.chunk(world))
-            return (
-                x,
-                out,
-                lambda: dist.reduce_scatter(out, parts),
-                "torch.distributed.reduce_scatter (list of x.chunk(n))",
-            )
-        if op == "all_reduce":
-            x = torch.zeros(
-                rows * world, dtype=kind, device=self._home
-            )  # zeros: the values stay fixed
-            return x, None, lambda: dist.all_reduce(x), "torch.distributed.all_reduce"
-        x = torch.ones(rows, dtype=kind, device=self._home)
-        out = torch.empty(rows * world, dtype=kind, device=self._home)
-        return (
-            x,
-            out,
-            lambda: _all_gather_single(out, x),
-            "torch.distributed.all_gather_into_tensor (its torch 2.13 name all_gather_single)",
-        )
+        home = self._home
+
+        def new(count: int, ones: bool = False) -> torch.Tensor:
+            return (torch.ones if ones else torch.zeros)(count, dtype=kind, device=home)
+
+        return _BENCH_CASES[op](new, rows, dist.get_world_size(), kind.itemsize)
 
 
 # Gloo's words for a collective that ran out of time, and for every later call on the pairs it
@@ -602,3 +577,157 @@ def _timeout_translator(collective: str) -> Translate:
 
 
 ADAPTER_CLASS = translating_errors(TorchAdapter, _timeout_translator)
+
+
+# -- compat bench's native calls (Adapter.bench_native): one builder per op, each making the
+# buffers (values the op leaves unchanged: zeros where it sums) and the native call on them -----
+
+_New = Callable[..., torch.Tensor]
+_BenchCase = tuple[Any, Any, Callable[[], object], str]
+
+
+def _rank() -> int:
+    return dist.get_rank()
+
+
+def _bench_reduce_scatter_tensor(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    # One output buffer for both calls: separate ones differ in speed by where they lie in memory
+    # (up to 15% at 1 KB for the same native call, measured).
+    x, out = new(rows * world, True), new(rows)
+    native = "torch.distributed.reduce_scatter_tensor (its torch 2.13 name reduce_scatter_single)"
+    return x, out, lambda: _reduce_scatter_single(out, x), native
+
+
+def _bench_reduce_scatter(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x, out = new(rows * world, True), new(rows)
+    parts = list(x.chunk(world))
+    native = "torch.distributed.reduce_scatter (list of x.chunk(n))"
+    return x, out, lambda: dist.reduce_scatter(out, parts), native
+
+
+def _bench_all_reduce(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x = new(rows * world)
+    return x, None, lambda: dist.all_reduce(x), "torch.distributed.all_reduce"
+
+
+def _bench_all_gather_into_tensor(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x, out = new(rows, True), new(rows * world)
+    native = "torch.distributed.all_gather_into_tensor (its torch 2.13 name all_gather_single)"
+    return x, out, lambda: _all_gather_single(out, x), native
+
+
+def _bench_all_gather(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x, outs = new(rows, True), [new(rows) for _ in range(world)]
+    native = "torch.distributed.all_gather (a list of n tensors)"
+    return x, outs, lambda: dist.all_gather(outs, x), native
+
+
+def _bench_broadcast(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x = new(rows * world, True)
+    return x, None, lambda: dist.broadcast(x, 0), "torch.distributed.broadcast (src 0)"
+
+
+def _bench_reduce(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x = new(rows * world)
+    return x, None, lambda: dist.reduce(x, 0), "torch.distributed.reduce (dst 0)"
+
+
+def _bench_scatter(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    parts = [new(rows, True) for _ in range(world)] if _rank() == 0 else None
+    out = new(rows)
+    native = "torch.distributed.scatter (src 0)"
+    return parts, out, lambda: dist.scatter(out, parts, 0), native
+
+
+def _bench_gather(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x = new(rows, True)
+    outs = [new(rows) for _ in range(world)] if _rank() == 0 else None
+    return x, outs, lambda: dist.gather(x, outs, 0), "torch.distributed.gather (dst 0)"
+
+
+def _bench_all_to_all_single(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x, out = new(rows * world, True), new(rows * world)
+    native = "torch.distributed.all_to_all_single"
+    return x, out, lambda: dist.all_to_all_single(out, x), native
+
+
+def _bench_all_to_all(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    ins, outs = [new(rows, True) for _ in range(world)], [new(rows) for _ in range(world)]
+    flat_in, flat_out = new(rows * world), new(rows * world)
+
+    def cat_all_to_all_single() -> None:
+        # Gloo has no all_to_all of lists ("ProcessGroupGloo does not support alltoall"): the
+        # plain approach concatenates, exchanges with all_to_all_single, and copies out.
+        torch.cat(ins, out=flat_in)
+        dist.all_to_all_single(flat_out, flat_in)
+        for part, received in zip(outs, flat_out.chunk(world), strict=True):
+            part.copy_(received)
+
+    native = "torch.cat + torch.distributed.all_to_all_single + copies (Gloo has no all_to_all)"
+    return ins, outs, cat_all_to_all_single, native
+
+
+def _bench_isend_irecv(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x, out = new(rows * world, True), new(rows * world)
+    following, previous = (_rank() + 1) % world, (_rank() - 1) % world
+
+    def exchange() -> None:
+        sending = dist.isend(x, following)
+        receiving = dist.irecv(out, previous)
+        for work in (sending, receiving):
+            if work is not None:
+                work.wait()
+
+    native = "torch.distributed.isend to the next rank + irecv from the previous, then wait"
+    return x, out, exchange, native
+
+
+def _bench_barrier(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    return None, None, lambda: dist.barrier(), "torch.distributed.barrier"
+
+
+def _bench_all_gather_object(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    obj, gathered = bytes(rows * itemsize), [None] * world
+    native = "torch.distributed.all_gather_object"
+    return obj, gathered, lambda: dist.all_gather_object(gathered, obj), native
+
+
+def _bench_broadcast_object_list(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    objects = [bytes(rows * world * itemsize) if _rank() == 0 else None]
+    native = "torch.distributed.broadcast_object_list (src 0)"
+    return None, objects, lambda: dist.broadcast_object_list(objects, 0), native
+
+
+def _bench_gather_object(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    obj = bytes(rows * itemsize)
+    gathered = [None] * world if _rank() == 0 else None
+    native = "torch.distributed.gather_object (dst 0)"
+    return obj, gathered, lambda: dist.gather_object(obj, gathered, 0), native
+
+
+def _bench_scatter_object_list(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    objects = [bytes(rows * itemsize) for _ in range(world)] if _rank() == 0 else None
+    out: list[Any] = [None]
+    native = "torch.distributed.scatter_object_list (src 0)"
+    return objects, out, lambda: dist.scatter_object_list(out, objects, 0), native
+
+
+_BENCH_CASES: dict[str, Callable[[_New, int, int, int], _BenchCase]] = {
+    "reduce_scatter_tensor": _bench_reduce_scatter_tensor,
+    "reduce_scatter": _bench_reduce_scatter,
+    "all_reduce": _bench_all_reduce,
+    "all_gather_into_tensor": _bench_all_gather_into_tensor,
+    "all_gather": _bench_all_gather,
+    "broadcast": _bench_broadcast,
+    "reduce": _bench_reduce,
+    "scatter": _bench_scatter,
+    "gather": _bench_gather,
+    "all_to_all_single": _bench_all_to_all_single,
+    "all_to_all": _bench_all_to_all,
+    "isend_irecv": _bench_isend_irecv,
+    "barrier": _bench_barrier,
+    "all_gather_object": _bench_all_gather_object,
+    "broadcast_object_list": _bench_broadcast_object_list,
+    "gather_object": _bench_gather_object,
+    "scatter_object_list": _bench_scatter_object_list,
+}

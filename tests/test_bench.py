@@ -1,28 +1,28 @@
-"""``compat bench`` end to end at tiny sizes on both frameworks, its size parsing, and the
-capability table's algorithm choices (every named algorithm exists and takes the right
-arguments). The algorithms' results are checked on real ranks in tests/ranks/algorithm_cases.py;
-their speed is not tested here."""
+"""``compat bench`` end to end at tiny sizes on both frameworks (every op, ``--framework both``,
+and world size 1), its option parsing, and the capability table's algorithm choices (every named
+algorithm exists and takes the right arguments). The algorithms' results are checked on real ranks
+in tests/ranks/algorithm_cases.py; their speed is not tested here."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import inspect
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from compat.adapters import torch as torch_adapter
 
 from compat import algorithms, tables
 from compat.tools import bench
 
-EXPECTED_COLUMNS = [
-    "framework",
-    "backend",
-    "world_size",
-    "dtype",
-    *bench.COLUMNS,
-    "native",
-]
+EXPECTED_COLUMNS = ["framework", "backend", "world_size", "dtype", *bench.COLUMNS, "native"]
+
+#: The ops whose own work bench measures (the object collectives' is not separable).
+MEASURED_OWN_WORK = [op for op, spec in bench.SPECS.items() if spec.noop]
 
 
 def test_parse_sizes() -> None:
@@ -36,6 +36,33 @@ def test_parse_sizes() -> None:
         bench.parse_size("lots")
 
 
+def test_parse_ops() -> None:
+    assert bench.parse_ops("all") == bench.OPS
+    assert bench.parse_ops("barrier") == ("barrier",)
+    assert bench.parse_ops("all_reduce, broadcast") == ("all_reduce", "broadcast")
+    with pytest.raises(ValueError, match=r"--op: expected .* got 'all_reduce,nope'"):
+        bench.parse_ops("all_reduce,nope")
+
+
+def _args(**given: object) -> argparse.Namespace:
+    return bench.build_parser().parse_args([f"--{name}={value}" for name, value in given.items()])
+
+
+def test_defaults_keep_a_sweep_of_every_op_short() -> None:
+    assert bench.settings(_args(op="all_reduce")) == bench.Settings(("all_reduce",), 10, 0.1)
+    assert bench.settings(_args()) == bench.Settings(bench.OPS, 5, 0.02)
+    assert bench.settings(_args(op="all", rounds=3, budget=0.5)).rounds == 3
+    with pytest.raises(ValueError, match="--algorithm: expected one --op"):
+        bench.settings(_args(op="all", algorithm="native"))
+    with pytest.raises(ValueError, match="--rounds: expected an int >= 1; got 0"):
+        bench.settings(_args(rounds=0))
+
+
+def test_both_frameworks_sweep_the_sizes_they_share() -> None:
+    assert bench.common_sizes(["torch", "mindspore"]) == "1K..16M"
+    assert bench.common_sizes(["torch"]) == bench.default_sizes("torch")
+
+
 def test_bus_bandwidth_follows_nccl_tests() -> None:
     values = bench.row("all_reduce", 10**9, 1, "native", 1.0, 2.0, 4)
     assert values["compat_algbw_GBps"] == 1.0
@@ -44,6 +71,20 @@ def test_bus_bandwidth_follows_nccl_tests() -> None:
     assert values["ratio"] == 0.5
     values = bench.row("reduce_scatter_tensor", 10**9, 1, "native", 1.0, 1.0, 4)
     assert values["compat_busbw_GBps"] == 0.75  # (n-1)/n
+    for op in ("all_to_all_single", "all_to_all", "scatter", "gather", "all_gather"):
+        assert bench.row(op, 10**9, 1, "native", 1.0, 1.0, 4)["compat_busbw_GBps"] == 0.75, op
+    for op in ("broadcast", "reduce", "isend_irecv"):
+        assert bench.row(op, 10**9, 1, "native", 1.0, 1.0, 4)["compat_busbw_GBps"] == 1.0, op
+    barrier = bench.row("barrier", 0, 0, "native", 1.0, 1.0, 4)
+    assert barrier["compat_algbw_GBps"] is None and barrier["native_busbw_GBps"] is None
+
+
+def test_every_op_has_a_compat_call_and_a_native_one() -> None:
+    assert set(bench.COMPAT_CALLS) == set(bench.OPS)
+    assert set(torch_adapter._BENCH_CASES) == set(bench.OPS)
+    source = (Path(__file__).parents[1] / "adapters" / "mindspore.py").read_text()
+    for op in bench.OPS:  # without importing MindSpore here (seconds): its table's keys
+        assert f'    "{op}": _bench_' in source, op
 
 
 def test_every_chosen_algorithm_exists() -> None:
@@ -61,59 +102,82 @@ def test_every_chosen_algorithm_exists() -> None:
                     assert params[2] == forms[op], f"{backend}.{op}: {name} takes {params}"
 
 
-@pytest.mark.parametrize("framework", ["torch", "mindspore"])
-def test_bench_runs_end_to_end(framework: str, tmp_path) -> None:
-    table = tmp_path / "bench.csv"
+def _bench(tmp_path: Path, *options: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "compat",
-            "bench",
-            "-n",
-            "2",
-            "--framework",
-            framework,
-            "--sizes",
-            "1K..4K",
-            "--factor",
-            "2",
-            "--rounds",
-            "1",
-            "--budget",
-            "0.001",
-            "--op",
-            "reduce_scatter_tensor",
-            "--csv",
-            str(table),
-            "--control",
-            "--timeout",
-            "200",
-        ],
+        [sys.executable, "-m", "compat", "bench", "--timeout", str(timeout - 20), *options],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=timeout,
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    out = result.stdout
-    assert "native = " in out
-    header = next(line for line in out.splitlines() if line.lstrip().startswith("size"))
-    for column in ("compat us", "algbw", "busbw", "native us", "ratio", "algorithm", "control"):
-        assert column in header, header
-    rows = [
-        line.split() for line in out.splitlines() if line.split()[:1] in (["1K"], ["2K"], ["4K"])
-    ]
-    assert [row[0] for row in rows] == ["1K", "2K", "4K"], out
-    assert "compat's own work per call" in out
+    return result
+
+
+def _check_rows(records: list[dict[str, str]], framework: str, sizes: list[int]) -> None:
+    """Every op's rows: one per size (barrier: one, size 0), with sane values."""
+    for op in bench.OPS:
+        rows = [r for r in records if r["framework"] == framework and r["op"] == op]
+        expected = [0] if op == "barrier" else sizes
+        assert [int(r["bytes"]) for r in rows] == expected, (framework, op, rows)
+        for record in rows:
+            where = (framework, op, record["bytes"])
+            assert record["world_size"] == "2" and record["algorithm"], where
+            assert record["native"], where
+            compat_us, native_us = float(record["compat_us"]), float(record["native_us"])
+            assert 0 < compat_us < 10**6 and 0 < native_us < 10**6, where
+            assert float(record["ratio"]) == pytest.approx(compat_us / native_us, rel=0.05)
+            assert float(record["control"]) > 0, where
+            if op == "barrier":
+                assert record["compat_algbw_GBps"] == "" and record["elements"] == "0", where
+            else:
+                factor = bench.BUS_FACTOR[op](2)
+                algbw, busbw = (
+                    float(record["compat_algbw_GBps"]),
+                    float(record["compat_busbw_GBps"]),
+                )
+                assert algbw == pytest.approx(int(record["bytes"]) / compat_us / 1e3, abs=0.001)
+                assert busbw == pytest.approx(algbw * factor, abs=0.002), where
+            for own in (record["own_work_us"], record["own_work_after_collective_us"]):
+                assert (float(own) > 0) if op in MEASURED_OWN_WORK else own == "", where
+
+
+def test_bench_every_op_on_both_frameworks_side_by_side(tmp_path: Path) -> None:
+    """One torch/Gloo job and one MindSpore/MCCL job of 2 ranks, every op, two sizes each."""
+    table = tmp_path / "bench.csv"
+    out = _bench(
+        tmp_path, "-n", "2", "--framework", "both", "--sizes", "1K..2K", "--factor", "2",
+        "--rounds", "1", "--budget", "0.001", "--control", "--csv", str(table), timeout=400,
+    ).stdout  # fmt: skip
     with open(table, newline="", encoding="utf-8") as handle:
         records = list(csv.DictReader(handle))
     assert list(records[0]) == EXPECTED_COLUMNS
-    assert [int(r["bytes"]) for r in records] == [1024, 2048, 4096]
-    assert all(float(r["control"]) > 0 for r in records), records
-    for record in records:
-        assert record["framework"] == framework and record["world_size"] == "2"
-        assert float(record["compat_us"]) > 0 and float(record["native_us"]) > 0
-        assert float(record["ratio"]) == pytest.approx(
-            float(record["compat_us"]) / float(record["native_us"]), rel=0.05
-        )
+    for framework in ("torch", "mindspore"):
+        _check_rows(records, framework, [1024, 2048])
+    lines = out.splitlines()
+    for op in bench.OPS:
+        assert any(line.startswith(f"# {op}: native = ") for line in lines), op
+    for op in MEASURED_OWN_WORK:
+        assert sum(f"# {op}: compat's own work per call" in line for line in lines) == 2, op
+    # The side-by-side table: a block per op, one row per size, within 100 columns.
+    summary = lines[next(i for i, line in enumerate(lines) if line.startswith("# side by side")) :]
+    assert all(len(line) <= 100 for line in summary[1:]), summary
+    head = summary[2].split()
+    assert head[:4] == ["size", "gloo", "compat", "gloo"] and head[-1] == "mccl/gloo", head
+    for op in bench.OPS:
+        block = summary[summary.index(f"# {op}") + 2 :][: 1 if op == "barrier" else 2]
+        assert [row.split()[0] for row in block] == (["0"] if op == "barrier" else ["1K", "2K"])
+        assert all(len(row.split()) == 10 for row in block), block
+
+
+def test_bench_at_world_size_one_measures_compat_own_work(tmp_path: Path) -> None:
+    out = _bench(
+        tmp_path, "-n", "1", "--framework", "torch", "--sizes", "1K", "--rounds", "1",
+        "--budget", "0.001", timeout=120,
+    ).stdout  # fmt: skip
+    assert "# isend_irecv: needs 2 ranks or more; skipped" in out
+    for op in (op for op in MEASURED_OWN_WORK if not bench.SPECS[op].peers):
+        line = next(line for line in out.splitlines() if line.startswith(f"# {op}: compat's own"))
+        found = re.search(r": ([\d.]+) us back to back, ([\d.]+) us right after a native", line)
+        assert found, line
+        assert all(0 < float(value) < 1000 for value in found.groups()), line

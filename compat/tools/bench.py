@@ -3,17 +3,40 @@
 The CLI starts N ranks of this module through :func:`compat.tools.launch.launch`; each rank runs
 :func:`main`. Per op and size, compat's call and the native one alternate call by call for several
 rounds (each goes first equally often; each round starts after a barrier), each call timed on
-its own; the time of a size is the median of rank 0's calls. Rank 0 prints a row as each size
-completes and, with ``--csv``, writes the table.
+its own, on the same buffers. A rank's time for a size is the median of its calls; the time
+printed is the slowest rank's (a rooted op's root can return before the others have their
+data). Rank 0 prints a row as each size completes and, with ``--csv``, writes the table.
 
-Bandwidths follow nccl-tests (``doc/PERFORMANCE.md``): ``algbw = size / time`` where size is the
-whole buffer (reduce_scatter: the input, all_gather: the output, all_reduce: the tensor), and
-``busbw = algbw * factor``: ``2(n-1)/n`` for all_reduce, ``(n-1)/n`` for reduce_scatter and
-all_gather.
+Ops (``--op``, one name, a comma-separated list, or ``all``): every collective of compat's API,
+isend/irecv pairs and barrier (:data:`OPS`). What a size is (``--sizes``, in bytes of
+``--dtype`` data, rounded down to a multiple of n elements, at least n):
+
+- the whole buffer, as in nccl-tests: all_reduce, broadcast and reduce: the tensor;
+  reduce_scatter and reduce_scatter_tensor: the input (n parts); all_gather and
+  all_gather_into_tensor: the output (n parts); all_to_all_single and all_to_all: each rank's
+  input (n parts); scatter: the root's list, gather: the root's list (n parts each; root 0);
+- isend_irecv: the message each rank sends to the next rank while receiving one from the
+  previous (nccl-tests' sendrecv);
+- object collectives: the bytes they carry, as their tensor counterpart's size (each object a
+  ``bytes`` of that many bytes): all_gather_object and gather_object n objects of size/n,
+  scatter_object_list n objects of size/n, broadcast_object_list one object of size;
+- barrier: no data: one row, size 0, no bandwidth.
+
+Bandwidths follow nccl-tests (``doc/PERFORMANCE.md``): ``algbw = size / time`` and
+``busbw = algbw * factor``: ``2(n-1)/n`` for all_reduce; ``(n-1)/n`` for reduce_scatter,
+all_gather, all_to_all, scatter and gather; 1 for broadcast, reduce and sendrecv (isend_irecv).
+nccl-tests has no object collectives: they take their tensor counterpart's factor.
 
 "native" is the framework's own call. Where the backend has none (MindSpore on MCCL:
-reduce_scatter and all_gather_into_tensor), it is the best-known plain approach, and the header
-says which.
+reduce_scatter, all_gather_into_tensor, reduce, all_to_all), it is the best-known plain
+approach, and the header says which.
+
+Run time: a size costs about ``rounds * 4 * max(budget, time per call)`` (twice that with
+``--control``). For one op the default is 10 rounds of 0.1 s; for several ops (``--op all``, the
+default) 5 rounds of 0.02 s, which keeps every op within a few minutes per framework (measured
+here, 2 ranks: 3 minutes on Gloo for 1K..64M). A full sweep of every op, as the README's tables:
+``compat bench --rounds 10 --budget 0.1 --control`` (at least 8 s per op and size: 20 minutes or
+more per framework); or one op at a time with its defaults.
 """
 
 from __future__ import annotations
@@ -24,22 +47,87 @@ import statistics
 import struct
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from compat import tables
+import compat
+from compat import state, tables
 from compat.adapter import Adapter
 from compat.tools._sizes import format_size
 
-OPS = ("reduce_scatter_tensor", "reduce_scatter", "all_reduce", "all_gather_into_tensor")
+# -- the ops -----------------------------------------------------------------------------------
 
-#: busbw = algbw * factor(n), as nccl-tests computes it.
+
+def _all_reduce_factor(n: int) -> float:
+    return 2 * (n - 1) / n
+
+
+def _parts_factor(n: int) -> float:
+    return (n - 1) / n
+
+
+def _whole_factor(n: int) -> float:
+    return 1.0
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """How bench treats one op.
+
+    ``bus_factor``: busbw = algbw * bus_factor(n) (None: no data, no bandwidth).
+    ``collectives``: the capability-table entries whose choice the ``algorithm`` column shows,
+    for ``dtype`` (None: ``--dtype``; the object collectives carry uint8 bytes).
+    ``noop``: the collectives replaced by no-ops to time compat's own work (empty: not
+    measurable that way; the object collectives need what their first collective returns).
+    ``peers``: the op needs a rank other than this one.
+    ``gathered``: the row's size is the gathered output, n times the input each rank gives,
+    which is what the capability table chooses by.
+    """
+
+    bus_factor: Callable[[int], float] | None
+    collectives: tuple[str, ...]
+    noop: tuple[str, ...]
+    dtype: str | None = None
+    peers: bool = False
+    gathered: bool = False
+
+
+SPECS: dict[str, OpSpec] = {
+    "reduce_scatter_tensor": OpSpec(
+        _parts_factor, ("reduce_scatter_tensor",), ("reduce_scatter_tensor",)
+    ),
+    "reduce_scatter": OpSpec(_parts_factor, ("reduce_scatter",), ("reduce_scatter",)),
+    "all_reduce": OpSpec(_all_reduce_factor, ("all_reduce",), ("all_reduce",)),
+    "all_gather_into_tensor": OpSpec(
+        _parts_factor,
+        ("all_gather_into_tensor",),
+        ("all_gather_into_tensor",),
+        gathered=True,
+    ),
+    "all_gather": OpSpec(_parts_factor, ("all_gather",), ("all_gather",), gathered=True),
+    "broadcast": OpSpec(_whole_factor, ("broadcast",), ("broadcast",)),
+    "reduce": OpSpec(_whole_factor, ("reduce",), ("reduce",)),
+    "scatter": OpSpec(_parts_factor, ("scatter",), ("scatter",)),
+    "gather": OpSpec(_parts_factor, ("gather",), ("gather",), gathered=True),
+    "all_to_all_single": OpSpec(_parts_factor, ("all_to_all_single",), ("all_to_all_single",)),
+    "all_to_all": OpSpec(_parts_factor, ("all_to_all",), ("all_to_all",)),
+    "isend_irecv": OpSpec(_whole_factor, ("isend", "irecv"), ("isend", "irecv"), peers=True),
+    "barrier": OpSpec(None, ("barrier",), ("barrier",)),
+    "all_gather_object": OpSpec(
+        _parts_factor, ("all_gather_into_tensor",), (), "uint8", gathered=True
+    ),
+    "broadcast_object_list": OpSpec(_whole_factor, ("broadcast",), (), "uint8"),
+    "gather_object": OpSpec(_parts_factor, ("gather",), (), "uint8", gathered=True),
+    "scatter_object_list": OpSpec(_parts_factor, ("scatter",), (), "uint8"),
+}
+
+OPS = tuple(SPECS)
+
+#: busbw = algbw * factor(n), as nccl-tests computes it (ops that move data).
 BUS_FACTOR: dict[str, Callable[[int], float]] = {
-    "reduce_scatter_tensor": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_gather_into_tensor": lambda n: (n - 1) / n,
-    "all_reduce": lambda n: 2 * (n - 1) / n,
+    op: spec.bus_factor for op, spec in SPECS.items() if spec.bus_factor is not None
 }
 
 
@@ -66,6 +154,15 @@ def default_sizes(framework: str) -> str:
     return sizes
 
 
+def common_sizes(frameworks: Sequence[str]) -> str:
+    """The default sizes every one of ``frameworks`` sweeps (``--framework both``): from the
+    largest of their first sizes to the smallest of their last."""
+    ranges = [default_sizes(name).partition("..") for name in frameworks]
+    low = max(parse_size(first) for first, _, _ in ranges)
+    high = min(parse_size(last or first) for first, _, last in ranges)
+    return f"{format_size(low)}..{format_size(max(low, high))}"
+
+
 COLUMNS = (
     "op",
     "bytes",
@@ -80,6 +177,8 @@ COLUMNS = (
     "compat_minus_native_us",
     "ratio",
     "control",
+    "own_work_us",
+    "own_work_after_collective_us",
 )
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 2**30, "GB": 2**30}
@@ -108,24 +207,93 @@ def parse_sizes(text: str, factor: int) -> list[int]:
     return sizes
 
 
+def parse_ops(text: str) -> tuple[str, ...]:
+    """``--op``: ``"all"``, one op, or a comma-separated list of ops, in the order given."""
+    if text == "all":
+        return OPS
+    names = tuple(name.strip() for name in text.split(","))
+    unknown = [name for name in names if name not in SPECS]
+    if unknown or not names:
+        raise ValueError(
+            f"--op: expected 'all' or op names separated by commas, from {', '.join(OPS)}; "
+            f"got {text!r}"
+        )
+    return names
+
+
+def _op_list(text: str) -> str:
+    """argparse's check of --op (the value stays the text: it is forwarded to the ranks)."""
+    try:
+        parse_ops(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The rank-side options, defaults resolved."""
+
+    ops: tuple[str, ...]
+    rounds: int
+    budget: float
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    """``args`` checked, with the defaults that depend on how many ops run: 10 rounds of 0.1 s
+    for one op, 5 of 0.02 s for several (every op within a few minutes per framework).
+
+    Raises
+    ------
+    ValueError
+        An option out of range, or ``--algorithm`` with more than one op.
+    """
+    ops = parse_ops(args.op)
+    single = len(ops) == 1
+    rounds = args.rounds if args.rounds is not None else (10 if single else 5)
+    budget = args.budget if args.budget is not None else (0.1 if single else 0.02)
+    if rounds < 1:
+        raise ValueError(f"--rounds: expected an int >= 1; got {rounds}")
+    if not 0 < budget < float("inf"):
+        raise ValueError(f"--budget: expected seconds > 0; got {budget}")
+    if args.algorithm is not None and not single:
+        raise ValueError(
+            f"--algorithm: expected one --op (an algorithm runs one collective); got {args.op!r}"
+        )
+    return Settings(ops, rounds, budget)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The rank-side options; ``compat bench`` adds -n and --framework (see compat.tools.cli)."""
     parser = argparse.ArgumentParser(prog="compat bench", add_help=False)
     parser.add_argument(
-        "--op", choices=(*OPS, "all"), default="all", help="the op to time (default: all four)"
+        "--op",
+        type=_op_list,
+        default="all",
+        help="'all' (default), an op or a comma-separated list of ops: " + ", ".join(OPS),
     )
     parser.add_argument(
         "--sizes",
         default=None,
         help="LOW..HIGH in bytes, K/M/G suffixes (default: "
         + ", ".join(f"{default_sizes(name)} on {name}" for name in tables.load("frameworks"))
-        + "); size is the whole buffer, as in nccl-tests",
+        + "). A size is the whole buffer, as in nccl-tests: all_reduce's, broadcast's and "
+        "reduce's tensor, reduce_scatter's input, all_gather's output, scatter's and gather's "
+        "root list, all_to_all's input per rank; isend_irecv: the message; the object "
+        "collectives: their bytes in all",
     )
     parser.add_argument(
         "--factor", type=int, choices=(2, 4), default=4, help="step between sizes (4)"
     )
-    parser.add_argument("--rounds", type=int, default=10, help="rounds per size; median (10)")
-    parser.add_argument("--budget", type=float, default=0.1, help="seconds per timed loop (0.1)")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="rounds per size (10 for one op, 5 for several)"
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds per timed loop (0.1 for one op, 0.02 for several)",
+    )
     parser.add_argument("--dtype", default="float32", help="dtype of the tensors (float32)")
     parser.add_argument("--csv", default=None, help="also write the table to this CSV file")
     parser.add_argument(
@@ -138,12 +306,65 @@ def build_parser() -> argparse.ArgumentParser:
         "--algorithm",
         default=None,
         help="run this compat.algorithms function (or 'native') for the op at every size "
-        "instead of the capability table's choice: how the table's thresholds are measured",
+        "instead of the capability table's choice: how the table's thresholds are measured "
+        "(one --op only)",
     )
     return parser
 
 
 # -- the calls timed ---------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """One op at one size: the buffers (made by the adapter's
+    :meth:`~compat.adapter.Adapter.bench_native`), the native call on them, and the ranks."""
+
+    op: str
+    input: Any
+    output: Any
+    native: Callable[[], object]
+    description: str
+    rank: int
+    world: int
+    parts: list[Any] = field(default_factory=list)
+
+
+def _pairs_compat(case: Case) -> Callable[[], object]:
+    """isend to the next rank and irecv from the previous one, then wait for both."""
+    following, previous = (case.rank + 1) % case.world, (case.rank - 1) % case.world
+
+    def exchange() -> None:
+        sending = compat.isend(case.input, following)
+        receiving = compat.irecv(case.output, previous)
+        sending.wait()
+        receiving.wait()
+
+    return exchange
+
+
+#: compat's call for each op on the case's buffers (roots: rank 0).
+COMPAT_CALLS: dict[str, Callable[[Case], Callable[[], object]]] = {
+    "reduce_scatter_tensor": lambda c: partial(compat.reduce_scatter_tensor, c.input, out=c.output),
+    "reduce_scatter": lambda c: partial(compat.reduce_scatter, c.output, c.parts),
+    "all_reduce": lambda c: partial(compat.all_reduce, c.input),
+    "all_gather_into_tensor": lambda c: partial(
+        compat.all_gather_into_tensor, c.input, out=c.output
+    ),
+    "all_gather": lambda c: partial(compat.all_gather, c.output, c.input),
+    "broadcast": lambda c: partial(compat.broadcast, c.input, 0),
+    "reduce": lambda c: partial(compat.reduce, c.input, 0),
+    "scatter": lambda c: partial(compat.scatter, c.output, c.input, 0),
+    "gather": lambda c: partial(compat.gather, c.input, c.output, 0),
+    "all_to_all_single": lambda c: partial(compat.all_to_all_single, c.output, c.input),
+    "all_to_all": lambda c: partial(compat.all_to_all, c.output, c.input),
+    "isend_irecv": _pairs_compat,
+    "barrier": lambda c: compat.barrier,
+    "all_gather_object": lambda c: partial(compat.all_gather_object, c.output, c.input),
+    "broadcast_object_list": lambda c: partial(compat.broadcast_object_list, c.output, 0),
+    "gather_object": lambda c: partial(compat.gather_object, c.input, c.output, 0),
+    "scatter_object_list": lambda c: partial(compat.scatter_object_list, c.output, c.input, 0),
+}
 
 
 @dataclass
@@ -155,20 +376,21 @@ class Pair:
     description: str = ""
 
 
-def make_pair(adapter: Adapter, op: str, rows: int, dtype: str) -> Pair:
-    """compat's call for ``op`` on the buffers of the adapter's native one
-    (:meth:`~compat.adapter.Adapter.bench_native`), and that native call."""
-    import compat
-
+def make_case(adapter: Adapter, op: str, rows: int, dtype: str) -> Case:
+    """The buffers and native call of ``op`` with ``rows`` elements per rank."""
     x, out, native, description = adapter.bench_native(op, rows, dtype)
-    if op == "reduce_scatter_tensor":
-        return Pair(lambda: compat.reduce_scatter_tensor(x, out=out), native, description)
-    if op == "reduce_scatter":
-        parts = adapter.split(x, [rows] * (adapter.shape(x)[0] // rows))
-        return Pair(lambda: compat.reduce_scatter(out, parts), native, description)
-    if op == "all_reduce":
-        return Pair(lambda: compat.all_reduce(x), native, description)
-    return Pair(lambda: compat.all_gather_into_tensor(x, out=out), native, description)
+    rank, world = compat.get_rank(), compat.get_world_size()
+    case = Case(op, x, out, native, description, rank, world)
+    if op == "reduce_scatter":  # the list form on the parts of one buffer (x.chunk(n))
+        case.parts = adapter.split(x, [rows] * world)
+    return case
+
+
+def make_pair(adapter: Adapter, op: str, rows: int, dtype: str) -> Pair:
+    """compat's call for ``op`` on the buffers of the adapter's native one, and that native
+    call."""
+    case = make_case(adapter, op, rows, dtype)
+    return Pair(COMPAT_CALLS[op](case), case.native, case.description)
 
 
 # -- timing --------------------------------------------------------------------------------------
@@ -176,9 +398,6 @@ def make_pair(adapter: Adapter, op: str, rows: int, dtype: str) -> Pair:
 
 def _agree(value: float) -> float:
     """Rank 0's ``value`` on every rank (so every rank runs the same number of calls)."""
-    import compat
-    from compat import state
-
     adapter = state.current().adapter
     tensor = adapter.bytes_tensor(struct.pack("<d", value))
     compat.broadcast(tensor, 0)
@@ -187,11 +406,20 @@ def _agree(value: float) -> float:
     return agreed
 
 
+def _slowest(values: Sequence[float]) -> list[float]:
+    """Each of ``values`` (the same count on every rank), its largest over the ranks."""
+    adapter = state.current().adapter
+    mine = adapter.bytes_tensor(struct.pack(f"<{len(values)}d", *values))
+    gathered = adapter.to_bytes(compat.all_gather_into_tensor(mine))
+    per_rank = [
+        struct.unpack_from(f"<{len(values)}d", gathered, offset)
+        for offset in range(0, len(gathered), 8 * len(values))
+    ]
+    return [max(column) for column in zip(*per_rank, strict=True)]
+
+
 def _loop(call: Callable[[], Any], iterations: int) -> float:
     """Seconds per call of ``iterations`` calls, started together on every rank."""
-    import compat
-    from compat import state
-
     compat.barrier()
     started = time.perf_counter()
     for _ in range(iterations):
@@ -201,12 +429,10 @@ def _loop(call: Callable[[], Any], iterations: int) -> float:
 
 
 def measure(pair: Pair, rounds: int, budget: float) -> tuple[float, float]:
-    """(compat, native) seconds per call: the medians of calls timed one by one, compat and
-    native alternating call by call (so a change in the machine's load hits both alike) and each
-    going first equally often, over ``rounds`` rounds that each start after a barrier."""
-    import compat
-    from compat import state
-
+    """(compat, native) seconds per call on this rank: the medians of calls timed one by one,
+    compat and native alternating call by call (so a change in the machine's load hits both
+    alike) and each going first equally often, over ``rounds`` rounds that each start after a
+    barrier."""
     for call in (pair.compat, pair.native, pair.compat, pair.native):
         call()  # warm-up: connections, caches, scratch buffers
     estimate = _agree(max(_loop(pair.compat, 1), _loop(pair.native, 1)))
@@ -230,18 +456,40 @@ def measure(pair: Pair, rounds: int, budget: float) -> tuple[float, float]:
 
 def force(collective: str, dtype: str, algorithm: str) -> None:
     """Make compat run ``algorithm`` for ``collective`` on ``dtype`` at every size."""
-    from compat import state
-
     state.current().force(collective, dtype, algorithm)
 
 
-def own_work(op: str, pair: Pair, collective: str, dtype: str) -> float:
-    """Seconds per call of compat's own work for ``op``: the call with what it runs (native or
-    algorithm) replaced by a no-op, so only the checks, dispatch and choice remain."""
-    from compat import state
+class _Completed:
+    """The handle of a collective replaced by a no-op: already complete."""
 
+    def wait(self, timeout: object = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+def _no_op(*args: object) -> _Completed:
+    return _Completed()
+
+
+def own_work(pair: Pair, collectives: Iterable[str], dtype: str) -> tuple[float, float]:
+    """Seconds per call of compat's own work: the call with ``collectives`` replaced by a no-op
+    where compat reaches them (the capability table's choice and the adapter's method), so only
+    the checks, dispatch and choice remain. Two figures:
+
+    - back to back: the fastest of 5 rounds of 2000 calls (as timeit advises: the others were
+      slowed by the machine's other work), with warm caches;
+    - after a collective: the median of 100 calls each timed right after a native call of the op
+      (on every rank, so the ranks stay in step), as in a real sequence of calls, where the
+      collective has just filled the caches with its own code and data. This is what a timed
+      call adds on each rank.
+    """
     runtime = state.current()
-    runtime.force(collective, dtype, ("no-op", lambda *args: None))
+    adapter, names = runtime.adapter, list(collectives)
+    for name in names:
+        runtime.force(name, dtype, ("no-op", _no_op))
+        setattr(adapter, name, _no_op)  # what compat calls directly (barrier)
     try:
         for _ in range(100):
             pair.compat()
@@ -251,9 +499,17 @@ def own_work(op: str, pair: Pair, collective: str, dtype: str) -> float:
             for _ in range(2000):
                 pair.compat()
             rounds.append((time.perf_counter() - started) / 2000)
+        after = []
+        for _ in range(100):
+            pair.native()
+            started = time.perf_counter()
+            pair.compat()
+            after.append(time.perf_counter() - started)
     finally:
-        runtime.force(collective, dtype, None)
-    return statistics.median(rounds)
+        for name in names:
+            runtime.force(name, dtype, None)
+            delattr(adapter, name)
+    return min(rounds), statistics.median(after)
 
 
 def row(
@@ -266,22 +522,29 @@ def row(
     n: int,
     control: float | None = None,
 ) -> dict[str, Any]:
-    factor = BUS_FACTOR[op](n)
-    compat_algbw, native_algbw = size / compat_s / 1e9, size / native_s / 1e9
+    """One table row; bandwidths are None where the op moves no data (barrier)."""
+    factor = SPECS[op].bus_factor
+
+    def bandwidth(seconds: float, scale: float) -> float | None:
+        return None if factor is None else round(size / seconds / 1e9 * scale, 3)
+
+    bus = 0.0 if factor is None else factor(n)
     return {
         "op": op,
         "bytes": size,
         "elements": elements,
         "algorithm": algorithm,
         "compat_us": round(compat_s * 1e6, 1),
-        "compat_algbw_GBps": round(compat_algbw, 3),
-        "compat_busbw_GBps": round(compat_algbw * factor, 3),
+        "compat_algbw_GBps": bandwidth(compat_s, 1.0),
+        "compat_busbw_GBps": bandwidth(compat_s, bus),
         "native_us": round(native_s * 1e6, 1),
-        "native_algbw_GBps": round(native_algbw, 3),
-        "native_busbw_GBps": round(native_algbw * factor, 3),
+        "native_algbw_GBps": bandwidth(native_s, 1.0),
+        "native_busbw_GBps": bandwidth(native_s, bus),
         "compat_minus_native_us": round((compat_s - native_s) * 1e6, 1),
         "ratio": round(compat_s / native_s, 3),
         "control": None if control is None else round(control, 3),
+        "own_work_us": None,
+        "own_work_after_collective_us": None,
     }
 
 
@@ -292,27 +555,48 @@ HEADER = (
 CONTROL_HEADER = f"{HEADER} {'control':>7}"
 
 
+def _number(value: float | None, width: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.3f}"
+
+
 def format_row(values: dict[str, Any]) -> str:
     return (
         f"{format_size(values['bytes']):>7} {values['elements']:>10} {values['algorithm']:<26} "
-        f"{values['compat_us']:>11.1f} {values['compat_algbw_GBps']:>7.3f} "
-        f"{values['compat_busbw_GBps']:>7.3f} {values['native_us']:>11.1f} "
-        f"{values['native_algbw_GBps']:>7.3f} {values['native_busbw_GBps']:>7.3f} "
+        f"{values['compat_us']:>11.1f} {_number(values['compat_algbw_GBps'], 7)} "
+        f"{_number(values['compat_busbw_GBps'], 7)} {values['native_us']:>11.1f} "
+        f"{_number(values['native_algbw_GBps'], 7)} {_number(values['native_busbw_GBps'], 7)} "
         f"{values['compat_minus_native_us']:>9.1f} {values['ratio']:>6.3f}"
         + ("" if values["control"] is None else f" {values['control']:>7.3f}")
     )
 
 
+def algorithm_of(
+    runtime: state.State, op: str, joins: bool, dtype: str, nbytes: int, world: int
+) -> str:
+    """What runs the op: the capability table's choice for each of its collectives ("+" joins
+    different ones: isend_irecv), for the input each rank gives (a gathered row's size over
+    the number of ranks)."""
+    spec = SPECS[op]
+    given = nbytes // world if spec.gathered else nbytes
+    names = [
+        runtime.algorithm(collective_of(name, joins), spec.dtype or dtype, given)
+        for name in spec.collectives
+    ]
+    return "+".join(dict.fromkeys(names))
+
+
+def _sweep_sizes(op: str, sizes: list[int]) -> list[int]:
+    """barrier moves no data: one row (size 0)."""
+    return sizes if SPECS[op].bus_factor is not None else [0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import compat
-    from compat import state
-
+    chosen = settings(args)
     compat.init()
     framework, backend = compat.get_framework(), compat.get_backend()
     n, rank = compat.get_world_size(), compat.get_rank()
     sizes = parse_sizes(args.sizes or default_sizes(framework), args.factor)
-    ops = OPS if args.op == "all" else (args.op,)
     runtime = state.current()
     adapter = runtime.adapter
     joins = adapter_joins(adapter, args.dtype)
@@ -323,66 +607,164 @@ def main(argv: Sequence[str] | None = None) -> int:
         noise = "control = native/native timed the same way (the noise floor); "
         print(
             f"# compat bench: {framework}/{backend}, {n} rank(s), {args.dtype}, sizes "
-            f"{format_size(sizes[0])}..{format_size(sizes[-1])}; per size the median of "
-            f"rank 0's calls over {args.rounds} rounds, compat and native alternating call by "
-            f"call; {noise if args.control else ''}GB/s as nccl-tests (busbw = algbw * "
-            "2(n-1)/n for all_reduce, (n-1)/n otherwise); ratio = compat/native",
+            f"{format_size(sizes[0])}..{format_size(sizes[-1])}; per size the slowest rank's "
+            f"median over {chosen.rounds} rounds of {chosen.budget} s, compat and native "
+            f"alternating call by call; {noise if args.control else ''}GB/s as nccl-tests "
+            "(busbw = algbw * 2(n-1)/n for all_reduce, 1 for broadcast, reduce, isend_irecv, "
+            "(n-1)/n otherwise); ratio = compat/native",
             flush=True,
         )
-    for op in ops:
+    for op in chosen.ops:
+        spec = SPECS[op]
+        if spec.peers and n < 2:
+            if lead:
+                print(f"# {op}: needs 2 ranks or more; skipped", flush=True)
+            continue
         if args.algorithm is not None:
             force(collective_of(op, joins), args.dtype, args.algorithm)
-        for index, size in enumerate(sizes):
-            # size is the whole buffer (nccl-tests): the input of reduce_scatter, the output of
-            # all_gather; it is rounded down to a multiple of n elements (at least n).
+        op_rows: list[dict[str, Any]] = []
+        for index, size in enumerate(_sweep_sizes(op, sizes)):
             rows = max(1, size // itemsize // n)
-            elements = rows * n
+            elements = rows * n if size else 0
             pair = make_pair(adapter, op, rows, args.dtype)
+            if index == 0:
+                first = pair  # compat's own work is timed on the smallest size (cheap calls)
             if lead and index == 0:
                 print(f"# {op}: native = {pair.description}", flush=True)
                 print(CONTROL_HEADER if args.control else HEADER, flush=True)
-            compat_s, native_s = measure(pair, args.rounds, args.budget)
-            control = None
+            measured = list(measure(pair, chosen.rounds, chosen.budget))
             if args.control:
-                first, second = measure(Pair(pair.native, pair.native), args.rounds, args.budget)
-                control = first / second
+                measured += measure(Pair(pair.native, pair.native), chosen.rounds, chosen.budget)
+            slowest = _slowest(measured)
+            control = slowest[2] / slowest[3] if args.control else None
             nbytes = elements * itemsize
-            algorithm = runtime.algorithm(collective_of(op, joins), args.dtype, nbytes)
-            values = row(op, nbytes, elements, algorithm, compat_s, native_s, n, control)
+            algorithm = algorithm_of(runtime, op, joins, args.dtype, nbytes, n)
+            values = row(op, nbytes, elements, algorithm, slowest[0], slowest[1], n, control)
             values["native"] = pair.description
-            rows_written.append(values)
+            op_rows.append(values)
             if lead:
                 print(format_row(values), flush=True)
-        own = own_work(op, pair, collective_of(op, joins), args.dtype)
-        if lead:
-            print(
-                f"# {op}: compat's own work per call (checks, dispatch, choice; the collective "
-                f"replaced by a no-op), {format_size(nbytes)}: {own * 1e6:.2f} us",
-                flush=True,
-            )
-    if lead and args.csv:
-        with open(args.csv, "w", newline="", encoding="utf-8") as handle:
-            fields = ["framework", "backend", "world_size", "dtype", *COLUMNS, "native"]
-            writer = csv.DictWriter(handle, fieldnames=fields)
-            writer.writeheader()
-            for values in rows_written:
-                writer.writerow(
-                    {
-                        "framework": framework,
-                        "backend": backend,
-                        "world_size": n,
-                        "dtype": args.dtype,
-                        **values,
-                    }
+        if args.algorithm is not None:
+            runtime.force(collective_of(op, joins), args.dtype, None)
+        if not spec.noop:
+            if lead:
+                print(
+                    f"# {op}: compat's own work per call is not separable here (pickling and "
+                    "several collectives); compare compat us with native us at world size 1",
+                    flush=True,
                 )
+        else:
+            noops = [collective_of(name, joins) for name in spec.noop]
+            warm, after = own_work(first, noops, args.dtype)
+            for values in op_rows:
+                values["own_work_us"] = round(warm * 1e6, 2)
+                values["own_work_after_collective_us"] = round(after * 1e6, 2)
+            if lead:
+                print(
+                    f"# {op}: compat's own work per call (checks, dispatch, choice; the "
+                    f"collective replaced by a no-op), {format_size(op_rows[0]['bytes'])}: "
+                    f"{warm * 1e6:.2f} us back to back, {after * 1e6:.2f} us right after a "
+                    "native call",
+                    flush=True,
+                )
+        rows_written += op_rows
+    if lead and args.csv:
+        write_csv(args.csv, rows_written, framework, backend, n, args.dtype)
         print(f"# wrote {args.csv}", flush=True)
     compat.destroy()
     return 0
 
 
+CSV_FIELDS = ("framework", "backend", "world_size", "dtype", *COLUMNS, "native")
+
+
+def write_csv(
+    path: str, rows: Iterable[dict[str, Any]], framework: str, backend: str, n: int, dtype: str
+) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for values in rows:
+            writer.writerow(
+                {"framework": framework, "backend": backend, "world_size": n, "dtype": dtype}
+                | values
+            )
+
+
 def tables_bytes(dtype: str) -> int:
     size: int = tables.lookup("dtypes", "dtypes", dtype, "bytes")
     return size
+
+
+# -- --framework both: the frameworks side by side ------------------------------------------------
+
+
+def read_csv(path: str) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def merge_csv(path: str, sources: Iterable[str]) -> None:
+    """One CSV of every row of ``sources`` (the per-framework tables)."""
+    records = [record for source in sources for record in read_csv(source)]
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(records)
+
+
+def side_by_side(tables_by_framework: dict[str, list[dict[str, str]]]) -> list[str]:
+    """Lines of one table per op: each framework's compat and native time per size, their
+    ratio (and control ratio, if measured), and the two natives' ratio (second framework over
+    first: what the second framework's backend costs against the first's). Fits 100 columns."""
+    names = list(tables_by_framework)
+    records = {
+        name: {(r["op"], int(r["bytes"])): r for r in rows}
+        for name, rows in tables_by_framework.items()
+    }
+    labels = {
+        name: next((r["backend"] for r in rows), name) for name, rows in tables_by_framework.items()
+    }
+    with_control = any(r.get("control") for rows in tables_by_framework.values() for r in rows)
+    ops = list(dict.fromkeys(r["op"] for rows in tables_by_framework.values() for r in rows))
+    first, last = names[0], names[-1]
+    lines = [
+        f"# side by side: {', '.join(f'{n}/{labels[n]}' for n in names)}; us per call; "
+        "ratio = compat/native"
+        + ("; ctl = native/native" if with_control else "")
+        + f"; {labels[last]}/{labels[first]} = native over native"
+    ]
+    control_head = f" {'ctl':>5}" if with_control else ""
+    head = f"{'size':>7}" + "".join(
+        f" {labels[name] + ' compat':>12} {labels[name] + ' native':>12} {'ratio':>6}"
+        + control_head
+        for name in names
+    )
+    head += f" {labels[last] + '/' + labels[first]:>10}"
+    for op in ops:
+        lines.append(f"# {op}")
+        lines.append(head)
+        keys = sorted({key for name in names for key in records[name] if key[0] == op})
+        for key in keys:
+            cells = [f"{format_size(key[1]):>7}"]
+            for name in names:
+                found = records[name].get(key)
+                if found is None:
+                    cells.append(f" {'-':>12} {'-':>12} {'-':>6}" + (f" {'-':>5}" * with_control))
+                    continue
+                cells.append(
+                    f" {float(found['compat_us']):>12.1f} {float(found['native_us']):>12.1f} "
+                    f"{float(found['ratio']):>6.3f}"
+                )
+                if with_control:
+                    control = found.get("control")
+                    cells.append(f" {float(control):>5.2f}" if control else f" {'-':>5}")
+            pair = [records[name].get(key) for name in (first, last)]
+            if pair[0] is not None and pair[1] is not None:
+                times = float(pair[1]["native_us"]) / float(pair[0]["native_us"])
+                cells.append(f" {times:>10.2f}")
+            lines.append("".join(cells))
+    return lines
 
 
 if __name__ == "__main__":

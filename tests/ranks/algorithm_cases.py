@@ -1,4 +1,6 @@
-"""The reduce_scatter algorithms of compat.algorithms on real ranks, each forced at small sizes.
+"""The algorithms of compat.algorithms on real ranks, each forced at small sizes: reduce_scatter's,
+and all_gather's, all_reduce's and all_to_all's by buffered sends (MCCL) or isend/irecv pairs
+(Gloo).
 
 compat picks an algorithm by backend, dtype and size (``choose`` in capabilities.toml), so at the
 small sizes of the other cases some would never run. Here each is called directly with the adapter,
@@ -32,6 +34,7 @@ from tests.ranks.cases import (
     wait_if,
     world,
 )
+from tests.ranks.layout_cases import Placed, sentinel_out
 
 TORCH = ("torch",)
 BOTH = ("torch", "mindspore")
@@ -167,7 +170,7 @@ def case_choice(kit: Any) -> None:
     public call runs it correctly at a size where a size-dependent algorithm is chosen."""
     runtime = state.current()
     ops = tables.lookup("capabilities", runtime.capability_key, "ops")
-    for collective in ("reduce_scatter", "reduce_scatter_tensor"):
+    for collective in [name for name, entry in ops.items() if "choose" in entry]:
         entry = ops[collective]
         base = entry.get("algorithm", "native") if entry["impl"] == "emulated" else "native"
         for dtype in ("float32", "float64"):
@@ -192,6 +195,30 @@ def case_choice(kit: Any) -> None:
     parts = adapter().split(kit.tensor(mine, "float32"), [rows] * n)
     wait_if(compat.reduce_scatter(output, parts, async_op=True), True)
     np.testing.assert_allclose(kit.numpy(output), full[rows * me : rows * (me + 1)])
+
+
+def case_choice_gather(kit: Any) -> None:
+    """compat.all_gather_into_tensor and compat.all_gather (async) at the input size from which
+    the capability table chooses its last algorithm for them, checked against numpy (not
+    recorded for the parity test: the sizes differ between the frameworks' tables)."""
+    runtime = state.current()
+    ops = tables.lookup("capabilities", runtime.capability_key, "ops")
+    n, me = world(), rank()
+    for collective in ("all_gather_into_tensor", "all_gather"):
+        thresholds = [c["min_bytes"] for c in ops[collective].get("choose", [])]
+        rows = max(2, -(-max(thresholds, default=0) // 16))  # float32 rows of 4 elements
+        seed = f"algo-choice-{collective}"
+        mine = kit.tensor(values(seed, me, (rows, 4)), "float32")
+        expected = [values(seed, r, (rows, 4)) for r in range(n)]
+        chosen = runtime.algorithm(collective, "float32", rows * 16)
+        if collective == "all_gather_into_tensor":
+            result = compat.all_gather_into_tensor(mine)
+            np.testing.assert_array_equal(kit.numpy(result), np.concatenate(expected), chosen)
+        else:
+            outputs = [sentinel(kit, (rows, 4), "float32") for _ in range(n)]
+            wait_if(compat.all_gather(outputs, mine, async_op=True), True)
+            for j, out in enumerate(outputs):
+                np.testing.assert_array_equal(kit.numpy(out), expected[j], f"{chosen} from {j}")
 
 
 def case_join(kit: Any) -> None:
@@ -367,4 +394,264 @@ for _algorithm, (_tensor_form, _frameworks, _dtypes) in ALGORITHMS.items():
         partial(case_concurrent, algorithm=_algorithm),
         frameworks=_frameworks,
     )
+
+
+# -- all_gather, all_reduce and all_to_all by buffered sends (MCCL) or isend/irecv pairs (Gloo) ---
+
+#: all_gather algorithm (its tensor form adds "_into_tensor") -> frameworks that can run it.
+#: Buffered sends only where a send completes without its receive (MCCL; they would deadlock on
+#: Gloo); isend/irecv pairs posted at once only where an irecv does not block the queue (Gloo).
+GATHER_ALGORITHMS = {"buffered_send_all_gather": MINDSPORE, "pairwise_all_gather": TORCH}
+
+#: The views the algorithms' tensors are given as (tests/ranks/layout_cases.py): the whole base
+#: tensor, sentinel-filled around the view, is checked afterwards.
+VIEW_LAYOUTS = ("dense", "interior", "strided", "column")
+
+
+def _data(seed: str, who: int, shape: tuple[int, ...], dtype: str, op: str = "sum") -> np.ndarray:
+    """A rank's values; non-negative for uint8."""
+    data = values(seed, who, shape, op)
+    return np.abs(data) if dtype == "uint8" else data
+
+
+#: The asynchronous and subgroup runs take a few dtypes and layouts (a MindSpore job pays a few
+#: milliseconds per message).
+FEW_DTYPES, FEW_LAYOUTS = ["float32", "float64"], ("dense", "column")
+
+
+def _both_forms(
+    kit: Any,
+    algorithm: str,
+    async_op: bool,
+    group: Any,
+    seed: str,
+    dtypes: list[str],
+    layouts: tuple[str, ...],
+) -> None:
+    """The list form and the tensor form, for ``dtypes`` and view ``layouts``, on ``group``."""
+    ranks = members(group)
+    n, me = len(ranks), ranks.index(rank())
+    handle = None if group is None else group.handle
+    run, tensor_form = (
+        getattr(algorithms, algorithm),
+        getattr(algorithms, algorithm + "_into_tensor"),
+    )
+    for dtype in dtypes:
+        for layout in layouts:
+            what = f"{algorithm} {dtype} {layout}"
+            mine = Placed(kit, _data(seed + dtype, me, (2, 3), dtype), dtype, layout)
+            outputs = [sentinel_out(kit, (2, 3), dtype, layout) for _ in range(n)]
+            pending = run(adapter(), [out.view for out in outputs], mine.view, handle, async_op)
+            finish(pending, async_op)
+            for j, out in enumerate(outputs):
+                out.result(_data(seed + dtype, j, (2, 3), dtype))
+                out.check(f"{what}: tensor_list[{j}]")
+            mine.check(f"{what}: the input changed")
+            whole = sentinel_out(kit, (2 * n, 3), dtype, layout)
+            finish(tensor_form(adapter(), whole.view, mine.view, handle, async_op), async_op)
+            whole.result(np.concatenate([_data(seed + dtype, j, (2, 3), dtype) for j in range(n)]))
+            whole.check(f"{what}: into_tensor")
+
+
+def case_gather(kit: Any, algorithm: str, async_op: bool) -> None:
+    dtypes, layouts = (FEW_DTYPES, FEW_LAYOUTS) if async_op else ([*DTYPES, "uint8"], VIEW_LAYOUTS)
+    _both_forms(kit, algorithm, async_op, None, f"algo-gather-{algorithm}", dtypes, layouts)
+
+
+def case_gather_subgroup(kit: Any, algorithm: str) -> None:
+    group = subgroup()
+    if rank() in members(group):
+        seed = f"algo-gather-group-{algorithm}"
+        _both_forms(kit, algorithm, False, group, seed, FEW_DTYPES, FEW_LAYOUTS)
+
+
+def case_gather_uneven(kit: Any, algorithm: str, async_op: bool) -> None:
+    """Parts of different dim-0 sizes, rank 0's empty; then every part empty."""
+    run = getattr(algorithms, algorithm)
+    n, me = world(), rank()
+    seed = f"algo-gather-uneven-{algorithm}"
+    for sizes in ([(2 * r) % 5 for r in range(n)], [0] * n):
+        mine = kit.tensor(values(seed, me, (sizes[me], 3)), "float32")
+        outputs = [sentinel_out(kit, (size, 3), "float32", "interior") for size in sizes]
+        finish(run(adapter(), [out.view for out in outputs], mine, None, async_op), async_op)
+        for j, out in enumerate(outputs):
+            out.result(values(seed, j, (sizes[j], 3)))
+            out.check(f"{algorithm} {sizes}: tensor_list[{j}]")
+
+
+#: (op, dtype) for the buffered all_reduce: every op, every dtype MCCL moves (float64 and uint8
+#: too, which MCCL's all_reduce lacks).
+ALL_REDUCE_COMBOS = [
+    *((op, "float32") for op in ("sum", "prod", "min", "max", "avg")),
+    *((op, "int64") for op in ("sum", "prod", "min", "max")),
+    *(("sum", dtype) for dtype in ("float64", "int32", "float16", "bfloat16", "int8", "uint8")),
+    ("max", "uint8"),
+    ("avg", "float64"),
+]
+
+
+def _all_reduce_cases(
+    kit: Any,
+    async_op: bool,
+    group: Any,
+    seed: str,
+    combos: list[tuple[str, str]],
+    layouts: tuple[str, ...],
+) -> None:
+    ranks = members(group)
+    handle = None if group is None else group.handle
+    shapes = [(5, 3), (1, 4), (0, 3)]  # (1, 4): fewer rows than ranks; (0, 3): empty
+    for op, dtype in combos:
+        for layout in layouts:
+            for shape in shapes:
+                what = f"buffered_send_all_reduce {op} {dtype} {layout} {shape}"
+                key = f"{seed}-{op}-{dtype}-{shape}"
+                x = Placed(kit, _data(key, rank(), shape, dtype, op), dtype, layout)
+                pending = algorithms.buffered_send_all_reduce(
+                    adapter(), x.view, ReduceOp(op), handle, async_op
+                )
+                finish(pending, async_op)
+                x.result(reduce_np([_data(key, r, shape, dtype, op) for r in ranks], op))
+                x.check(what)
+
+
+def case_buffered_all_reduce(kit: Any, async_op: bool) -> None:
+    # Transposed: no flat view, so dim 0 is cut (bfloat16 too: numpy has no such dtype).
+    layouts = FEW_LAYOUTS if async_op else ("dense", "interior", "column", "transposed")
+    combos = [("sum", "float32"), ("avg", "float64")] if async_op else ALL_REDUCE_COMBOS
+    _all_reduce_cases(kit, async_op, None, "algo-all-reduce", combos, layouts)
+
+
+def case_buffered_all_reduce_subgroup(kit: Any) -> None:
+    group = subgroup()
+    if rank() in members(group):
+        combos = [("sum", "float32"), ("max", "uint8")]
+        _all_reduce_cases(kit, False, group, "algo-all-reduce-group", combos, FEW_LAYOUTS)
+
+
+def case_buffered_all_reduce_same_bits(kit: Any) -> None:
+    """Every rank ends with the same bits: random float32 values, whose sums depend on the
+    order of the additions, reduced by one rank per part."""
+    n = world()
+    for index, op in enumerate(("sum", "avg", "prod")):
+        inputs = [np.random.default_rng([r, index]).standard_normal(1001) for r in range(n)]
+        x = kit.tensor(inputs[rank()].astype(np.float32), "float32")
+        finish(algorithms.buffered_send_all_reduce(adapter(), x, ReduceOp(op), None, False), False)
+        gathered = [kit.tensor(np.zeros(1001), "float32") for _ in range(n)]
+        compat.all_gather(gathered, x)
+        mine = kit.numpy(x)
+        for j, other in enumerate(gathered):
+            assert kit.numpy(other).tobytes() == mine.tobytes(), f"{op}: rank {j} differs"
+        expected = reduce_np([item.astype(np.float32).astype(np.float64) for item in inputs], op)
+        np.testing.assert_allclose(mine, expected, rtol=1e-5, atol=1e-5, err_msg=op)
+
+
+def _a2a_rows(sender: int, receiver: int) -> int:
+    return (sender + 2 * receiver + 1) % 3  # a rank's own part 1 row; empty pairs (0 rows)
+
+
+def _a2a_cases(
+    kit: Any,
+    async_op: bool,
+    group: Any,
+    seed: str,
+    dtypes: list[str],
+    layouts: tuple[str, ...],
+) -> None:
+    """all_to_all_single and all_to_all by buffered sends: uneven parts with empty pairs, every
+    dtype, the tensors as views in sentinel-filled tensors."""
+    ranks = members(group)
+    n, me = len(ranks), ranks.index(rank())
+    handle = None if group is None else group.handle
+    send = [_a2a_rows(me, i) for i in range(n)]
+    receive = [_a2a_rows(j, me) for j in range(n)]
+    for dtype in dtypes:
+
+        def part(sender: int, receiver: int, dtype: str = dtype) -> np.ndarray:
+            shape = (_a2a_rows(sender, receiver), 3)
+            return _data(f"{seed}-{dtype}", sender * 10 + receiver, shape, dtype)
+
+        for layout in layouts:
+            what = f"buffered_send_all_to_all {dtype} {layout}"
+            source = Placed(kit, np.concatenate([part(me, i) for i in range(n)]), dtype, layout)
+            out = sentinel_out(kit, (sum(receive), 3), dtype, layout)
+            pending = algorithms.buffered_send_all_to_all(
+                adapter(), out.view, source.view, receive, send, handle, async_op
+            )
+            finish(pending, async_op)
+            out.result(np.concatenate([part(j, me) for j in range(n)]))
+            out.check(what)
+            source.check(f"{what}: the input changed")
+            inputs = [Placed(kit, part(me, i), dtype, layout) for i in range(n)]
+            outputs = [sentinel_out(kit, (receive[j], 3), dtype, layout) for j in range(n)]
+            pending = algorithms.buffered_send_all_to_all_list(
+                adapter(), [item.view for item in outputs], [item.view for item in inputs],
+                handle, async_op,
+            )  # fmt: skip
+            finish(pending, async_op)
+            for j, item in enumerate(outputs):
+                item.result(part(j, me))
+                item.check(f"{what} (list form): part from group rank {j}")
+            for item in inputs:
+                item.check(f"{what} (list form): an input changed")
+
+
+def case_buffered_all_to_all(kit: Any, async_op: bool) -> None:
+    dtypes, layouts = (FEW_DTYPES, FEW_LAYOUTS) if async_op else ([*DTYPES, "uint8"], VIEW_LAYOUTS)
+    _a2a_cases(kit, async_op, None, "algo-a2a", dtypes, layouts)
+
+
+def case_buffered_all_to_all_subgroup(kit: Any) -> None:
+    group = subgroup()
+    if rank() in members(group):
+        _a2a_cases(kit, False, group, "algo-a2a-group", FEW_DTYPES, FEW_LAYOUTS)
+
+
+for _algorithm, _frameworks in GATHER_ALGORITHMS.items():
+    for _async in (False, True):
+        _suffix = "-async" if _async else ""
+        register(
+            f"algorithm[{_algorithm}]{_suffix}",
+            partial(case_gather, algorithm=_algorithm, async_op=_async),
+            frameworks=_frameworks,
+        )
+        register(
+            f"algorithm[{_algorithm}]-uneven{_suffix}",
+            partial(case_gather_uneven, algorithm=_algorithm, async_op=_async),
+            frameworks=_frameworks,
+        )
+    register(
+        f"algorithm[{_algorithm}]-subgroup",
+        partial(case_gather_subgroup, algorithm=_algorithm),
+        frameworks=_frameworks,
+    )
+for _async in (False, True):
+    _suffix = "-async" if _async else ""
+    register(
+        f"algorithm[buffered_send_all_reduce]{_suffix}",
+        partial(case_buffered_all_reduce, async_op=_async),
+        frameworks=MINDSPORE,
+    )
+    register(
+        f"algorithm[buffered_send_all_to_all]{_suffix}",
+        partial(case_buffered_all_to_all, async_op=_async),
+        frameworks=MINDSPORE,
+    )
+register(
+    "algorithm[buffered_send_all_reduce]-subgroup",
+    case_buffered_all_reduce_subgroup,
+    frameworks=MINDSPORE,
+)
+register(
+    "algorithm[buffered_send_all_reduce]-same-bits",
+    case_buffered_all_reduce_same_bits,
+    frameworks=MINDSPORE,
+)
+register(
+    "algorithm[buffered_send_all_to_all]-subgroup",
+    case_buffered_all_to_all_subgroup,
+    frameworks=MINDSPORE,
+)
+
 register("algorithm-choice", case_choice)
+register("algorithm-choice-gather", case_choice_gather)
