@@ -79,7 +79,7 @@ def model_for(framework: str) -> tuple[Callable[[np.ndarray], Any], Callable[...
             flat = flat.detach().requires_grad_(True)
             loss = mlp_loss(flat, x, y, torch.tanh)
             loss.backward()
-            return float(loss), flat.grad.numpy()
+            return float(loss.detach()), flat.grad.numpy()
 
         return to_tensor, loss_and_grad
 
@@ -96,8 +96,9 @@ def model_for(framework: str) -> tuple[Callable[[np.ndarray], Any], Callable[...
     return to_tensor, loss_and_grad
 
 
-def train(steps: int, lr: float = 0.02) -> list[float]:
-    """Train and return the global loss of each step (the same on every rank)."""
+def train(steps: int, lr: float = 0.02, log_every: int = 10) -> list[float]:
+    """Train and return the global loss of each step (the same on every rank); rank 0 prints the
+    loss of the first step and of every ``log_every``-th (0: none)."""
     compat.init()
     rank, world = compat.get_rank(), compat.get_world_size()
     to_tensor, loss_and_grad = model_for(compat.get_framework())
@@ -132,7 +133,7 @@ def train(steps: int, lr: float = 0.02) -> list[float]:
         total = to_tensor(np.array([loss], np.float32))
         compat.all_reduce(total, op="avg")
         losses.append(float(total.tolist()[0]))
-        if rank == 0 and (step % 10 == 0 or step == 1):
+        if rank == 0 and log_every > 0 and (step % log_every == 0 or step == 1):
             print(f"{compat.get_framework()} step {step:3d} loss {losses[-1]:.6f}", flush=True)
     compat.destroy()
     return losses
@@ -142,8 +143,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--out", help="write the loss curve (rank 0) to this JSON file")
+    parser.add_argument(
+        "--log-every", type=int, default=10, help="print the loss every N steps (0: never)"
+    )
     args = parser.parse_args()
-    losses = train(args.steps)
+    losses = train(args.steps, log_every=args.log_every)
     if args.out and compat_rank_zero():
         with open(args.out, "w", encoding="utf-8") as handle:
             json.dump(losses, handle)

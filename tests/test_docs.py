@@ -67,6 +67,63 @@ def test_every_family_has_a_page_per_direction_and_an_index_entry() -> None:
     assert "scatter_reduce" in pages["capabilities.md"]
 
 
+def _index_rows(side: str) -> list[list[str]]:
+    """The cells of the index's table rows of one direction (``side`` → the other)."""
+    forward, backward = docs.generate()["index.md"].split("## MindSpore → PyTorch")
+    part = forward if side == "torch" else backward
+    return [
+        [cell.strip() for cell in line.strip("|").split(" | ")]
+        for line in part.splitlines()
+        if line.startswith("| `")
+    ]
+
+
+@pytest.mark.parametrize("side", ["torch", "mindspore"])
+def test_index_has_one_row_per_api_of_each_side(side: str) -> None:
+    apis = {
+        path: api
+        for family in FAMILIES
+        for path, api in family["apis"].items()
+        if api["framework"] == side
+    }
+    rows = _index_rows(side)
+    assert len(rows) == len(apis)
+    mapped = {pair[side] for family in FAMILIES for pair in family["pairs"]}
+    other = "MindSpore" if side == "torch" else "PyTorch"
+    unpaired = [row for row in rows if f"No {other} counterpart" in row[-2]]
+    assert len(unpaired) == len(set(apis) - mapped)
+
+
+def test_index_row_lists_the_counterparts_by_module() -> None:
+    rows = {row[0]: row for row in _index_rows("torch")}
+    # torch.distributed's section comes first: its reduce_scatter is the first of that name.
+    row = rows["`reduce_scatter`"]
+    mint, ops_communication, comm_func, others, compat_cell, difference, page = row[1:]
+    assert mint == "`reduce_scatter`"
+    assert ops_communication == "`reduce_scatter`"
+    assert comm_func == "`reduce_scatter_tensor` (deprecated)"
+    assert others == "-"
+    assert compat_cell == "`compat.reduce_scatter`, `compat.reduce_scatter_tensor`"
+    assert difference.startswith("Same call shape; differs: ") and "`group`" in difference
+    assert page == "[reduce_scatter](torch_to_mindspore/reduce_scatter.md)"
+    back = {row[0]: row for row in _index_rows("mindspore")}["`ops.AllReduce`"]
+    assert back[1:4] == ["`all_reduce`", "`all_reduce`", "`all_reduce` (deprecated)"]
+
+
+def test_difference_line_keeps_parentheses_whole() -> None:
+    pair = {
+        "note": "NCCL on both (MindSpore: 'nccl'; torch: Backend.NCCL). More.",
+        "rows": [
+            {"kind": "param", "torch": "a", "mindspore": "a", "difference": "No difference"},
+            {"kind": "param", "torch": "b", "difference": "No counterpart."},
+            {"kind": "param", "mindspore": "c", "difference": "No counterpart."},
+            {"kind": "return", "difference": "Work vs CommHandle."},
+        ],
+    }
+    line = docs.difference_line(pair, "torch")
+    assert line == "NCCL on both (MindSpore: 'nccl'; torch: Backend.NCCL); differs: `b`, `c`"
+
+
 def test_compat_diff_prints_one_family(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["diff", "torch.distributed.reduce_scatter"]) == 0
     out = capsys.readouterr().out

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from compat import tables
 from compat.tools import launch as launch_module
 from compat.tools.launch import (
     TIMEOUT_EXIT_CODE,
@@ -31,6 +32,8 @@ from tests.processes import run_bounded
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "reduce_scatter_styles.py"
+#: A line MindSpore's logging wrote ("[WARNING] DISTRIBUTED(...", "[ERROR] ME(...").
+FRAMEWORK_LOG = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] [A-Z_]+\(")
 
 
 def write(tmp_path: Path, body: str) -> str:
@@ -134,6 +137,71 @@ def test_cli_launch_runs_the_user_script_on_mindspore() -> None:
     assert result.returncode == 0, result.stdout[-3000:]
     assert "mindspore/mccl rank 0: reduce_scatter -> [3. 6.]" in result.stdout, result.stdout
     assert "mindspore/mccl rank 1: reduce_scatter -> [ 9. 12.]" in result.stdout, result.stdout
+    # Quiet by default: MindSpore's INFO/WARNING logging (about 50 lines a rank) stays out, and a
+    # healthy job logs no error either (compat's shutdown used to make MindSpore log "CPU device
+    # is not supported" on each rank).
+    logged = [line for line in result.stdout.splitlines() if FRAMEWORK_LOG.search(line)]
+    assert logged == [], logged
+    assert result.stdout.count("\n") == 3, result.stdout  # the banner and one line a rank
+
+
+def test_cli_launch_verbose_lets_mindspore_log_and_a_healthy_job_logs_no_error() -> None:
+    result = run_bounded(
+        [
+            sys.executable,
+            "-m",
+            "compat",
+            "launch",
+            "-n",
+            "2",
+            "--framework",
+            "mindspore",
+            "--timeout",
+            "150",
+            "--verbose",
+            str(EXAMPLE),
+        ],
+        timeout=200,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GLOG_")},
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "mindspore/mccl rank 1: reduce_scatter -> [ 9. 12.]" in result.stdout, result.stdout
+    # MindSpore's default level (WARNING): its cluster start-up warnings reach the output.
+    warnings = [line for line in result.stdout.splitlines() if "[WARNING]" in line]
+    assert {line[: len("[rank 0]")] for line in warnings} == {"[rank 0]", "[rank 1]"}, warnings
+    errors = [line for line in result.stdout.splitlines() if "[ERROR]" in line]
+    assert errors == [], errors
+
+
+def test_the_ranks_log_errors_only_unless_verbose_or_the_user_chose_a_level(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """launch() adds the framework's quiet_env (frameworks.toml), unless verbose or the user's
+    environment (or ``env``) sets any of its variables. On torch ranks with a stand-in
+    quiet_env: no framework import, ~1 s a job."""
+    assert launch_module.quiet_environment("mindspore", {}) == {
+        "GLOG_v": "3",
+        "GLOG_minloglevel": "2",
+    }
+    assert launch_module.quiet_environment("mindspore", {"GLOG_v": "1"}) == {}
+    assert launch_module.quiet_environment("mindspore", {"GLOG_minloglevel": "0"}) == {}
+    assert launch_module.quiet_environment("torch", {}) == {}
+    torch_launch = tables.lookup("frameworks", "torch", "launch")
+    monkeypatch.setitem(torch_launch, "quiet_env", {"LEVEL": "error", "OTHER": "x"})
+    for var in ("LEVEL", "OTHER"):
+        monkeypatch.delenv(var, raising=False)
+    script = write(tmp_path, "import os\nprint(os.environ.get('LEVEL'), os.environ.get('OTHER'))\n")
+
+    def ranks_see(**options: Any) -> set[str]:
+        sink = io.StringIO()
+        assert launch(2, [script], "torch", timeout=60, sink=sink, **options) == 0
+        return {line.split("] ", 1)[1] for line in sink.getvalue().splitlines()}
+
+    assert ranks_see() == {"error x"}
+    assert ranks_see(verbose=True) == {"None None"}
+    assert ranks_see(env={"LEVEL": "debug"}) == {"debug None"}
+    monkeypatch.setenv("OTHER", "mine")
+    assert ranks_see() == {"None mine"}
 
 
 def test_the_same_script_runs_under_msrun(tmp_path: Path) -> None:
@@ -449,12 +517,12 @@ def test_refusals_come_before_any_process_starts(
     [
         (
             ["-n", "5"],
-            "compat launch: error: argument -n/--nprocs: expected at most 4 ranks, one per "
+            "compat launch: argument -n/--nprocs: expected at most 4 ranks, one per "
             "device: the 4 cuda devices torch sees (CUDA_VISIBLE_DEVICES selects them); got 5",
         ),
         (
             ["-n", "3", "--devices", "0,1"],
-            "compat launch: error: argument --devices: expected a device for each of the 3 ranks",
+            "compat launch: argument --devices: expected a device for each of the 3 ranks",
         ),
         (["-n", "2", "--devices", "0,4"], "argument --devices: expected indexes below 4"),
         (["-n", "0"], "argument -n/--nprocs: expected an int >= 1; got 0"),
@@ -462,7 +530,7 @@ def test_refusals_come_before_any_process_starts(
     + [
         (
             ["-n", "2", "--devices", text],
-            "compat launch: error: argument --devices: expected comma-separated device indexes "
+            "compat launch: argument --devices: expected comma-separated device indexes "
             f"(integers >= 0, each once), e.g. 0,1,3; got {text!r}",
         )
         for text in ("0,x", "0,-1", "0,1.5", "", "0,,1", "0,0")
@@ -474,26 +542,34 @@ def test_cli_refuses_bad_devices_as_a_usage_error(
     argv: list[str],
     message: str,
 ) -> None:
-    from compat.tools import cli
 
     monkeypatch.setattr(launch_module, "available_devices", lambda framework: CUDA)
     monkeypatch.setattr(launch_module, "launch", lambda *a, **k: pytest.fail("launched"))
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["launch", *argv, "--framework", "torch", "script.py"])
-    assert exit_info.value.code == 2  # argparse's usage errors
+    assert cli_exit_code(["launch", *argv, "--framework", "torch", "script.py"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""  # refused before the banner
     assert message in captured.err
-    assert captured.err.startswith("usage: compat launch")
+    # One line, as every user error of the CLI (argparse's usage errors included).
+    assert captured.err.startswith("compat launch: ") and captured.err.count("\n") == 1
+
+
+def cli_exit_code(argv: list[str]) -> object:
+    """``compat ...``'s exit code: main's return value, or a usage error's SystemExit code."""
+    from compat.tools import cli
+
+    try:
+        return cli.main(argv)
+    except SystemExit as exit_info:
+        return exit_info.code
 
 
 def test_cli_refuses_devices_on_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     """This machine's real count (torch sees no CUDA device): --devices is refused, N is not."""
-    from compat.tools import cli
 
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["launch", "-n", "2", "--devices", "0,1", "--framework", "torch", "x.py"])
-    assert exit_info.value.code == 2
+    assert (
+        cli_exit_code(["launch", "-n", "2", "--devices", "0,1", "--framework", "torch", "x.py"])
+        == 2
+    )
     assert (
         "argument --devices: expected none: torch sees no device here, the ranks run on CPU; "
         "got [0, 1]" in capsys.readouterr().err

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
+import importlib.util
+import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from compat import tables
 from compat.dispatch import choose_framework, frameworks, installed
+from compat.errors import TableError, UnsupportedError
 
 #: The --framework default, as help text.
 _FRAMEWORK_DEFAULT = (
@@ -20,17 +25,29 @@ _FRAMEWORK_DEFAULT = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr, ``compat <subcommand>: ...``
+    (argparse's own print the whole usage first), with argparse's exit code 2. Subparsers are of
+    the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _framework(args: argparse.Namespace) -> str:
     """``--framework``, else compat.init's rule, except that with several frameworks installed
-    the first (frameworks.toml's order) is taken, where init asks to choose."""
-    try:
-        return choose_framework(args.framework, first_if_several=True)
-    except ValueError as error:
-        raise SystemExit(f"compat {args.subcommand}: {error}") from None
+    the first (frameworks.toml's order) is taken, where init asks to choose. A ValueError (e.g. a
+    bad COMPAT_FRAMEWORK) is a usage error, reported by :func:`main`."""
+    return choose_framework(args.framework, first_if_several=True)
 
 
 #: launch()'s parameters as the command line names them, for its refusals.
-_LAUNCH_OPTIONS = {"nprocs": "-n/--nprocs", "devices": "--devices"}
+_LAUNCH_OPTIONS = {
+    "nprocs": "-n/--nprocs",
+    "devices": "--devices",
+    "command": "SCRIPT",
+    "module": "-m",
+}
 
 
 def _devices(text: str) -> list[int]:
@@ -43,18 +60,47 @@ def _devices(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(error.detail) from None
 
 
+def _check_command(command: Sequence[str]) -> None:
+    """Refuse a SCRIPT that is not a file, or a ``-m MODULE`` whose top-level package Python
+    cannot find, before any rank starts (each rank would fail alike, N times)."""
+    from compat.tools.launch import LaunchError
+
+    if not command:
+        raise LaunchError("command", "expected SCRIPT [ARGS] or -m MODULE [ARGS]; got nothing")
+    if command[0] == "-m":
+        module = command[1] if len(command) > 1 else ""
+        top = module.partition(".")[0]
+        # The ranks run `python -m` from this folder, which is on their sys.path.
+        here = any(Path(top + suffix).exists() for suffix in ("", ".py"))
+        if not top or not (here or importlib.util.find_spec(top)):
+            raise LaunchError("module", f"expected a module Python can import; got {module!r}")
+    elif not command[0].startswith("-") and not Path(command[0]).is_file():
+        raise LaunchError("command", f"expected a Python script; no file {command[0]!r}")
+
+
 def _launch(args: argparse.Namespace) -> int:
     from compat.tools.launch import assign_devices, launch
 
     framework = _framework(args)
     # Refused here, before the banner; launch() checks again (it is also called directly).
     assigned = assign_devices(framework, args.nprocs, args.devices)
+    command = ["-m", *args.module] if args.module is not None else args.command
+    if command[:1] == ["--"]:
+        command = command[1:]
+    _check_command(command)
     on = "" if assigned is None else f" (devices {','.join(map(str, assigned))})"
     print(
-        f"compat launch: {args.nprocs} ranks of {' '.join(args.command)} on {framework}{on}",
+        f"compat launch: {args.nprocs} ranks of {' '.join(command)} on {framework}{on}",
         flush=True,
     )
-    return launch(args.nprocs, args.command, framework, devices=args.devices, timeout=args.timeout)
+    return launch(
+        args.nprocs,
+        command,
+        framework,
+        devices=args.devices,
+        timeout=args.timeout,
+        verbose=args.verbose,
+    )
 
 
 class _RankZeroSink:
@@ -75,34 +121,61 @@ class _RankZeroSink:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    import tempfile
+
     from compat.tools import bench
     from compat.tools.launch import launch
 
-    framework = _framework(args)
-    bench.parse_sizes(args.sizes or bench.default_sizes(framework), args.factor)  # fail early
-    forwarded: list[str] = []
-    for action in bench.build_parser()._actions:
-        value = getattr(args, action.dest, None)
-        if value is None or value is False or not action.option_strings:
-            continue
-        flag = action.option_strings[0]
-        forwarded += [flag] if value is True else [flag, str(value)]
-    print(
-        f"compat bench: {args.nprocs} ranks on {framework} (compat launch -n {args.nprocs} "
-        f"--framework {framework} -m compat.tools.bench {' '.join(forwarded)})",
-        flush=True,
-    )
-    # E.g. MindSpore's logging turned down (it would bury the table); an explicit value wins.
-    defaults = tables.lookup("frameworks", framework).get("bench_env", {})
-    env = {name: os.environ.get(name, value) for name, value in defaults.items()}
-    return launch(
-        args.nprocs,
-        ["-m", "compat.tools.bench", *forwarded],
-        framework,
-        timeout=args.timeout,
-        env=env,
-        sink=_RankZeroSink(sys.stdout),  # type: ignore[arg-type]
-    )
+    bench.settings(args)  # fail early: --op, --rounds, --budget, --algorithm
+    both = args.framework == "both"
+    names = [name for name in frameworks() if name in installed()] if both else [_framework(args)]
+    if len(names) < 2 and both:
+        raise ValueError(
+            f"--framework: 'both' needs {' and '.join(frameworks())} installed; installed: "
+            f"{installed()}"
+        )
+    # --framework both: the same sizes on each (those every framework sweeps by default).
+    sizes = args.sizes or (bench.common_sizes(names) if both else None)
+    bench.parse_sizes(sizes or bench.default_sizes(names[0]), args.factor)  # fail early
+    status, results = 0, {}
+    with tempfile.TemporaryDirectory(prefix="compat-bench-") as scratch:
+        for framework in names:
+            table = os.path.join(scratch, f"{framework}.csv") if both else args.csv
+            given = {**vars(args), "sizes": sizes, "csv": table}
+            forwarded: list[str] = []
+            for action in bench.build_parser()._actions:
+                value = given.get(action.dest)
+                if value is None or value is False or not action.option_strings:
+                    continue
+                flag = action.option_strings[0]
+                forwarded += [flag] if value is True else [flag, str(value)]
+            print(
+                f"compat bench: {args.nprocs} ranks on {framework} (compat launch -n "
+                f"{args.nprocs} --framework {framework} -m compat.tools.bench "
+                f"{' '.join(forwarded)})",
+                flush=True,
+            )
+            # The framework's own logging stays at errors (launch's quiet_env), so that it does
+            # not bury the table.
+            code = launch(
+                args.nprocs,
+                ["-m", "compat.tools.bench", *forwarded],
+                framework,
+                timeout=args.timeout,
+                sink=_RankZeroSink(sys.stdout),  # type: ignore[arg-type]
+            )
+            status = status or code
+            if both and code == 0:
+                results[framework] = table
+        if both and len(results) == len(names):
+            tables_by_framework = {name: bench.read_csv(path) for name, path in results.items()}
+            print("\n".join(bench.side_by_side(tables_by_framework)), flush=True)
+            if args.csv:
+                bench.merge_csv(args.csv, results.values())
+                print(f"# wrote {args.csv}", flush=True)
+        elif both:
+            print("# no side-by-side table: a framework's run failed (above)", flush=True)
+    return status
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -138,26 +211,52 @@ def _version(module: str) -> str:
         return "unknown version"
 
 
+@dataclasses.dataclass(frozen=True)
+class _FrameworkInfo:
+    """A framework as ``compat info`` reports it; ``version`` is None when not installed."""
+
+    name: str
+    version: str | None
+    backends: list[str]
+
+
 def _info(args: argparse.Namespace) -> int:
     from compat import __version__
     from compat.tools import docs
 
-    print(f"compat {__version__}")
     present = set(installed())
     capabilities = tables.load("capabilities")
-    for name in frameworks():
-        module = tables.lookup("frameworks", name, "module")
-        state = _version(module) if name in present else "not installed"
-        backends = [b for b, entry in capabilities.items() if entry["framework"] == name]
-        print(f"  {name}: {state}; backends: {', '.join(backends)}")
+    found = [
+        _FrameworkInfo(
+            name,
+            _version(tables.lookup("frameworks", name, "module")) if name in present else None,
+            [backend for backend, entry in capabilities.items() if entry["framework"] == name],
+        )
+        for name in frameworks()
+    ]
+    if args.json:
+        report = {
+            "compat": __version__,
+            "frameworks": [dataclasses.asdict(info) for info in found],
+            "capabilities": capabilities,
+        }
+        print(json.dumps(report, indent=1))
+        return 0
+    print(f"compat {__version__}")
+    for info in found:
+        state = info.version or "not installed"
+        print(f"  {info.name}: {state}; backends: {', '.join(info.backends)}")
     print()
-    print(docs.matrix_text(), end="")
+    print(docs.matrix_text(wide=args.wide), end="")
     return 0
 
 
 def _port(args: argparse.Namespace) -> int:
     from compat.tools import port
 
+    for path in args.paths:
+        if not Path(path).exists():
+            raise ValueError(f"PATH: expected an existing file or folder; got {path!r}")
     return port.run(
         args.paths,
         write=args.write,
@@ -169,7 +268,7 @@ def _port(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="compat", description="One API for collective communication on PyTorch and MindSpore."
     )
     commands = parser.add_subparsers(dest="subcommand", required=True)
@@ -184,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
         "MS_NODE_ID, MS_SCHED_HOST, MS_SCHED_PORT, MS_WORKER_NUM, RANK_ID, RANK_SIZE, DEVICE_ID "
         "(and LOCAL_RANK). Both: COMPAT_FRAMEWORK. Where the framework sees devices (GPUs, "
         "NPUs) the ranks run on them, one each: N may not exceed their number (exit code 2). "
+        "A SCRIPT that is not a file, or a MODULE Python cannot find, is refused before any rank "
+        "starts (exit code 2). "
         "Output is prefixed by rank; if a rank fails the others are stopped and the exit code is "
         "non-zero. Ctrl-C (SIGINT), SIGTERM or SIGHUP to the launcher is passed on to every rank, "
         "which is killed if still running 3 s later, and ends the scheduler; the exit code is then "
@@ -212,9 +313,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop the job after this many seconds (exit code 124)",
     )
     launch.add_argument(
-        "command", nargs=argparse.REMAINDER, help="SCRIPT [ARGS] or -m MODULE [ARGS]"
+        "--verbose",
+        action="store_true",
+        help="let the framework log at its own default level (MindSpore: warnings too); without "
+        "it the ranks log errors only, unless GLOG_v or GLOG_minloglevel is set",
     )
-    launch.set_defaults(run=_launch, subparser=launch)
+    # An option that takes the rest of the line: as a positional, `-m` would be taken for an
+    # unknown option of compat launch's.
+    launch.add_argument(
+        "-m",
+        dest="module",
+        nargs=argparse.REMAINDER,
+        metavar="MODULE [ARGS]",
+        help="run a module as python -m does (instead of SCRIPT)",
+    )
+    launch.add_argument("command", nargs=argparse.REMAINDER, help="SCRIPT [ARGS]")
+    launch.set_defaults(run=_launch)
 
     from compat.tools import bench as bench_module
 
@@ -226,10 +340,19 @@ def build_parser() -> argparse.ArgumentParser:
         "the framework's own, alternating, per op and size: time per call, algbw and busbw "
         "(nccl-tests' formulas), the algorithm compat chose, and the ratio compat/native. Rank 0 "
         "prints a row per size as it completes. Where the backend has no native call (MCCL's "
-        "reduce_scatter), native is the best-known plain approach, named in the header.",
+        "reduce_scatter), native is the best-known plain approach, named in the header. Every "
+        "collective of compat's API, isend/irecv pairs and barrier (--op); --framework both "
+        "runs torch/Gloo and MindSpore/MCCL on the same sizes and prints them side by side. "
+        "The default sweep of every op takes a few minutes per framework (5 rounds of 0.02 s "
+        "per size); a full one: --rounds 10 --budget 0.1 --control.",
     )
     bench.add_argument("-n", "--nprocs", type=int, default=2, help="number of ranks (2)")
-    bench.add_argument("--framework", choices=frameworks(), help=_FRAMEWORK_DEFAULT)
+    bench.add_argument(
+        "--framework",
+        choices=[*frameworks(), "both"],
+        help=f"{_FRAMEWORK_DEFAULT}; 'both': every installed framework in turn, the same "
+        "sizes (those all sweep by default), then their times side by side",
+    )
     bench.add_argument(
         "--timeout", type=float, default=None, help="stop the job after this many seconds"
     )
@@ -281,27 +404,77 @@ def build_parser() -> argparse.ArgumentParser:
         "info",
         help="installed frameworks, backends and the capability matrix",
         description="Print the installed frameworks and versions (a framework that is not "
-        "installed is not imported), their backends and the capability matrix.",
+        "installed is not imported), their backends and the capability matrix: per backend and "
+        "collective native, emulated or unsupported, in 100 columns.",
+    )
+    info.add_argument(
+        "--wide",
+        action="store_true",
+        help="the matrix with every algorithm and size or dtype choice (wider than 100 columns)",
+    )
+    info.add_argument(
+        "--json",
+        action="store_true",
+        help="everything as JSON, for tools: versions, backends and capabilities.toml",
     )
     info.set_defaults(run=_info)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.subcommand == "launch" and not args.command:
-        parser.error("launch: expected SCRIPT [ARGS]")
+#: What a subcommand raises for a mistake of the user's (or of the installation's), with the exit
+#: code: the first class that matches counts (TableError is a ValueError). compat's checks raise
+#: ValueError for a bad value (LaunchError, bench's --sizes, COMPAT_FRAMEWORK, an unknown name),
+#: a usage error as argparse's. Anything else is a bug in compat and keeps its traceback.
+_FAILURES: tuple[tuple[type[Exception], int], ...] = (
+    (TableError, 1),
+    (ValueError, 2),
+    (UnsupportedError, 1),
+    (OSError, 1),
+)
+
+
+def _one_line(error: Exception) -> str:
+    """The error's message on one line; a launch refusal names the option as argparse does."""
     from compat.tools.launch import LaunchError
 
+    if isinstance(error, LaunchError):
+        text = f"argument {_LAUNCH_OPTIONS.get(error.param, error.param)}: {error.detail}"
+    elif isinstance(error, OSError) and error.filename is not None:
+        text = f"{error.strerror}: {error.filename}"
+    else:
+        text = str(error)
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return its exit code. Every user error is one line on stderr,
+    ``compat <subcommand>: ...``, never a traceback: exit code 2 for a bad value (as argparse's
+    usage errors), 1 for a failure (a file that cannot be written, a broken mapping table)."""
+    prog = "compat"  # until the subcommand is known: the parser reads the tables too
     try:
+        args, unknown = build_parser().parse_known_args(argv)
+        prog = f"compat {args.subcommand}"
+        if unknown:
+            # argparse would name the top-level parser ("compat: unrecognized arguments").
+            message = f"unrecognized arguments: {' '.join(unknown)} (see {prog} --help)"
+            print(f"{prog}: {message}", file=sys.stderr)
+            return 2
         code: int = args.run(args)
-    except LaunchError as error:
-        # A bad argument found before anything started: a usage error (exit code 2), naming the
-        # option as argparse names it.
-        option = _LAUNCH_OPTIONS.get(error.param, error.param)
-        usage: argparse.ArgumentParser = args.subparser
-        usage.error(f"argument {option}: {error.detail}")
+        sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
+    except BrokenPipeError:
+        # The reader has gone (`compat info | head`): stop quietly, as other tools do, with
+        # stdout pointed at /dev/null so that Python's flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Exception as error:
+        for kind, failure_code in _FAILURES:
+            if isinstance(error, kind):
+                print(f"{prog}: {_one_line(error)}", file=sys.stderr)
+                return failure_code
+        raise
     return code
 
 

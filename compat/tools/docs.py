@@ -7,13 +7,15 @@ Sub-class / PyTorch / MindSpore / Difference), once per direction.
 
 from __future__ import annotations
 
+import difflib
+import re
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compat import tables
-from compat.errors import TableError
 from compat.tools._sizes import format_size
 
 Table = dict[str, Any]
@@ -110,8 +112,48 @@ def _snippet(family: Table, first: str, second: str) -> list[str]:
     return lines
 
 
-def family_page(family: Table, direction: str) -> str:
-    """The Markdown page of one API family in one direction (a key of :data:`DIRECTIONS`)."""
+def _api_lines(path: str, api: Table) -> list[str]:
+    """One API as a family page shows it: kind, docs link, signature and its notes."""
+    lines = [f"{LABELS[api['framework']]} ({api['kind']}, [docs]({api['source']})):", ""]
+    lines += ["```python", _call(path, api), "```", ""]
+    if "inputs" in api:
+        lines += [f"Called on `{api['inputs']}`.", ""]
+    if "deprecated" in api:
+        lines += [f"**Deprecated**: {api['deprecated']}", ""]
+    if "note" in api:
+        lines += [f"Note: {api['note']}", ""]
+    return lines
+
+
+def _unpaired_lines(family: Table, first: str, paired_in: Mapping[str, list[str]]) -> list[str]:
+    """The family's APIs that none of its pairs maps: each with where it is paired, if anywhere."""
+    mapped = {pair[side] for pair in family["pairs"] for side in LABELS}
+    unpaired = [path for path in family["apis"] if path not in mapped]
+    if not unpaired:
+        return []
+    # ``first``'s side first, as the page's pairs.
+    unpaired.sort(key=lambda path: family["apis"][path]["framework"] != first)
+    lines = ["## Without a pair in this family", ""]
+    for path in unpaired:
+        api = family["apis"][path]
+        other = LABELS["mindspore" if api["framework"] == "torch" else "torch"]
+        lines += [f"### `{path}`", "", *_api_lines(path, api), f"Returns: {api['returns']}", ""]
+        if "lacks" in api:
+            lines += [f"Lacks: {', '.join(api['lacks'])}.", ""]
+        elsewhere = [name for name in paired_in.get(path, []) if name != family["family"]]
+        if elsewhere:
+            links = ", ".join(f"[{name}]({name}.md)" for name in elsewhere)
+            lines += [f"Its pairs with {other} APIs: {links}.", ""]
+        else:
+            lines += [f"No {other} counterpart in the mapping tables.", ""]
+    return lines
+
+
+def family_page(
+    family: Table, direction: str, paired_in: Mapping[str, list[str]] | None = None
+) -> str:
+    """The Markdown page of one API family in one direction (a key of :data:`DIRECTIONS`);
+    ``paired_in`` gives, per API, the families whose pairs map it (see :func:`paired_in`)."""
     first, second = DIRECTIONS[direction]
     lines = [
         HEADER.format(source=f"api_{family['family']}.toml"),
@@ -126,15 +168,7 @@ def family_page(family: Table, direction: str) -> str:
         apis = family["apis"]
         lines += [f"## `{pair[first]}` → `{pair[second]}`", ""]
         for side in (first, second):
-            api = apis[pair[side]]
-            lines += [f"{LABELS[side]} ({api['kind']}, [docs]({api['source']})):", ""]
-            lines += ["```python", _call(pair[side], api), "```", ""]
-            if "inputs" in api:
-                lines += [f"Called on `{api['inputs']}`.", ""]
-            if "deprecated" in api:
-                lines += [f"**Deprecated**: {api['deprecated']}", ""]
-            if "note" in api:
-                lines += [f"Note: {api['note']}", ""]
+            lines += _api_lines(pair[side], apis[pair[side]])
         compat = f" compat: `compat.{pair['compat']}`." if "compat" in pair else ""
         if pair.get("port"):
             compat += f" `compat port` rewrites `{pair['torch']}` to it."
@@ -148,11 +182,161 @@ def family_page(family: Table, direction: str) -> str:
         for cells in rows_of(pair, family, first, second):
             lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
         lines.append("")
+    lines += _unpaired_lines(family, first, paired_in or {})
     lines += _snippet(family, first, second)
     return "\n".join(lines).rstrip() + "\n"
 
 
+def paired_in(families: list[Table]) -> dict[str, list[str]]:
+    """Per API path, the families whose pairs map it, in the tables' order."""
+    found: dict[str, list[str]] = {}
+    for family in families:
+        for pair in family["pairs"]:
+            for side in LABELS:
+                names = found.setdefault(pair[side], [])
+                if family["family"] not in names:
+                    names.append(family["family"])
+    return found
+
+
+#: Each side's modules as (prefix, column name), in the index's order; an API belongs to the
+#: longest prefix it starts with. The PyTorch → MindSpore index has a section per PyTorch module
+#: and a column per MindSpore module; the MindSpore → PyTorch index the reverse.
+MODULES: dict[str, tuple[tuple[str, str], ...]] = {
+    "torch": (
+        ("torch.distributed.", "torch.distributed"),
+        ("torch.distributed._functional_collectives.", "funcol"),
+        ("torch.distributed.nn.functional.", "nn.functional"),
+        ("torch.cuda.comm.", "cuda.comm"),
+        ("", "others"),
+    ),
+    "mindspore": (
+        ("mindspore.mint.distributed.", "mint.distributed"),
+        ("mindspore.ops.communication.", "ops.communication"),
+        ("mindspore.communication.comm_func.", "comm_func"),
+        ("", "primitives and others"),
+    ),
+}
+
+
+def _module(path: str, side: str) -> int:
+    """The index in ``MODULES[side]`` of the module of API ``path``."""
+    modules = MODULES[side]
+    return max(
+        range(len(modules)),
+        key=lambda index: (path.startswith(modules[index][0]), len(modules[index][0])),
+    )
+
+
+def _name(path: str, side: str) -> str:
+    """``path`` relative to its module (``reduce_scatter``, ``ops.ReduceScatter``)."""
+    prefix = MODULES[side][_module(path, side)][0] or f"{side}."
+    return path.removeprefix(prefix)
+
+
+def _first_clause(text: str) -> str:
+    """``text`` up to its first ``;``, ``:`` or end of sentence outside parentheses."""
+    depth = 0
+    for match in re.finditer(r"[()]|[;:] |\. |\.$", text):
+        mark = match.group()
+        if mark in "()":
+            depth += 1 if mark == "(" else -1
+        elif depth == 0:
+            return text[: match.start()]
+    return text
+
+
+def difference_line(pair: Table, side: str) -> str:
+    """A pair's difference in one line: the first clause of its note, then the parameters (named
+    as ``side``'s API names them) whose row records a difference."""
+    clause = _first_clause(pair["note"])
+    other = "mindspore" if side == "torch" else "torch"
+    differing = [
+        row.get(side) or row[other]
+        for row in pair["rows"]
+        if row["kind"] == "param" and not row["difference"].startswith("No difference")
+    ]
+    if not differing:
+        return clause
+    return f"{clause}; differs: " + ", ".join(f"`{name}`" for name in dict.fromkeys(differing))
+
+
+@dataclass
+class _Entry:
+    """An API of the index, its families and its pairs (with the family of each)."""
+
+    path: str
+    api: Table
+    families: list[str] = field(default_factory=list)
+    pairs: list[tuple[Table, Table]] = field(default_factory=list)
+
+
+def _entries(families: list[Table], side: str) -> list[_Entry]:
+    """Every API of ``side`` in the tables, paired or not, in the tables' order."""
+    entries: dict[str, _Entry] = {}
+    for family in families:
+        for path, api in family["apis"].items():
+            if api["framework"] == side:
+                entries.setdefault(path, _Entry(path, api)).families.append(family["family"])
+        for pair in family["pairs"]:
+            entries[pair[side]].pairs.append((family, pair))
+    return list(entries.values())
+
+
+def _api_cell(path: str, api: Table, side: str) -> str:
+    return f"`{_name(path, side)}`" + (" (deprecated)" if "deprecated" in api else "")
+
+
+def _index_line(entry: _Entry, first: str, second: str, columns: list[int]) -> str:
+    counterparts: dict[int, list[str]] = {column: [] for column in columns}
+    for family, pair in entry.pairs:
+        path = pair[second]
+        cell = _api_cell(path, family["apis"][path], second)
+        if cell not in counterparts[_module(path, second)]:
+            counterparts[_module(path, second)].append(cell)
+    if entry.pairs:
+        # The difference from the counterpart listed first (the leftmost column).
+        primary = min((pair for _, pair in entry.pairs), key=lambda p: _module(p[second], second))
+        difference = difference_line(primary, first)
+    else:
+        difference = f"No {LABELS[second]} counterpart in the tables"
+    compat = dict.fromkeys(
+        f"`compat.{pair['compat']}`" for _, pair in entry.pairs if "compat" in pair
+    )
+    direction = f"{first}_to_{second}"
+    pages = [f"[{name}]({direction}/{name}.md)" for name in dict.fromkeys(entry.families)]
+    cells = [
+        _api_cell(entry.path, entry.api, first),
+        *(", ".join(counterparts[column]) or "-" for column in columns),
+        ", ".join(compat) or "-",
+        _cell(difference),
+        ", ".join(pages),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _index_direction(families: list[Table], first: str, second: str) -> list[str]:
+    entries = _entries(families, first)
+    counterparts = {_module(pair[second], second) for e in entries for _, pair in e.pairs}
+    columns = sorted(counterparts)
+    names = [MODULES[second][column][1] for column in columns]
+    lines = [f"## {LABELS[first]} → {LABELS[second]}", ""]
+    for section, (prefix, heading) in enumerate(MODULES[first]):
+        members = [entry for entry in entries if _module(entry.path, first) == section]
+        if not members:
+            continue
+        lines += [f"### {prefix.rstrip('.') or heading}", ""]
+        lines += [
+            f"| {LABELS[first]} | {' | '.join(names)} | compat | difference | page |",
+            "|---" * (len(columns) + 4) + "|",
+        ]
+        lines += [_index_line(entry, first, second, columns) for entry in members]
+        lines.append("")
+    return lines
+
+
 def index_page(families: list[Table]) -> str:
+    """The complete mapping: one row per API of each side, with its counterparts by module."""
     lines = [
         HEADER.format(source="api_*.toml"),
         "# API differences: PyTorch and MindSpore collective communication",
@@ -161,19 +345,18 @@ def index_page(families: list[Table]) -> str:
         "against the installed torch and MindSpore (`inspect.signature`), so these pages cannot "
         "drift from either. Per backend: [capability matrix](capabilities.md).",
         "",
+        "One row per API: its counterparts on the other side by module (names relative to the "
+        "column's module; `primitives and others` relative to `mindspore`), compat's function, "
+        "the difference from the leftmost counterpart in one line (the first clause of the "
+        "table's note and the parameters that differ), and the page with every parameter, the "
+        "return value and code for each side. `funcol` is "
+        "`torch.distributed._functional_collectives`; `comm_func` "
+        "(`mindspore.communication.comm_func`) is deprecated since MindSpore 2.9 for "
+        "`ops.communication`. `compat diff NAME` prints a page's tables in a terminal.",
+        "",
     ]
-    for direction, (first, second) in DIRECTIONS.items():
-        lines += [f"## {LABELS[first]} → {LABELS[second]}", ""]
-        lines += [
-            f"| {LABELS[first]} API | {LABELS[second]} API | compat | page |",
-            "|---|---|---|---|",
-        ]
-        for family in families:
-            for pair in family["pairs"]:
-                link = f"[{family['family']}]({direction}/{family['family']}.md)"
-                compat = f"`compat.{pair['compat']}`" if "compat" in pair else "-"
-                lines.append(f"| `{pair[first]}` | `{pair[second]}` | {compat} | {link} |")
-        lines.append("")
+    for first, second in DIRECTIONS.values():
+        lines += _index_direction(families, first, second)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -277,9 +460,10 @@ def generate() -> dict[str, str]:
     """Every page, by path relative to the output folder."""
     families = tables.families()
     pages = {"index.md": index_page(families), "capabilities.md": capabilities_page()}
+    paired = paired_in(families)
     for direction in DIRECTIONS:
         for family in families:
-            page = family_page(family, direction)
+            page = family_page(family, direction, paired)
             if family["family"] == "reduce_op":
                 # The members are reduce_ops.toml's data, shown here rather than copied.
                 page = page.rstrip() + "\n\n## Members\n\n" + "\n".join(reduce_op_section()) + "\n"
@@ -323,72 +507,178 @@ def _existing(out: Path) -> list[str]:
 
 # -- terminal views ---------------------------------------------------------------------------
 
+#: Short forms of module prefixes people type (``dist.all_reduce``), and what they stand for.
+#: Other partial names need no entry: a name matches every API whose dotted path ends with it
+#: (``mint.distributed.all_reduce``, ``comm_func.reduce``, ``ops.AllGather``, ``all_gather``).
+NAME_ALIASES = {
+    "dist.": "torch.distributed.",
+    "funcol.": "torch.distributed._functional_collectives.",
+    "ms.": "mindspore.",
+}
 
-def find_family(name: str) -> Table:
-    """The family of ``name``: a family, a compat function, or a (dotted or short) API name."""
+
+class UnknownNameError(ValueError):
+    """A name that is no family, compat function or API of the mapping tables."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where a name appears in one family: the pairs to show (every pair for a family's own
+    name) and its APIs that no pair maps."""
+
+    family: Table
+    pairs: list[Table]
+    unpaired: list[str]
+
+
+def _expand(name: str) -> str:
+    for short, full in NAME_ALIASES.items():
+        if name.startswith(short):
+            return full + name.removeprefix(short)
+    return name
+
+
+def _names_api(name: str, path: str) -> bool:
+    return path == name or path.endswith("." + name)
+
+
+def find(name: str) -> list[Found]:
+    """Every family ``name`` appears in, the family of that name first, then in the tables'
+    order. ``name`` is a family, a compat function (``reduce_scatter_tensor``,
+    ``compat.autograd.all_reduce``) or an API path or its end (``torch.distributed.all_reduce``,
+    ``dist.all_reduce``, ``mint.distributed.all_reduce``, ``ops.communication.all_reduce``,
+    ``comm_func.all_reduce``, ``ops.AllReduce``).
+
+    Raises
+    ------
+    UnknownNameError
+        ``name`` is none of these; the message suggests close names.
+    """
     families = tables.families()
+    api = _expand(name)
+    function = name.removeprefix("compat.")
+    found = [Found(f, f["pairs"], []) for f in families if f["family"] == name]
     for family in families:
-        short_names = {path.rsplit(".", 1)[-1] for path in family["apis"]}
-        if name == family["family"] or name in family["compat"] or name in family["apis"]:
-            return family
-        if name.removeprefix("compat.") in family["compat"] or name in short_names:
-            return family
-    known = ", ".join(family["family"] for family in families)
-    raise TableError(f"no mapping table for {name!r}; families: {known}")
+        if family["family"] == name:
+            continue
+        paths = {path for path in family["apis"] if _names_api(api, path)}
+        pairs = [
+            pair
+            for pair in family["pairs"]
+            if {pair["torch"], pair["mindspore"]} & paths or pair.get("compat") == function
+        ]
+        mapped = {pair[side] for pair in family["pairs"] for side in ("torch", "mindspore")}
+        unpaired = sorted(paths - mapped)
+        if pairs or unpaired:
+            found.append(Found(family, pairs, unpaired))
+    if not found:
+        raise UnknownNameError(_unknown(name, families))
+    return found
+
+
+def _unknown(name: str, families: list[Table]) -> str:
+    """The message for a name found nowhere: close names, else the families."""
+    known: set[str] = set()
+    for family in families:
+        known |= {family["family"], *family["compat"]}
+        for path in family["apis"]:
+            parts = path.split(".")
+            known |= {".".join(parts[start:]) for start in range(len(parts))}
+            known |= {short + path.removeprefix(full) for short, full in NAME_ALIASES.items()}
+    close = difflib.get_close_matches(name, sorted(known), n=5, cutoff=0.7)
+    if close:
+        hint = "close names: " + ", ".join(close)
+    else:
+        hint = "families: " + ", ".join(family["family"] for family in families)
+    return (
+        f"name: expected an API family, a compat function or a torch/MindSpore API name; "
+        f"got {name!r} ({hint})"
+    )
+
+
+def _wrapped(text: str, width: int, indent: str, more: str) -> list[str]:
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=more)
+
+
+def _pair_text(pair: Table, family: Table, width: int) -> list[str]:
+    apis = family["apis"]
+    out = [f"{pair['torch']}  ->  {pair['mindspore']}"]
+    for side in ("torch", "mindspore"):
+        out.append(f"  {LABELS[side]:9} {_call(pair[side], apis[pair[side]])}")
+    if "compat" in pair:
+        entry = family["compat"][pair["compat"]]
+        ported = "  (compat port rewrites to it)" if pair.get("port") else ""
+        out.append(f"  {'compat':9} compat.{pair['compat']}{entry.get('signature', '')}{ported}")
+    out += _wrapped(pair["note"], width, "  ", "  ")
+    if "result" in pair:
+        out += _wrapped(f"compat's result differs: {pair['result']}", width, "  ", "  ")
+    for cells in rows_of(pair, family, "torch", "mindspore"):
+        kind, sub, torch_side, ms_side, difference, compat = cells
+        out.append(f"  {kind} {sub}".rstrip() + ":")
+        out += _wrapped(f"PyTorch:   {torch_side}", width, "    ", "      ")
+        out += _wrapped(f"MindSpore: {ms_side}", width, "    ", "      ")
+        out += _wrapped(f"=> {difference}", width, "    ", "       ")
+        if compat:
+            out += _wrapped(f"compat: {compat}", width, "    ", "      ")
+    return [*out, ""]
 
 
 def diff_text(name: str, width: int = 100) -> str:
-    """The parameter-difference tables of ``name``'s family, for a terminal."""
-    family = find_family(name)
+    """The parameter-difference tables of ``name`` (see :func:`find`) for a terminal: the pairs
+    of its first family it appears in, then the other families it appears in."""
+    first, *others = find(name)
+    family = first.family
     out = [f"{family['title']}: {family['summary']}", ""]
-    for pair in family["pairs"]:
-        apis = family["apis"]
-        out.append(f"{pair['torch']}  ->  {pair['mindspore']}")
-        for side in ("torch", "mindspore"):
-            out.append(f"  {LABELS[side]:9} {_call(pair[side], apis[pair[side]])}")
-        if "compat" in pair:
-            entry = family["compat"][pair["compat"]]
-            ported = "  (compat port rewrites to it)" if pair.get("port") else ""
-            out.append(
-                f"  {'compat':9} compat.{pair['compat']}{entry.get('signature', '')}{ported}"
-            )
-        out += textwrap.wrap(pair["note"], width, initial_indent="  ", subsequent_indent="  ")
-        if "result" in pair:
-            out += textwrap.wrap(
-                f"compat's result differs: {pair['result']}",
-                width,
-                initial_indent="  ",
-                subsequent_indent="  ",
-            )
-        for cells in rows_of(pair, family, "torch", "mindspore"):
-            kind, sub, torch_side, ms_side, difference, compat = cells
-            out.append(f"  {kind} {sub}".rstrip() + ":")
-            out += textwrap.wrap(
-                f"PyTorch:   {torch_side}", width, initial_indent="    ", subsequent_indent="      "
-            )
-            out += textwrap.wrap(
-                f"MindSpore: {ms_side}", width, initial_indent="    ", subsequent_indent="      "
-            )
-            out += textwrap.wrap(
-                f"=> {difference}", width, initial_indent="    ", subsequent_indent="       "
-            )
-            if compat:
-                out += textwrap.wrap(
-                    f"compat: {compat}", width, initial_indent="    ", subsequent_indent="      "
-                )
-        out.append("")
+    for path in first.unpaired:
+        other = LABELS["mindspore" if family["apis"][path]["framework"] == "torch" else "torch"]
+        out += [f"{path}: no {other} counterpart in the tables", ""]
+    for pair in first.pairs:
+        out += _pair_text(pair, family, width)
+    if len(first.pairs) < len(family["pairs"]):
+        out.append(
+            f"({len(first.pairs)} of the {len(family['pairs'])} pairs of this family; "
+            f"compat diff {family['family']} shows them all)"
+        )
+    for found in others:
+        out.append(f"Also in family {found.family['family']}: compat diff {found.family['family']}")
     return "\n".join(out).rstrip() + "\n"
 
 
-def matrix_text() -> str:
-    """The capability matrix as aligned text columns."""
+#: How :func:`matrix_text` abbreviates a capability (its legend says so).
+IMPL_MARKS = {"native": "native", "emulated": "emulated", "unsupported": "-"}
+
+
+def _compact_cell(cap: Table | None) -> str:
+    """A capability in a few characters: the kind, ``*`` when dtype, size or async vary."""
+    if cap is None:
+        return "?"
+    varies = cap["async"] != "native" or bool(cap.get("choose"))
+    return IMPL_MARKS[cap["impl"]] + ("*" if varies else "")
+
+
+def matrix_text(wide: bool = False) -> str:
+    """The capability matrix as aligned text columns: one word per cell (fits 100 columns), or
+    with ``wide`` every algorithm and choice."""
+    capabilities = tables.load("capabilities")
     backends, rows = capability_matrix()
+    if not wide:
+        rows = [
+            [row[0], *(_compact_cell(capabilities[b]["ops"].get(row[0])) for b in backends)]
+            for row in rows
+        ]
     grid = [["collective", *backends], *rows]
     widths = [max(len(row[column]) for row in grid) for column in range(len(grid[0]))]
-    return (
-        "\n".join(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-            for row in grid
-        )
-        + "\n"
-    )
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in grid
+    ]
+    if not wide:
+        lines += [
+            "",
+            "native: the framework's call; emulated: an algorithm of compat's; -: unsupported; "
+            "?: not recorded",
+            "*: the algorithm depends on dtype or size, or async_op returns a completed or "
+            "deferred Work",
+            "compat info --wide: every algorithm; docs/api_diff/capabilities.md: the reasons",
+        ]
+    return "\n".join(lines) + "\n"

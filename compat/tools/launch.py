@@ -8,6 +8,8 @@ i); where the ranks would run on devices, a job with more ranks than devices is 
 anything starts. Each rank's output is prefixed with ``[rank i]``. When a rank fails, the others
 are stopped and the launch returns that rank's exit code; ``timeout`` stops a job that hangs.
 SIGINT (Ctrl-C), SIGTERM or SIGHUP to the launcher stops every rank and the scheduler too.
+The framework's own logging is kept to errors (``quiet_env`` in frameworks.toml) unless
+``verbose`` or the user sets its variables.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "free_port",
     "launch",
     "parse_devices",
+    "quiet_environment",
     "rank_environments",
 ]
 
@@ -321,6 +324,24 @@ def rank_environments(
     return envs
 
 
+def quiet_environment(framework: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables that keep ``framework``'s own logging to errors (``[<framework>.launch]
+    quiet_env`` in ``mapping_tables/frameworks.toml``, which says why each), or none
+    when ``environ`` already sets any of them: the user's logging settings stand as they are.
+
+    Parameters
+    ----------
+    framework
+        A key of ``mapping_tables/frameworks.toml``.
+    environ
+        The environment the ranks would get without them.
+    """
+    quiet: dict[str, str] = tables.lookup("frameworks", framework, "launch").get("quiet_env", {})
+    if any(name in environ for name in quiet):
+        return {}
+    return dict(quiet)
+
+
 def _scheduler_code(framework: str) -> str | None:
     """The ``python -c`` code of the framework's scheduler process, if it has one."""
     scheduler = tables.lookup("frameworks", framework, "launch").get("scheduler")
@@ -421,6 +442,7 @@ def launch(
     env: Mapping[str, str] | None = None,
     sink: TextIO | None = None,
     python: str = sys.executable,
+    verbose: bool = False,
 ) -> int:
     """Run ``python command...`` as ``nprocs`` ranks and return the job's exit code.
 
@@ -444,6 +466,12 @@ def launch(
         Extra environment for every rank.
     sink
         Where the prefixed output goes (default ``sys.stdout``).
+    python
+        The interpreter the ranks run.
+    verbose
+        Leave the framework's logging at its own default (MindSpore: warnings and up) instead
+        of errors only (:func:`quiet_environment`; a level the user's environment or ``env``
+        sets is kept either way).
 
     Returns
     -------
@@ -466,7 +494,9 @@ def launch(
     inherited = dict(os.environ)
     assigned = assign_devices(framework, nprocs, devices)
     port = free_port()
-    base_env = {**inherited, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    requested = {**inherited, **(env or {})}
+    quiet = {} if verbose else quiet_environment(framework, requested)
+    base_env = {**quiet, **requested, "PYTHONUNBUFFERED": "1"}
     if nprocs > 1:
         base_env.setdefault("OMP_NUM_THREADS", "1")
     environments = rank_environments(framework, nprocs, port, assigned, base_env)
