@@ -131,7 +131,7 @@ class Checks:
     ) -> list[Tensor]:
         """One tensor per rank of ``group``, each with ``like``'s dtype and trailing dims, and this
         rank's entry with ``like``'s shape (the list forms: all_gather, reduce_scatter)."""
-        items = check_list(value, param, group.size)
+        items = check_list(value, param, group.size())
         adapter, shape = self.adapter, self.adapter.shape(like)
         dtype = adapter.dtype(like)
         for i, item in enumerate(items):
@@ -159,7 +159,7 @@ class Checks:
         if self.state.rank != root:
             check_absent(value, param, root_param, root, self.state.rank)
             return None
-        items = check_list(value, param, group.size)
+        items = check_list(value, param, group.size())
         shape = self.adapter.shape(tensor)
         for i, item in enumerate(items):
             self.like(item, f"{param}[{i}]", tensor, "tensor", shape)
@@ -321,9 +321,9 @@ class Checks:
                 f"group), not both; got {param}={value!r} and {group_param}={group_value!r}"
             )
         index = check_int(group_value, group_param)
-        if not 0 <= index < group.size:
+        if not 0 <= index < group.size():
             raise ValueError(
-                f"{group_param}: expected a rank of the group, 0 to {group.size - 1}; got {index}"
+                f"{group_param}: expected a rank of the group, 0 to {group.size() - 1}; got {index}"
             )
         return group.ranks[index]
 
@@ -345,8 +345,8 @@ class Checks:
         """all_to_all's lists: one tensor per rank of ``group`` each, every one with the dtype
         and the dims after dim 0 of ``input_tensor_list[0]``; this rank's part to itself has the
         same dim 0 on both sides."""
-        ins = check_list(inputs, "input_tensor_list", group.size)
-        outs = check_list(outputs, "output_tensor_list", group.size)
+        ins = check_list(inputs, "input_tensor_list", group.size())
+        outs = check_list(outputs, "output_tensor_list", group.size())
         first, first_param = ins[0], "input_tensor_list[0]"
         self.tensor(first, first_param)
         self.dim0(first, first_param)

@@ -268,7 +268,7 @@ def get_rank(group: object = None) -> int:
 
 def get_world_size(group: object = None) -> int:
     """The number of ranks in the world, or in ``group``."""
-    return state.current().checks.group(group, member=False).size
+    return state.current().checks.group(group, member=False).size()
 
 
 def get_process_group_ranks(group: object) -> list[int]:
@@ -287,9 +287,9 @@ def get_global_rank(group: object, group_rank: int) -> int:
     """
     resolved = state.current().checks.group(group, member=False)
     index = check_int(group_rank, "group_rank")
-    if not 0 <= index < resolved.size:
+    if not 0 <= index < resolved.size():
         raise ValueError(
-            f"group_rank: expected a rank in [0, {resolved.size}) of the group with ranks "
+            f"group_rank: expected a rank in [0, {resolved.size()}) of the group with ranks "
             f"{list(resolved.ranks)}; got {index}"
         )
     return resolved.ranks[index]

@@ -125,7 +125,7 @@ def _front(shape: tuple[int, ...], dim: int) -> tuple[int, ...]:
 
 def _gather_sizes(call: Call, sizes: object, rows: int, dim: int = 0) -> list[int]:
     """output_split_sizes: dim ``dim`` of each rank's tensor, this rank's equal to ``rows``."""
-    count, me = call.group.size, call.group.group_rank(call.state.rank)
+    count, me = call.group.size(), call.group.group_rank(call.state.rank)
     if sizes is None:
         return [rows] * count
     if not isinstance(sizes, Sequence) or isinstance(sizes, str):
@@ -317,7 +317,7 @@ def _reduce_scatter_tensor(
     shape = checks.dim0(tensor, tensor_param)
     axis = checks.dim(dim, shape, tensor_param)
     sizes = checks.splits(
-        input_split_sizes, "input_split_sizes", call.group.size, shape[axis], tensor_param, axis
+        input_split_sizes, "input_split_sizes", call.group.size(), shape[axis], tensor_param, axis
     )
     reduce_op = checks.reduction(op, adapter.dtype(tensor), tensor_param)
     me = call.group.group_rank(call.state.rank)
@@ -363,6 +363,50 @@ def all_reduce(
     return call.issue(
         "all_reduce", staged, staged, reduce_op, agree=agree, empty=adapter.numel(tensor) == 0
     )
+
+
+def all_reduce_coalesced(
+    tensors: list[Tensor],
+    op: ReduceOp | str = ReduceOp.SUM,
+    group: Group | None = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Reduce each tensor of ``tensors`` across ranks, in place, on every rank (as
+    ``torch.distributed.all_reduce_coalesced``).
+
+    Every tensor is checked (a tensor of one dtype, which ``op`` applies to, on this rank's
+    device) before anything is sent. compat then issues one :func:`all_reduce` per tensor, all at
+    once, where torch's Gloo flattens them into one buffer: the results are the same (each
+    element is reduced alone either way), the number of calls is not.
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> a, b = torch.tensor([1.]) * (rank + 1), torch.tensor([[1., 2.]]) * (rank + 1)
+        >>> compat.all_reduce_coalesced([a, b])
+        >>> a, b
+        (tensor([3.]), tensor([[3., 6.]]))   # ranks 0 and 1
+    """
+    current = state.current()
+    checks, adapter = current.checks, current.adapter
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise TypeError(f"tensors: expected a non-empty list of tensors; got {describe(tensors)}")
+    for index, tensor in enumerate(tensors):
+        checks.tensor(tensor, f"tensors[{index}]")
+    dtype = adapter.dtype(tensors[0])
+    for index, tensor in enumerate(tensors):
+        check_dtype(adapter.dtype(tensor), dtype, f"tensors[{index}]", "as tensors[0]'s")
+    checks.reduction(op, dtype, "tensors")
+    checks.group(group)
+    check_bool(async_op, "async_op")
+    works = [all_reduce(tensor, op, group, async_op=True) for tensor in tensors]
+    if async_op:
+        return Work([work for work in works if work is not None])
+    for work in works:
+        if work is not None:
+            work.wait()
+    return None
 
 
 def all_gather(
@@ -596,7 +640,7 @@ def scatter_tensor(
     checks.tensor(tensor, "tensor")
     root = checks.root(src, "src", group_src, "group_src", call.group, DEFAULT_ROOT)
     shape = checks.dim0(tensor, "tensor")
-    sizes = even_split(shape[0], call.group.size, "tensor")
+    sizes = even_split(shape[0], call.group.size(), "tensor")
     checks.dtype(adapter.dtype(tensor), "tensor")
     result = checks.out(out, (sizes[0], *shape[1:]), tensor, "tensor")
     agree = lambda: Description("scatter_tensor", adapter.dtype(tensor), shape, root=root)  # noqa: E731
@@ -692,7 +736,7 @@ def all_to_all_single(
     check_dtype(adapter.dtype(input), adapter.dtype(output), "input", "the dtype of output")
     out_shape, in_shape = checks.dim0(output, "output"), checks.dim0(input, "input")
     checks.trailing(input, "input", output, "output")
-    count = call.group.size
+    count = call.group.size()
     in_sizes = checks.splits(input_split_sizes, "input_split_sizes", count, in_shape[0], "input")
     out_sizes = checks.splits(
         output_split_sizes, "output_split_sizes", count, out_shape[0], "output"

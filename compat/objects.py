@@ -171,7 +171,7 @@ def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> No
         [{'rank': 0, 'name': 'r'}, {'rank': 1, 'name': 'rr'}]   # ranks 0 and 1
     """
     call = _Objects(group)
-    _object_list(object_list, "object_list", call.group.size)
+    _object_list(object_list, "object_list", call.group.size())
     data = _dumps(obj, "obj")
     sizes = call.read_sizes(all_gather_into_tensor(call.sizes_tensor([len(data)]), call.group))
     gathered = all_gather_into_tensor(call.tensor(data), call.group, output_split_sizes=sizes)
@@ -290,7 +290,7 @@ def gather_object(
     call = _Objects(group)
     root = call.root(dst, "dst", group_dst, "group_dst")
     if call.rank == root:
-        _object_list(object_gather_list, "object_gather_list", call.group.size)
+        _object_list(object_gather_list, "object_gather_list", call.group.size())
     else:
         check_absent(object_gather_list, "object_gather_list", "dst", root, call.rank)
     data = _dumps(obj, "obj")
@@ -365,7 +365,7 @@ def scatter_object_list(
             "receives this rank's object); got an empty list"
         )
     root = call.root(src, "src", group_src, "group_src")
-    count = call.group.size
+    count = call.group.size()
     if call.rank == root:
         inputs = _object_list(scatter_object_input_list, "scatter_object_input_list", count)
         pieces = [_dumps(obj, f"scatter_object_input_list[{i}]") for i, obj in enumerate(inputs)]

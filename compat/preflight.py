@@ -63,7 +63,7 @@ class Description:
 
 def _buffer_size(group: Group) -> int:
     # Fixed for a group, so that every rank's buffer has the same size whatever it describes.
-    return 1024 + 64 * group.size
+    return 1024 + 64 * group.size()
 
 
 def mismatches(calls: list[dict[str, object]], ranks: Sequence[int]) -> list[str]:

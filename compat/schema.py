@@ -117,6 +117,7 @@ FRAMEWORKS = MapOf(
                 required={"env": MapOf(TEXT), "rank_env": MapOf(TEXT)},
                 optional={
                     "scheduler": Record(required={"env": MapOf(TEXT), "code": TEXT}),
+                    "quiet_env": MapOf(TEXT),
                     "devices_env": MapOf(TEXT),
                     "devices": MapOf(
                         Record(required={"count": TEXT, "visible": TEXT, "nodes": TEXT})
@@ -125,7 +126,6 @@ FRAMEWORKS = MapOf(
             ),
         },
         optional={
-            "bench_env": MapOf(TEXT),
             "device_comm": Record(required={"module": TEXT, "device": TEXT}),
             "initialized": TEXT,
             "backend_aliases": MapOf(TEXT),
@@ -221,6 +221,10 @@ ROW = Record(
 # - needs_one_of: compat's parameters of which a call must pass one where torch's defaults mean
 #   something compat does not do (recv's src=None: any source); `compat port` leaves a call that
 #   passes none of them.
+# - template: the compat expression `compat port` writes for a call of a torch function that has
+#   no compat function of its own, with {param} for the call's argument of torch's parameter
+#   param and, after "|", what a parameter the call leaves out stands for ("group=None"):
+#   "compat.get_rank({group}) < 0 | group=None". Needs compat (the function or object it uses).
 PAIR = Record(
     required={"torch": TEXT, "mindspore": TEXT, "note": TEXT, "rows": ArrayOf(ROW)},
     optional={
@@ -228,6 +232,7 @@ PAIR = Record(
         "port": Scalar(bool, (True,)),
         "result": TEXT,
         "needs_one_of": ListOf(TEXT),
+        "template": TEXT,
     },
 )
 

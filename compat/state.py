@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from compat import capabilities, tables
+from compat import capabilities, tables, types
 from compat._validate import Checks
 from compat.adapter import Adapter, Rendezvous
 from compat.dispatch import load_adapter
@@ -207,3 +207,11 @@ def set_current(state: State | None) -> None:
 
 def get_current() -> State | None:
     return _current
+
+
+def _whoami() -> tuple[int, int]:
+    state = current()
+    return state.rank, state.world_size
+
+
+types.whoami = _whoami

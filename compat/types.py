@@ -190,12 +190,24 @@ class Work:
         return f"<compat.Work {state}>"
 
 
+def _no_state() -> tuple[int, int]:
+    raise NotImplementedError("compat.state sets compat.types.whoami when it is imported")
+
+
+#: This process's (rank, world size), as compat's queries answer them (adopting a framework
+#: process group initialised elsewhere on first use). compat.state, which imports this module,
+#: sets it: a group's size() and rank() need the process state, which needs this module.
+whoami: Callable[[], tuple[int, int]] = _no_state
+
+
 class Group:
     """A group of ranks, made by :func:`compat.new_group` (on every rank of the world), or
     compat's view of a framework's own group (a torch ProcessGroup, a MindSpore group name).
 
     ``ranks`` are global ranks, in group-rank order. ``handle`` is the framework's own group
     (a ProcessGroup for torch, a group name for MindSpore); ``None`` on ranks outside the group.
+    ``size()`` and ``rank()`` answer as a torch ``ProcessGroup``'s do, so code written for
+    torch's groups (``group.size() <= 1``, ``inputs[group.rank()]``) runs on compat's.
     """
 
     __slots__ = ("handle", "name", "ranks")
@@ -205,9 +217,14 @@ class Group:
         self.handle = handle
         self.name = name
 
-    @property
     def size(self) -> int:
+        """The number of ranks in the group."""
         return len(self.ranks)
+
+    def rank(self) -> int:
+        """This process's rank in the group, or -1 if it is not a member (as
+        ``compat.get_rank(group)``)."""
+        return self.group_rank(whoami()[0])
 
     def group_rank(self, global_rank: int) -> int:
         """The rank of ``global_rank`` inside this group, or -1 if it is not a member."""
@@ -227,6 +244,12 @@ class _World(Group):
     """The marker ``compat.WORLD``: every rank, whatever the world's size (resolved per call)."""
 
     __slots__ = ()
+
+    def size(self) -> int:
+        return whoami()[1]
+
+    def rank(self) -> int:
+        return whoami()[0]
 
     def __repr__(self) -> str:
         return "compat.WORLD"

@@ -499,12 +499,12 @@ def test_rewrite_keeps_formatting_and_comments_and_maps_argument_forms() -> None
 def test_torch_imports_still_used_are_kept_and_compat_is_imported_once() -> None:
     source = (
         "import compat\nimport torch.distributed as dist\n\ndist.all_reduce(t)\n"
-        "dist.all_reduce_coalesced([t])\n"
+        "dist.all_gather_coalesced([[t]], [t])\n"
     )
     result = port.port_source(source)
     assert result.rewritten == (
         "import compat\nimport torch.distributed as dist\n\n"
-        "compat.all_reduce(t)\ndist.all_reduce_coalesced([t])\n"
+        "compat.all_reduce(t)\ndist.all_gather_coalesced([[t]], [t])\n"
     )
 
 
@@ -546,25 +546,25 @@ def test_an_argument_of_a_call_left_on_torch_stays_torchs() -> None:
         """
         import torch.distributed as dist
 
-        dist.all_reduce_coalesced([a, b], dist.ReduceOp.SUM, group=dist.group.WORLD)
+        dist.nn.reduce(a, 0, dist.ReduceOp.SUM, group=dist.group.WORLD)
         """
     )
     assert not result.changed
     left = {f.written: (f.category, f.reason) for f in result.findings}
     assert left["dist.ReduceOp.SUM"] == (
         "inside a torch call",
-        "an argument of dist.all_reduce_coalesced, which stays on torch",
+        "an argument of dist.nn.reduce, which stays on torch",
     )
     assert left["dist.group.WORLD"][0] == "inside a torch call"
 
 
 def test_values_stay_torchs_where_a_call_left_on_torch_may_receive_them() -> None:
-    """all_reduce_coalesced stays on torch and takes an op through a variable: torch's
+    """torch.distributed.nn.reduce stays on torch and takes an op through a variable: torch's
     ReduceOp (which compat takes too) stays wherever it is written in the file."""
     source = """
         import torch.distributed as dist
 
-        dist.all_reduce_coalesced([a, b], op, group=group)
+        dist.nn.reduce(a, 0, op, group=group)
         dist.all_reduce(a, dist.ReduceOp.SUM)
         dist.barrier(group=dist.group.WORLD)
         """
@@ -573,11 +573,11 @@ def test_values_stay_torchs_where_a_call_left_on_torch_may_receive_them() -> Non
     assert "compat.barrier(group=dist.group.WORLD)" in result.rewritten
     left = {f.written: (f.category, f.reason) for f in result.findings if not f.rewritten}
     assert left["dist.ReduceOp.SUM"][0] == left["dist.group.WORLD"][0] == "kept for torch"
-    assert "keeps torch.distributed for dist.all_reduce_coalesced (line 4)" in str(
+    assert "keeps torch.distributed for dist.nn.reduce (line 4)" in str(
         left["dist.ReduceOp.SUM"][1]
     )
     # literals and torch's own objects cannot carry compat's values: those are rewritten
-    result = port_text(source.replace("[a, b], op, group=group", "[a, b], dist.ReduceOp.MAX"))
+    result = port_text(source.replace("a, 0, op, group=group", "a, 0, dist.ReduceOp.MAX"))
     assert "compat.all_reduce(a, compat.ReduceOp.SUM)" in result.rewritten
 
 
@@ -822,13 +822,14 @@ def test_report_counts_per_file_groups_reasons_and_check_and_json_exit_codes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "a.py").write_text(
-        "import torch.distributed as dist\n\ndist.all_reduce(t)\ndist.all_reduce_coalesced([t])\n"
+        "import torch.distributed as dist\n\n"
+        "dist.all_reduce(t)\ndist.all_gather_coalesced([[t]], [t])\n"
     )
     (tmp_path / "b.py").write_text("import compat\n\ncompat.all_reduce(t)\n")
     assert cli.main(["port", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"{tmp_path / 'a.py'}: 2 uses, 1 rewritten, 1 left" in out
-    assert "a.py:4: dist.all_reduce_coalesced -> not rewritten: compat has no counterpart" in out
+    assert "a.py:4: dist.all_gather_coalesced -> not rewritten: compat has no counterpart" in out
     assert "2 files, 2 uses of torch.distributed/torch.cuda.comm: 1 rewritten (50.0%), 1 left" in (
         out
     )
@@ -843,3 +844,57 @@ def test_report_counts_per_file_groups_reasons_and_check_and_json_exit_codes(
     assert report["left_by_reason"] == {"no counterpart": 1}
     assert report["files"][0]["findings"][1]["hint"].startswith("keep it on torch")
     assert (tmp_path / "a.py").read_text().startswith("import torch.distributed")
+
+
+def test_private_helpers_with_an_exact_compat_form_are_written_as_that_expression() -> None:
+    """_rank_not_in_group(g) -> compat.get_rank(g) < 0 (in parentheses where an operator
+    binds it), _get_default_group() -> compat.WORLD; a call that unpacks stays on torch."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+        from torch.distributed.distributed_c10d import _get_default_group, _rank_not_in_group
+
+
+        def members_only(group=None, **kw):
+            if _rank_not_in_group(group):
+                return -1
+            assert not _rank_not_in_group(group) and dist.get_world_size(group) > 0
+            pg = group or _get_default_group()
+            skip = _rank_not_in_group(**kw)
+            return pg.rank(), _rank_not_in_group(group=pg) == False, _rank_not_in_group(None)
+        """
+    )
+    assert result.rewritten == textwrap.dedent(
+        """
+        import compat
+        from torch.distributed.distributed_c10d import _rank_not_in_group
+
+
+        def members_only(group=None, **kw):
+            if compat.get_rank(group) < 0:
+                return -1
+            assert not (compat.get_rank(group) < 0) and compat.get_world_size(group) > 0
+            pg = group or compat.WORLD
+            skip = _rank_not_in_group(**kw)
+            return pg.rank(), (compat.get_rank(pg) < 0) == False, compat.get_rank(None) < 0
+        """
+    )
+    left = [f for f in result.findings if not f.rewritten]
+    assert [(f.line, f.category) for f in left] == [(11, "argument")]
+    assert "*args/**kwargs" in str(left[0].reason)
+    written = {f.line: f.compat for f in result.findings if f.written == "_rank_not_in_group"}
+    assert written[7] == "compat.get_rank(group) < 0"
+
+
+def test_all_reduce_coalesced_is_rewritten_with_its_arguments() -> None:
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+        dist.all_reduce_coalesced(grads, dist.ReduceOp.SUM, group=pg, async_op=True).wait()
+        """
+    )
+    assert "compat.all_reduce_coalesced(grads, compat.ReduceOp.SUM, group=pg, async_op=True)" in (
+        result.rewritten
+    )
+    assert all(f.rewritten for f in result.findings)

@@ -56,6 +56,7 @@ NEUTRAL_JOB = [
     "lightning_sync",
     "pipeline_p2p",
     "star_import.trainer",
+    "torchrec_groups",
     "torchvision_utils",
 ]
 # The neutral job's own steps: torchvision's init_distributed_mode joins, cleanup leaves.
@@ -262,15 +263,30 @@ EXPECTED: dict[str, Expected] = {
         }
     ),
     "left_on_torch.py": Expected(
-        # all_reduce_coalesced gets its op as a literal, so no variable can hand it compat's:
-        # the ReduceOp of the rewritten call beside it becomes compat's
-        {"all_reduce": 1, "ReduceOp.MAX": 1, "get_rank": 1},
-        left={
+        # the all_reduce left on torch gets its op as a literal, so no variable can hand it
+        # compat's: the ReduceOps of the rewritten calls beside it become compat's
+        {
+            "all_reduce": 1,
+            "ReduceOp.MAX": 1,
+            "get_rank": 1,
             "all_reduce_coalesced": 1,
-            "ReduceOp.SUM": 1,  # an argument of all_reduce_coalesced
+            "ReduceOp.SUM": 1,
+        },
+        left={
             "all_reduce": 1,  # with op=ReduceOp.BAND
             "ReduceOp.BAND": 1,
         },
+    ),
+    "torchrec_groups.py": Expected(
+        # the private helpers become compat.WORLD and compat.get_rank(group) < 0
+        {
+            "_get_default_group": 1,
+            "_rank_not_in_group": 2,
+            "all_reduce": 1,
+            "all_reduce_coalesced": 1,
+            "ReduceOp.MAX": 1,
+            "get_rank": 1,
+        }
     ),
 }
 

@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 
 def fused_grad_sum(grads: list[torch.Tensor]) -> list[torch.Tensor]:
-    # one coalesced call for many small tensors (compat has no all_reduce_coalesced)
+    # one coalesced call for many small tensors
     dist.all_reduce_coalesced(grads, dist.ReduceOp.SUM)
     return grads
 

@@ -532,8 +532,8 @@ def _(kit: Any) -> None:
     group = subgroup()
     if rank() in group.ranks:
         expect_error(
-            kit, ValueError, lambda: compat.reduce(tensor, group=group, group_dst=group.size),
-            "group_dst", [f"0 to {group.size - 1}", f"got {group.size}"], [tensor],
+            kit, ValueError, lambda: compat.reduce(tensor, group=group, group_dst=group.size()),
+            "group_dst", [f"0 to {group.size() - 1}", f"got {group.size()}"], [tensor],
         )  # fmt: skip
     whole = f32(kit, (2 * world(),))
     expect_error(

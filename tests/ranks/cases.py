@@ -7,6 +7,7 @@ holds exactly, so sums, products, minima and maxima are exact; AVG is compared w
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -579,6 +580,24 @@ def case_barrier_async_device_ids(kit: Any) -> None:
     follow_up(kit)
 
 
+def case_barrier_async_waits(kit: Any) -> None:
+    """A waited async barrier returns only once every rank has reached it: the last rank arrives
+    0.5 s late, and every other rank's wait() takes at least most of that. (MindSpore's
+    CommHandle.wait() on CPU returned at once: measured 0.00 s against a peer 2 s late.)"""
+    late = world() - 1
+    if rank() == late:
+        time.sleep(0.5)
+    started = time.monotonic()
+    work = compat.barrier(async_op=True)
+    assert work is not None
+    work.wait()
+    waited = time.monotonic() - started
+    if rank() != late:
+        assert waited >= 0.4, f"rank {rank()} left the barrier after {waited:.2f} s"
+
+
+register("barrier_async_waits", case_barrier_async_waits, min_world=2)
+
 for _async in (False, True):
     _suffix = "-async" if _async else ""
     register(
@@ -693,5 +712,6 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     layout_cases,
     object_cases,
     p2p_cases,
+    port_api_cases,
     random_cases,
 )

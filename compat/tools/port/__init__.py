@@ -14,6 +14,7 @@ preserved. The rules are listed in docs/porting.md.
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -89,10 +90,12 @@ def run(
     if as_json:
         print(json.dumps(report_json(results, errors), indent=1))
     else:
+        for error in errors:
+            print(f"compat port: {error}", file=sys.stderr)
         for result in results:
             if diff and result.changed:
                 print(result.diff(), end="")
-        print(report_text(results, errors, written=write and not (diff or check), verbose=verbose))
+        print(report_text(results, [], written=write and not (diff or check), verbose=verbose))
     if errors:
         return 2
     if check and any(r.changed or any(not f.rewritten for f in r.findings) for r in results):
@@ -127,12 +130,17 @@ def report_text(
                 lines.append("  " + found.text())
         lines += [f"  note: {note}" for note in result.notes]
     uses, rewritten, left = _counts(everything)
+    calls, calls_rewritten, _ = _counts([f for f in everything if f.call])
     changed = sum(r.changed for r in results)
     action = "rewrote" if written else "would rewrite"
     lines.append(
         f"compat port: {len(results)} files, {uses} uses of torch.distributed/torch.cuda.comm: "
         f"{rewritten} rewritten ({_share(rewritten, uses)}), {left} left; {action} {changed} "
         "files"
+    )
+    lines.append(
+        f"  of them {calls} call sites: {calls_rewritten} rewritten "
+        f"({_share(calls_rewritten, calls)})"
     )
     reasons = Counter(f.category for f in everything if not f.rewritten)
     for category, count in reasons.most_common():
@@ -144,6 +152,7 @@ def report_text(
 def report_json(results: Sequence[FileResult], errors: Sequence[str]) -> dict[str, object]:
     everything = [f for r in results for f in r.findings]
     uses, rewritten, left = _counts(everything)
+    calls, calls_rewritten, calls_left = _counts([f for f in everything if f.call])
     files = []
     for result in results:
         file_uses, file_rewritten, file_left = _counts(result.findings)
@@ -163,5 +172,6 @@ def report_json(results: Sequence[FileResult], errors: Sequence[str]) -> dict[st
         "files": files,
         "errors": list(errors),
         "total": {"files": len(results), "uses": uses, "rewritten": rewritten, "left": left},
+        "call_sites": {"calls": calls, "rewritten": calls_rewritten, "left": calls_left},
         "left_by_reason": dict(reasons.most_common()),
     }

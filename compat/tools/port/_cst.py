@@ -64,8 +64,12 @@ def port_source(source: str, path: str) -> FileResult:
     try:
         module = cst.parse_module(source)
         tree = ast.parse(source)
-    except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
-        raise PortError(f"{path}: not valid Python: {exc}") from None
+    except cst.ParserSyntaxError as exc:
+        # libcst's own text spans lines (the source line and a caret); its message says where.
+        raise PortError(f"{path}: not valid Python: {exc.message}") from None
+    except (SyntaxError, ValueError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PortError(f"{path}: not valid Python: {detail}") from None
     stars = star_names(tree, path)
     rewriter = Rewriter(path, stars)
     new_module = MetadataWrapper(module).visit(rewriter)
@@ -266,6 +270,7 @@ class Rewriter(cst.CSTTransformer):
             mindspore=mindspore or [],
             differences=differences or [],
             assumed=self._assumed,
+            call=isinstance(node, cst.Call),
         )
         if left is not None:
             found.leave(*left)
@@ -522,7 +527,7 @@ class Rewriter(cst.CSTTransformer):
         options = [
             (api, api.params, api.compat_params)
             for api in candidates().get(name, ())
-            if api.params is not None and api.compat_params is not None
+            if api.params is not None and (api.compat_params is not None or api.template)
         ]
         if not options:
             found = self._finding(
@@ -598,16 +603,18 @@ class Rewriter(cst.CSTTransformer):
         self,
         api: Api,
         params: Params,
-        target: Params,
+        target: Params | None,
         original: cst.Call,
         updated: cst.Call,
         found: Finding,
-    ) -> cst.Call | None:
+    ) -> cst.BaseExpression | None:
         """The compat call for a torch call, or None with ``found``'s reason saying why not."""
         bad = [_code(n) for n in _walk(original) if id(n) in self._unported]
         if bad:
             found.leave("reduce op", f"compat has no {', '.join(bad)}")
             return None
+        if api.template is not None or target is None:
+            return self._templated(api, params, original, updated, found)
         if api.result is not None and self._result_used(original):
             found.leave("result", f"its result is used, and the results differ: {api.result}")
             return None
@@ -647,6 +654,32 @@ class Rewriter(cst.CSTTransformer):
         if not ordered:
             call = call.with_changes(whitespace_before_args=cst.SimpleWhitespace(""))
         return call
+
+    def _templated(
+        self, api: Api, params: Params, original: cst.Call, updated: cst.Call, found: Finding
+    ) -> cst.BaseExpression | None:
+        """The pair's ``template`` filled with the call's arguments (schema.py: PAIR), in
+        parentheses where it is not a plain call or name and its place needs them."""
+        template, _, omitted = (api.template or "").partition("|")
+        if any(arg.star for arg in updated.args):
+            found.leave(
+                "argument",
+                f"*args/**kwargs: {template.strip()} is written from the arguments the call names",
+            )
+            return None
+        bound = self._bind(api, params, updated, found)
+        if bound is None:
+            return None
+        values = dict(item.strip().split("=", 1) for item in omitted.split(",") if item.strip())
+        values.update({param: _code(arg.value) for param, arg in bound.items()})
+        written = template.strip().format_map(values)
+        found.compat = written
+        expression = cst.parse_expression(written)
+        parent = self.get_metadata(ParentNodeProvider, original, None)
+        bare = (cst.Name, cst.Attribute, cst.Call)
+        if not isinstance(expression, bare) and not isinstance(parent, _WHOLE_EXPRESSION):
+            expression = expression.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return expression
 
     def _result_used(self, call: cst.Call) -> bool:
         return not isinstance(self.get_metadata(ParentNodeProvider, call, None), cst.Expr)
@@ -813,6 +846,20 @@ OUTSIDE_SCOPE = (
     "_sharded_tensor",
     "_spmd",
     "_symmetric_memory",
+)
+
+
+# Where an expression stands whole, needing no parentheses of its own.
+_WHOLE_EXPRESSION = (
+    cst.If,
+    cst.While,
+    cst.Assign,
+    cst.AnnAssign,
+    cst.Return,
+    cst.Arg,
+    cst.Expr,
+    cst.DictElement,
+    cst.Element,
 )
 
 

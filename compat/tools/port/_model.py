@@ -78,6 +78,7 @@ class Finding:
     reason: str | None = None  # why it is not rewritten (None: rewritten)
     category: str | None = None  # the reason's key in HINTS
     assumed: str | None = None  # what name resolution assumed to find this use
+    call: bool = False  # a call site (else a reference, an attribute, an annotation)
 
     @property
     def rewritten(self) -> bool:
@@ -96,6 +97,7 @@ class Finding:
         return {
             "line": self.line,
             "written": self.written,
+            "call": self.call,
             "torch": self.torch,
             "compat": self.compat,
             "rewritten": self.rewritten,
@@ -190,6 +192,7 @@ class Api:
     compat_params: Params | None
     pairs: tuple[dict[str, Any], ...]
     result: str | None = None  # how compat's result differs from torch's; None: the same
+    template: str | None = None  # the compat expression written for a call (schema.py: PAIR)
 
     @property
     def drop_in(self) -> bool:
@@ -241,6 +244,7 @@ def candidates() -> dict[str, tuple[Api, ...]]:
                         ),
                         pairs=(pair, *(p for p in pairs if p is not pair)),
                         result=pair.get("result"),
+                        template=pair.get("template"),
                     )
                 )
             found[qualified(name)] = tuple(options)

@@ -1,0 +1,102 @@
+"""Cases for what `compat port` writes in place of torch's less common API: all_reduce_coalesced,
+``compat.WORLD`` for ``_get_default_group()``, ``compat.get_rank(group) < 0`` for
+``_rank_not_in_group(group)``, and a group's torch-style ``size()`` and ``rank()``."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+import compat
+from tests.ranks.bad_input_cases import bad_case, expect_error, f32
+from tests.ranks.cases import (
+    follow_up,
+    reduce_np,
+    register,
+    subgroup,
+    values,
+    wait_if,
+    world,
+)
+from tests.ranks.cases import rank as my_rank
+from tests.ranks.layout_cases import Placed
+
+
+def case_all_reduce_coalesced(kit: Any, op: str, async_op: bool) -> None:
+    """Three tensors of one dtype, two of them views in sentinel-filled bases (a column block and
+    every other row): each is reduced alone; the bases' other elements stay the sentinel."""
+    seed, dtype = f"coalesced-{op}", "float32"
+    shapes = [(3,), (2, 2), (4, 1)]
+    layouts = ["dense", "column", "strided"]
+    placed = [
+        Placed(kit, values(f"{seed}-{i}", my_rank(), shape, op), dtype, layout)
+        for i, (shape, layout) in enumerate(zip(shapes, layouts, strict=True))
+    ]
+    work = compat.all_reduce_coalesced([p.view for p in placed], op, async_op=async_op)
+    wait_if(work, async_op)
+    for i, (item, shape) in enumerate(zip(placed, shapes, strict=True)):
+        inputs = [values(f"{seed}-{i}", r, shape, op) for r in range(world())]
+        item.result(reduce_np(inputs, op))
+        item.check(f"all_reduce_coalesced tensors[{i}]")
+    follow_up(kit)
+
+
+for _op in ("sum", "max"):
+    for _async in (False, True):
+        register(
+            f"all_reduce_coalesced[{_op}{'-async' if _async else ''}]",
+            partial(case_all_reduce_coalesced, op=_op, async_op=_async),
+        )
+
+
+def case_all_reduce_coalesced_group(kit: Any) -> None:
+    group = subgroup()
+    if my_rank() not in group.ranks:
+        return
+    a = kit.tensor(np.full(2, my_rank() + 1.0), "float32")
+    compat.all_reduce_coalesced([a], group=group)
+    expected = np.full(2, float(sum(r + 1 for r in group.ranks)))
+    np.testing.assert_array_equal(kit.numpy(a), expected)
+
+
+register("all_reduce_coalesced_group", case_all_reduce_coalesced_group, min_world=2)
+
+
+@bad_case("all_reduce_coalesced_dtypes")
+def _(kit: Any) -> None:
+    a, b = f32(kit, (2,)), kit.tensor(np.arange(2), "int32")
+    expect_error(
+        kit, TypeError, lambda: compat.all_reduce_coalesced([a, b]), "tensors[1]",
+        ["expected dtype float32", "got int32"], [a, b],
+    )  # fmt: skip
+    expect_error(
+        kit, TypeError, lambda: compat.all_reduce_coalesced([]), "tensors",
+        ["non-empty list", "got"], [],
+    )  # fmt: skip
+    expect_error(
+        kit, TypeError, lambda: compat.all_reduce_coalesced([a, "x"]), "tensors[1]",
+        ["expected a", "tensor"], [a],
+    )  # fmt: skip
+
+
+def case_group_queries_torch_style(kit: Any) -> None:
+    """``size()`` and ``rank()`` as a torch ProcessGroup answers them, on compat.WORLD and on a
+    group; ``compat.get_rank(group) < 0`` is torch's ``_rank_not_in_group(group)``."""
+    assert compat.WORLD.size() == world(), (compat.WORLD.size(), world())
+    assert compat.WORLD.rank() == my_rank()
+    group = subgroup()
+    inside = my_rank() in group.ranks
+    assert group.size() == len(group.ranks)
+    assert group.rank() == (group.ranks.index(my_rank()) if inside else -1)
+    assert (compat.get_rank(group) < 0) is (not inside)
+    assert (compat.get_rank(None) < 0) is False
+    assert (compat.get_rank(compat.WORLD) < 0) is False
+    # A collective on compat.WORLD, the ported _get_default_group(): the world's sum.
+    total = kit.tensor(np.ones(1), "float32")
+    compat.all_reduce(total, group=compat.WORLD)
+    np.testing.assert_array_equal(kit.numpy(total), np.full(1, float(world())))
+
+
+register("group_queries_torch_style", case_group_queries_torch_style)
