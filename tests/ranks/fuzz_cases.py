@@ -761,6 +761,12 @@ def good_all_reduce(ctx: Ctx) -> dict[str, Any]:
     return _async(ctx, _group(ctx, args))
 
 
+def good_all_reduce_coalesced(ctx: Ctx) -> dict[str, Any]:
+    shapes = [ctx.pick([(), (0,), (2,), (2, 3)]) for _ in range(ctx.integer(2, 4))]
+    args = {"tensors": [ctx.tensor(tuple(shape)) for shape in shapes], "op": ctx.op()}
+    return _async(ctx, _group(ctx, args))
+
+
 def good_reduce_scatter(ctx: Ctx) -> dict[str, Any]:
     trailing = ctx.trailing()
     rows = [ctx.rows() for _ in ctx.members]
@@ -1449,6 +1455,19 @@ def _specs() -> list[Spec]:
                 *tensor_common,
                 bad_op(),
                 avg_integers(),
+            ],
+        ),
+        Spec(
+            "all_reduce_coalesced",
+            compat.all_reduce_coalesced,
+            good_all_reduce_coalesced,
+            [
+                bad_list("tensors", "type"),
+                bad_list("tensors", "element"),
+                bad_list("tensors", "element_dtype"),
+                bad_group(),
+                bad_bool("async_op"),
+                bad_op(),
             ],
         ),
         Spec(
