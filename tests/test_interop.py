@@ -254,7 +254,9 @@ print(f"rank {os.environ['RANK']} OK", flush=True)
 )
 
 
-@pytest.mark.parametrize("framework", ["torch", "mindspore"])
+# The MindSpore run (its scheduler waits out the torchrun workers' exit: about half a minute)
+# is under make test-long; torch's stays in make test.
+@pytest.mark.parametrize("framework", ["torch", pytest.param("mindspore", marks=pytest.mark.long)])
 def test_torchrun_starts_a_job_with_torch_defaults(framework: str, tmp_path: Path) -> None:
     script = tmp_path / "torchrun_job.py"
     script.write_text(textwrap.dedent(TORCHRUN))

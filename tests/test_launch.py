@@ -204,6 +204,7 @@ def test_the_ranks_log_errors_only_unless_verbose_or_the_user_chose_a_level(
     assert ranks_see() == {"None mine"}
 
 
+@pytest.mark.long  # msrun's own startup, about 25 s; make test-long runs it
 def test_the_same_script_runs_under_msrun(tmp_path: Path) -> None:
     """msrun starts its scheduler with the script too: compat.init() serves it and ends there."""
     bin_dir = Path(sys.executable).parent
