@@ -359,20 +359,16 @@ def buffered_send_reduce_scatter(
     receives in the order the messages arrive. It completes before returning: with ``async_op``
     the Work is already complete (async = "completed" in the table).
     """
-    ranks = adapter.group_ranks(group)
-    count, me = len(ranks), ranks.index(adapter.rank())
-    order = [(me + step) % count for step in range(1, count)]
-    for peer in order:
-        if adapter.shape(input_list[peer])[0] > 0:
-            adapter.send(input_list[peer], ranks[peer], group)
+    count, me = _members(adapter, group)
     shape = adapter.shape(input_list[me])
-    taken, pieces = [], list(input_list)
-    if shape[0] > 0:
-        for peer in reversed(order):
-            buffer, key = adapter.scratch.take(shape, output)
-            taken.append((buffer, key))
-            adapter.recv(buffer, ranks[peer], group)
-            pieces[peer] = buffer
+    # Every peer's values of this rank's part; while that part is empty nothing is received.
+    taken, pieces = [], [input_list[me]] * count
+    if adapter.numel(input_list[me]):
+        for peer in range(count):
+            if peer != me:
+                pieces[peer], key = adapter.scratch.take(shape, output)
+                taken.append((pieces[peer], key))
+    _send_then_receive(adapter, input_list, pieces, group)
     adapter.reduce_into(output, pieces, op)
     for buffer, key in taken:
         adapter.scratch.give(buffer, key)
