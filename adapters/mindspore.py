@@ -493,6 +493,18 @@ class MindSporeAdapter(Adapter):
         if op is ReduceOp.AVG:
             np.divide(target, len(sources), out=target)
 
+    def collective_timeout(self) -> float:
+        return MCCL_TIMEOUT_SECONDS
+
+    def in_host_memory(self, tensor: ms.Tensor) -> bool:
+        return self._on_cpu
+
+    def host_tensor(
+        self, memory: memoryview, offset: int, numel: int, like: ms.Tensor
+    ) -> ms.Tensor:
+        dtype = self._numpy_dtypes.get(like.dtype, _BIT_DTYPES[like.itemsize])
+        return self._over(np.frombuffer(memory, dtype, numel, offset), like.dtype)
+
     def _host_view(self, tensor: ms.Tensor, bits: bool = False) -> Array | None:
         """``tensor``'s elements as a numpy array over its memory (any layout: offset and strides
         kept), without a copy; on CPU only, else None. (``asnumpy()`` copies a view.) ``bits``:
@@ -564,21 +576,27 @@ class MindSporeAdapter(Adapter):
         # On CPU, tensors over the parts' memory made from numpy: a view made by slicing is queued
         # on the PyNative executor, and the first access to its memory waits for the queue, about
         # 1.2 ms per call on this machine (measured, MindSpore 2.10, 2 views of a 1 KB tensor).
-        array = self._host_view(tensor)
+        array = self._host_view(tensor, bits=tensor.dtype not in self._numpy_dtypes)
         if array is None or not array.flags.c_contiguous or not array.ndim:
             return self.split(tensor, sizes)
         starts = [sum(sizes[:index]) for index in range(len(sizes))]
         return [
-            ms.Tensor.from_numpy(array[start : start + size])
+            self._over(array[start : start + size], tensor.dtype)
             for start, size in zip(starts, sizes, strict=True)
         ]
 
     def flat_view(self, tensor: ms.Tensor) -> ms.Tensor | None:
         # On CPU, a tensor over the same memory (as joined() makes).
-        array = self._host_view(tensor)
+        array = self._host_view(tensor, bits=tensor.dtype not in self._numpy_dtypes)
         if array is None or not array.flags.c_contiguous:
             return None
-        return ms.Tensor.from_numpy(array.reshape(-1))
+        return self._over(array.reshape(-1), tensor.dtype)
+
+    def _over(self, array: Array, dtype: Any) -> ms.Tensor:
+        """A tensor of ``dtype`` over ``array``'s memory: ``array`` in its numpy spelling, or as
+        bits where numpy has none (bfloat16: the bits viewed as the dtype, same memory)."""
+        tensor = ms.Tensor.from_numpy(array)
+        return tensor if dtype in self._numpy_dtypes else tensor.view(dtype)
 
     # -- staging of views --------------------------------------------------------------------
     def _alias(self, tensor: ms.Tensor) -> ms.Tensor | None:

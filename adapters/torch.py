@@ -15,6 +15,7 @@ import torch.distributed as dist
 from compat import tables
 from compat._timing import completes_within
 from compat.adapter import (
+    DEFAULT_TIMEOUT_SECONDS,
     Adapter,
     GroupHandle,
     P2PSpec,
@@ -118,6 +119,7 @@ class TorchAdapter(Adapter):
         super().__init__()
         self._adopted = False
         self._home = torch.device("cpu")  # this rank's device: see init
+        self._timeout = DEFAULT_TIMEOUT_SECONDS  # a collective's bound: see init
         self._pending: list[tuple[dist.Work, threading.Event]] = []  # timed p2p: see destroy
         self._dtype_names = _dtype_names()
         self._ops = _reduce_ops()
@@ -143,6 +145,7 @@ class TorchAdapter(Adapter):
         kwargs: dict[str, Any] = {"backend": backend}
         if timeout is not None:
             kwargs["timeout"] = timeout
+            self._timeout = timeout.total_seconds()
         if rendezvous.store is not None:
             kwargs.update(store=rendezvous.store, rank=rendezvous.rank)
             kwargs["world_size"] = rendezvous.world_size
@@ -245,6 +248,20 @@ class TorchAdapter(Adapter):
 
     def empty(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
         return torch.empty(tuple(shape), dtype=like.dtype, device=like.device)
+
+    def collective_timeout(self) -> float:
+        # The timeout given to compat.init, else torch's default for a process group (30 min).
+        return self._timeout
+
+    def in_host_memory(self, tensor: torch.Tensor) -> bool:
+        return tensor.device.type == "cpu"
+
+    def host_tensor(
+        self, memory: memoryview, offset: int, numel: int, like: torch.Tensor
+    ) -> torch.Tensor:
+        if not numel:
+            return torch.empty(0, dtype=like.dtype)
+        return torch.frombuffer(memory, dtype=like.dtype, count=numel, offset=offset)
 
     def is_dense(self, tensor: torch.Tensor) -> bool:
         # Gloo and NCCL read and write numel elements from data_ptr(), which already includes the

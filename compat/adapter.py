@@ -16,13 +16,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compat.scratch import ScratchPool
 from compat.types import Handle, ReduceOp
 
+if TYPE_CHECKING:
+    from compat.shared_memory import SharedWindow
+
 Tensor = Any
 GroupHandle = Any
+
+#: A collective's bound where the backend says none: torch's default timeout of a process group.
+DEFAULT_TIMEOUT_SECONDS = 1800.0
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,9 @@ class Adapter(ABC):
     def __init__(self) -> None:
         #: buffers compat.algorithms reuse from call to call
         self.scratch = ScratchPool(self)
+        #: the shared-memory windows of groups by handle, None where a group has none
+        #: (compat.shared_memory)
+        self.windows: dict[GroupHandle, SharedWindow | None] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     @abstractmethod
@@ -266,6 +275,22 @@ class Adapter(ABC):
         """A 1-d tensor over ``tensor``'s elements (same memory, no copy: writes to it land in
         ``tensor``), or None where the framework cannot give one (then callers cut dim 0)."""
         return None
+
+    def collective_timeout(self) -> float:
+        """The seconds after which the backend gives up on a collective a rank did not join; the
+        shared-memory algorithms wait as long (compat.shared_memory)."""
+        return DEFAULT_TIMEOUT_SECONDS
+
+    def in_host_memory(self, tensor: Tensor) -> bool:
+        """True if ``tensor``'s memory is the process's own (a CPU tensor), which
+        :meth:`host_tensor` tensors can be copied to and from. Default: False."""
+        return False
+
+    def host_tensor(self, memory: memoryview, offset: int, numel: int, like: Tensor) -> Tensor:
+        """A 1-d tensor of ``numel`` elements of ``like``'s dtype over ``memory`` from byte
+        ``offset`` (no copy: writes to it land in ``memory``), for the shared-memory algorithms
+        (compat.shared_memory). Only called where :meth:`in_host_memory` said True."""
+        raise NotImplementedError(f"{type(self).__name__} has no tensors over host memory")
 
     def reduce_into(self, out: Tensor, tensors: Sequence[Tensor], op: ReduceOp) -> None:
         """Write the element-wise reduction of ``tensors`` into ``out`` (which may be a view)."""

@@ -13,8 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from compat import shared_memory
 from compat.adapter import Adapter, GroupHandle, Tensor
-from compat.errors import CollectiveTimeout
+from compat.errors import CollectiveTimeout, UnsupportedError
+from compat.shared_memory import SharedWindow
 from compat.types import Handle, ReduceOp, Work
 
 
@@ -619,6 +621,400 @@ def pairwise_all_gather_into_tensor(
     """all_gather_into_tensor as :func:`pairwise_all_gather` into ``output``'s dim-0 parts."""
     parts = _equal_parts(adapter, output, group)
     return pairwise_all_gather(adapter, parts, tensor, group, async_op)
+
+
+# -- shared memory (ranks of one host) ------------------------------------------------------------
+# The data goes through memory every rank of the group maps (compat.shared_memory), the backend
+# only synchronises: one barrier per round of at most a slot's bytes. The capability table chooses
+# these only for a group that has a window (one_host): its ranks on this host, its tensors in host
+# memory. Each completes before returning: with ``async_op`` the Work is already complete.
+
+
+def _window(adapter: Adapter, group: GroupHandle) -> SharedWindow:
+    found = shared_memory.window(adapter, group)
+    if found is None:
+        raise UnsupportedError(
+            "a shared-memory algorithm: this group's ranks share no memory (several hosts, or "
+            "/dev/shm refused a file); the capability table chooses it only where they do"
+        )
+    return found
+
+
+def _flat_source(adapter: Adapter, tensor: Tensor, kept: list[tuple[Tensor, Tensor]]) -> Tensor:
+    """A 1-d tensor over ``tensor``'s elements, else over a dense copy, kept alive in ``kept``
+    until the call is done (a flat view need not hold on to the memory it views: MindSpore's)."""
+    flat = adapter.flat_view(tensor)
+    if flat is not None:
+        return flat
+    copy = adapter.clone(tensor)
+    kept.append((tensor, copy))
+    return _flat(adapter, copy)
+
+
+def _flat_target(adapter: Adapter, tensor: Tensor, staged: list[tuple[Tensor, Tensor]]) -> Tensor:
+    """A 1-d tensor whose elements end up in ``tensor``: a flat view, else a dense copy recorded
+    in ``staged`` to copy back (into exactly ``tensor``'s elements) once the call is done."""
+    flat = adapter.flat_view(tensor)
+    if flat is not None:
+        return flat
+    copy = adapter.clone(tensor)
+    staged.append((tensor, copy))
+    return _flat(adapter, copy)
+
+
+def _flat(adapter: Adapter, dense: Tensor) -> Tensor:
+    flat = adapter.flat_view(dense)
+    if flat is None:
+        raise UnsupportedError(
+            f"a shared-memory algorithm: no flat view of a {adapter.dtype(dense)} tensor on "
+            f"{adapter.device(dense)}"
+        )
+    return flat
+
+
+def _chunks(adapter: Adapter, flat: Tensor, step: int) -> list[Tensor]:
+    """``flat`` cut into consecutive pieces of ``step`` elements (the last one shorter)."""
+    total = adapter.numel(flat)
+    if not total:
+        return []
+    return adapter.parts(flat, [min(step, total - start) for start in range(0, total, step)])
+
+
+def _step(adapter: Adapter, like: Tensor, room: int) -> int:
+    """The elements of ``like``'s dtype that ``room`` bytes hold."""
+    if not adapter.numel(like):
+        like = adapter.empty((1,), like)
+    return room // (adapter.nbytes(like) // adapter.numel(like))
+
+
+def shared_memory_all_reduce(
+    adapter: Adapter, tensor: Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """all_reduce through shared memory: round by round each rank writes a piece of its tensor
+    into its slot and, once every rank has (a barrier), reduces every rank's piece, in group-rank
+    order, into its own tensor. Every rank computes the same reduction in the same order: every
+    rank ends with the same bits, for every op (AVG: the sum divided by the group's size)."""
+    window = _window(adapter, group)
+    staged: list[tuple[Tensor, Tensor]] = []
+    flat = _flat_target(adapter, tensor, staged)
+    step = _step(adapter, flat, window.capacity(1))
+    for piece in _chunks(adapter, flat, step):
+        numel = adapter.numel(piece)
+        adapter.copy_(window.own(numel, piece), piece)
+        slots = window.publish()
+        adapter.reduce_into(piece, [window.read(slot, numel, piece) for slot in slots], op)
+    for user, copy in staged:
+        adapter.copy_(user, copy)
+    return Work() if async_op else None
+
+
+def shared_memory_all_gather(
+    adapter: Adapter, tensor_list: list[Tensor], tensor: Tensor, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """all_gather through shared memory: round by round each rank writes a piece of its tensor
+    into its slot and, once every rank has (a barrier), copies every rank's piece into its output
+    (parts of any dim-0 size: the uneven form too; every rank knows every part's size, so all run
+    the same rounds)."""
+    window = _window(adapter, group)
+    staged: list[tuple[Tensor, Tensor]] = []
+    kept: list[tuple[Tensor, Tensor]] = []
+    source = _flat_source(adapter, tensor, kept)
+    targets = [_flat_target(adapter, out, staged) for out in tensor_list]
+    step = _step(adapter, source, window.capacity(64))
+    sent = _chunks(adapter, source, step)
+    received = [_chunks(adapter, target, step) for target in targets]
+    for index in range(max(len(pieces) for pieces in received)):
+        if index < len(sent):
+            adapter.copy_(window.own(adapter.numel(sent[index]), source), sent[index])
+        slots = window.publish()
+        for slot, pieces in zip(slots, received, strict=True):
+            if index < len(pieces):
+                piece = pieces[index]
+                adapter.copy_(piece, window.read(slot, adapter.numel(piece), piece))
+    for user, copy in staged:
+        adapter.copy_(user, copy)
+    return Work() if async_op else None
+
+
+def shared_memory_all_gather_into_tensor(
+    adapter: Adapter, output: Tensor, tensor: Tensor, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """all_gather_into_tensor as :func:`shared_memory_all_gather` into ``output``'s parts (1-d
+    parts of a flat view: on MindSpore a view made by slicing costs about 1 ms)."""
+    staged: list[tuple[Tensor, Tensor]] = []
+    target = _flat_target(adapter, output, staged)
+    count = len(adapter.group_ranks(group))
+    parts = adapter.parts(target, [adapter.numel(target) // count] * count)
+    done = shared_memory_all_gather(adapter, parts, tensor, group, async_op)
+    for user, copy in staged:
+        adapter.copy_(user, copy)
+    return done
+
+
+def _shared_memory_exchange(
+    adapter: Adapter, sources: list[Tensor], targets: list[Tensor], window: SharedWindow
+) -> None:
+    """Every rank's ``sources[p]`` (1-d) into rank p's ``targets[me]`` (1-d), through shared
+    memory: a slot holds one region per rank, and round by round each rank writes a piece of each
+    peer's part into that peer's region. A rank knows only its own parts' sizes, so each first
+    publishes the rounds it needs, and all run the largest number."""
+    count, me = window.size, window.me
+    like = sources[0]
+    region = window.capacity(64) // count
+    region -= region % 64
+    step = _step(adapter, like, region)
+    sent = [
+        _chunks(adapter, source, step) if peer != me else [] for peer, source in enumerate(sources)
+    ]
+    received = [
+        _chunks(adapter, target, step) if peer != me else [] for peer, target in enumerate(targets)
+    ]
+    needed = max(len(pieces) for pieces in (*sent, *received))
+    rounds, index = 1, 0
+    while index < rounds:
+        for peer, pieces in enumerate(sent):
+            if index < len(pieces):
+                piece = pieces[index]
+                adapter.copy_(window.own(adapter.numel(piece), piece, peer * region), piece)
+        if index == 0:
+            window.write_word(needed)
+        slots = window.publish()
+        if index == 0:
+            rounds = max(window.word(slot) for slot in slots)
+        for peer, pieces in enumerate(received):
+            if index < len(pieces):
+                piece = pieces[index]
+                adapter.copy_(
+                    piece, window.read(slots[peer], adapter.numel(piece), piece, me * region)
+                )
+        index += 1
+    if adapter.numel(targets[me]):
+        adapter.copy_(targets[me], sources[me])
+
+
+def shared_memory_all_to_all(
+    adapter: Adapter,
+    output: Tensor,
+    tensor: Tensor,
+    output_split_sizes: list[int],
+    input_split_sizes: list[int],
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """all_to_all_single through shared memory (any split sizes): each rank writes every peer's
+    part into that peer's region of its slot, round by round, and reads its own part from every
+    peer's slot once all have written (a barrier per round)."""
+    window = _window(adapter, group)
+    staged: list[tuple[Tensor, Tensor]] = []
+    kept: list[tuple[Tensor, Tensor]] = []
+    source = _flat_source(adapter, tensor, kept)
+    target = _flat_target(adapter, output, staged)
+    rows_in, rows_out = adapter.shape(tensor), adapter.shape(output)
+    per_row_in = adapter.numel(tensor) // rows_in[0] if rows_in and rows_in[0] else 0
+    per_row_out = adapter.numel(output) // rows_out[0] if rows_out and rows_out[0] else 0
+    sources = adapter.parts(source, [size * per_row_in for size in input_split_sizes])
+    targets = adapter.parts(target, [size * per_row_out for size in output_split_sizes])
+    _shared_memory_exchange(adapter, sources, targets, window)
+    for user, copy in staged:
+        adapter.copy_(user, copy)
+    return Work() if async_op else None
+
+
+def shared_memory_all_to_all_list(
+    adapter: Adapter,
+    output_tensor_list: list[Tensor],
+    input_tensor_list: list[Tensor],
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """all_to_all through shared memory, as :func:`shared_memory_all_to_all` with each part a
+    tensor of its own."""
+    window = _window(adapter, group)
+    staged: list[tuple[Tensor, Tensor]] = []
+    kept: list[tuple[Tensor, Tensor]] = []
+    sources = [_flat_source(adapter, item, kept) for item in input_tensor_list]
+    targets = [_flat_target(adapter, item, staged) for item in output_tensor_list]
+    _shared_memory_exchange(adapter, sources, targets, window)
+    for user, copy in staged:
+        adapter.copy_(user, copy)
+    return Work() if async_op else None
+
+
+def _shared_memory_reduce_parts(
+    adapter: Adapter,
+    parts: list[Tensor],
+    target: Tensor | None,
+    root: int | None,
+    op: ReduceOp,
+    window: SharedWindow,
+) -> None:
+    """Reduce part p (1-d, the same size on every rank) of every rank into rank p's ``target``,
+    through shared memory: round by round each rank writes a piece of each part into that part's
+    region of its slot, and each rank reduces its own region of every rank's slot, in group-rank
+    order. With ``root`` (reduce), the one part is the whole tensor and only ``root`` reduces."""
+    count, me = window.size, window.me
+    regions = 1 if root is not None else count
+    region = window.capacity(64) // regions
+    region -= region % 64
+    step = _step(adapter, parts[0], region)
+    pieces = [_chunks(adapter, part, step) for part in parts]
+    mine = 0 if root is not None else me
+    outputs = [] if target is None else _chunks(adapter, target, step)
+    for index in range(max(len(chunks) for chunks in pieces)):
+        for part, chunks in enumerate(pieces):
+            if index < len(chunks):
+                piece = chunks[index]
+                adapter.copy_(window.own(adapter.numel(piece), piece, part * region), piece)
+        slots = window.publish()
+        if index < len(outputs):
+            out = outputs[index]
+            numel = adapter.numel(out)
+            sources = [window.read(slot, numel, out, mine * region) for slot in slots]
+            adapter.reduce_into(out, sources, op)
+
+
+def shared_memory_reduce_scatter(
+    adapter: Adapter,
+    output: Tensor,
+    input_list: list[Tensor],
+    op: ReduceOp,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """reduce_scatter through shared memory (parts of any dim-0 size: the uneven form too):
+    round by round each rank writes a piece of every part into that part's region of its slot,
+    then reduces its own part's pieces from every rank's slot, in group-rank order (every op and
+    dtype: a numpy reduction where numpy has the dtype)."""
+    window = _window(adapter, group)
+    staged: list[tuple[Tensor, Tensor]] = []
+    kept: list[tuple[Tensor, Tensor]] = []
+    parts = [_flat_source(adapter, item, kept) for item in input_list]
+    target = _flat_target(adapter, output, staged)
+    _shared_memory_reduce_parts(adapter, parts, target, None, op, window)
+    for user, copy in staged:
+        adapter.copy_(user, copy)
+    return Work() if async_op else None
+
+
+def shared_memory_reduce_scatter_tensor(
+    adapter: Adapter,
+    output: Tensor,
+    tensor: Tensor,
+    op: ReduceOp,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """reduce_scatter_tensor as :func:`shared_memory_reduce_scatter` of ``tensor``'s equal
+    parts (1-d parts of a flat view: no view made by slicing)."""
+    kept: list[tuple[Tensor, Tensor]] = []
+    source = _flat_source(adapter, tensor, kept)
+    count = len(adapter.group_ranks(group))
+    parts = adapter.parts(source, [adapter.numel(source) // count] * count)
+    return shared_memory_reduce_scatter(adapter, output, parts, op, group, async_op)
+
+
+def shared_memory_reduce(
+    adapter: Adapter, tensor: Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """reduce through shared memory: every rank writes its tensor, round by round, and ``dst``
+    reduces every rank's, in group-rank order, into its tensor; the others' are left as they
+    were."""
+    window = _window(adapter, group)
+    root = adapter.group_ranks(group).index(dst)
+    staged: list[tuple[Tensor, Tensor]] = []
+    kept: list[tuple[Tensor, Tensor]] = []
+    if window.me == root:
+        source = target = _flat_target(adapter, tensor, staged)
+    else:
+        source, target = _flat_source(adapter, tensor, kept), None
+    _shared_memory_reduce_parts(adapter, [source], target, root, op, window)
+    for user, copy in staged:
+        adapter.copy_(user, copy)
+    return Work() if async_op else None
+
+
+def shared_memory_broadcast(
+    adapter: Adapter, tensor: Tensor, src: int, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """broadcast through shared memory: round by round ``src`` writes a piece of its tensor into
+    its slot, and every other rank copies it from there."""
+    window = _window(adapter, group)
+    root = adapter.group_ranks(group).index(src)
+    staged: list[tuple[Tensor, Tensor]] = []
+    kept: list[tuple[Tensor, Tensor]] = []
+    if window.me == root:
+        flat = _flat_source(adapter, tensor, kept)
+    else:
+        flat = _flat_target(adapter, tensor, staged)
+    for piece in _chunks(adapter, flat, _step(adapter, flat, window.capacity(64))):
+        numel = adapter.numel(piece)
+        if window.me == root:
+            adapter.copy_(window.own(numel, piece), piece)
+        slots = window.publish()
+        if window.me != root:
+            adapter.copy_(piece, window.read(slots[root], numel, piece))
+    for user, copy in staged:
+        adapter.copy_(user, copy)
+    return Work() if async_op else None
+
+
+def _nothing(adapter: Adapter, flat: Tensor) -> Tensor:
+    """An empty 1-d tensor of ``flat``'s dtype: the part of a pair that moves nothing."""
+    return adapter.parts(flat, [0, adapter.numel(flat)])[0]
+
+
+def shared_memory_scatter(
+    adapter: Adapter,
+    tensor: Tensor,
+    scatter_list: list[Tensor] | None,
+    src: int,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """scatter through shared memory: ``src`` writes each rank's part into that rank's region of
+    its slot, round by round, and each rank copies its own from there."""
+    window = _window(adapter, group)
+    count, root = window.size, adapter.group_ranks(group).index(src)
+    staged: list[tuple[Tensor, Tensor]] = []
+    kept: list[tuple[Tensor, Tensor]] = []
+    target = _flat_target(adapter, tensor, staged)
+    empty = _nothing(adapter, target)
+    sources = [empty] * count
+    if window.me == root and scatter_list is not None:
+        sources = [_flat_source(adapter, item, kept) for item in scatter_list]
+    targets = [empty] * count
+    targets[root] = target
+    _shared_memory_exchange(adapter, sources, targets, window)
+    for user, copy in staged:
+        adapter.copy_(user, copy)
+    return Work() if async_op else None
+
+
+def shared_memory_gather(
+    adapter: Adapter,
+    tensor: Tensor,
+    gather_list: list[Tensor] | None,
+    dst: int,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """gather through shared memory: every rank writes its tensor into ``dst``'s region of its
+    slot, round by round, and ``dst`` copies every rank's from there."""
+    window = _window(adapter, group)
+    count, root = window.size, adapter.group_ranks(group).index(dst)
+    staged: list[tuple[Tensor, Tensor]] = []
+    kept: list[tuple[Tensor, Tensor]] = []
+    source = _flat_source(adapter, tensor, kept)
+    empty = _nothing(adapter, source)
+    sources = [empty] * count
+    sources[root] = source
+    targets = [empty] * count
+    if window.me == root and gather_list is not None:
+        targets = [_flat_target(adapter, item, staged) for item in gather_list]
+    _shared_memory_exchange(adapter, sources, targets, window)
+    for user, copy in staged:
+        adapter.copy_(user, copy)
+    return Work() if async_op else None
 
 
 # -- all_to_all (list form) ----------------------------------------------------------------------

@@ -3,7 +3,9 @@
 One form for every entry: a default (``impl``: the adapter's native method, an ``emulated``
 algorithm of :mod:`compat.algorithms`, or ``unsupported``) and ``choose``, a list of choices by
 dtype and input size that replace the default where they match; among the matching choices, the
-one with the largest ``min_bytes`` not above the input's size wins. :func:`resolve` answers "what
+one with the largest ``min_bytes`` not above the input's size wins. A choice marked ``one_host``
+applies only to a group whose ranks share this host's memory (:mod:`compat.shared_memory`), and
+there wins over the others. :func:`resolve` answers "what
 runs?" (``compat bench`` and ``compat info`` print it); :func:`bind` turns the answer into the
 callable the collectives call. :func:`check_contract` proves that every answer is callable: every
 native entry names a method of :class:`compat.adapter.Adapter`, every algorithm a function of
@@ -66,9 +68,11 @@ def backend_key(framework: str, backend: str) -> str:
     return backends(framework)[backend]
 
 
-def resolve(key: str, collective: str, dtype: str, nbytes: int) -> str:
+def resolve(key: str, collective: str, dtype: str, nbytes: int, one_host: bool = False) -> str:
     """What runs ``collective`` on backend ``key`` (a capabilities.toml key) for a ``dtype``
     input of ``nbytes`` bytes: ``"native"`` or the name of a compat.algorithms function.
+    ``one_host``: the group has a shared-memory window (:mod:`compat.shared_memory`) and the
+    tensors are in host memory, which the choices marked ``one_host`` need.
 
     Raises
     ------
@@ -76,12 +80,16 @@ def resolve(key: str, collective: str, dtype: str, nbytes: int) -> str:
         The backend cannot run it, not even by emulation; the message says why.
     """
     entry = tables.lookup("capabilities", key, "ops", collective)
-    chosen, floor = None, -1
-    for choice in entry.get("choose", ()):
-        if floor < choice["min_bytes"] <= nbytes and dtype in choice.get("dtypes", (dtype,)):
-            chosen, floor = choice["algorithm"], choice["min_bytes"]
-    if chosen is not None:
-        return str(chosen)
+    # A one_host choice that applies wins over the others: it replaces the backend's transport.
+    for only_one_host in (True, False) if one_host else (False,):
+        chosen, floor = None, -1
+        for choice in _choices(entry, dtype, one_host):
+            if bool(choice.get("one_host")) is only_one_host and (
+                floor < choice["min_bytes"] <= nbytes
+            ):
+                chosen, floor = choice["algorithm"], choice["min_bytes"]
+        if chosen is not None:
+            return str(chosen)
     if entry["impl"] == "unsupported":
         # Backend names repeat across frameworks (torch's nccl, MindSpore's nccl): name both.
         backend_entry = tables.lookup("capabilities", key)
@@ -93,14 +101,25 @@ def resolve(key: str, collective: str, dtype: str, nbytes: int) -> str:
     return NATIVE if entry["impl"] == NATIVE else str(entry["algorithm"])
 
 
-def size_thresholds(key: str, collective: str, dtype: str) -> list[int]:
+def size_thresholds(key: str, collective: str, dtype: str, one_host: bool = False) -> list[int]:
     """The input sizes (bytes) at which the choice for ``dtype`` can change, ascending, from 0."""
     entry = tables.lookup("capabilities", key, "ops", collective)
-    found = {0}
-    for choice in entry.get("choose", ()):
-        if dtype in choice.get("dtypes", (dtype,)):
-            found.add(choice["min_bytes"])
-    return sorted(found)
+    return sorted({0, *(choice["min_bytes"] for choice in _choices(entry, dtype, one_host))})
+
+
+def wants_one_host(key: str, collective: str) -> bool:
+    """True if a choice for ``collective`` on backend ``key`` needs a shared-memory window: the
+    caller then finds out whether the group has one (a collective on its first use)."""
+    entry = tables.lookup("capabilities", key, "ops", collective)
+    return any(choice.get("one_host", False) for choice in entry.get("choose", ()))
+
+
+def _choices(entry: dict[str, Any], dtype: str, one_host: bool) -> list[dict[str, Any]]:
+    return [
+        choice
+        for choice in entry.get("choose", ())
+        if dtype in choice.get("dtypes", (dtype,)) and (one_host or not choice.get("one_host"))
+    ]
 
 
 def bind(adapter: Adapter, collective: str, name: str) -> Callable[..., Any]:

@@ -80,7 +80,7 @@ class Call(Staging):
             preflight(self.adapter, self.group, agree())
         if empty:
             return completed(self.async_op)
-        run = self.state.implementation(collective, like, nbytes)
+        run = self.state.implementation(collective, like, nbytes, self.group.handle)
         return self.done(run(*args, self.group.handle, self.async_op), self.async_op)
 
     def issue_blocking(

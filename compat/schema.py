@@ -139,10 +139,15 @@ LAUNCH_FIELDS = ("rank", "local_rank", "world", "port", "device", "devices")
 
 # A size-dependent choice: from ``min_bytes`` of input up, ``algorithm`` ("native" or a
 # compat.algorithms function) runs instead of the entry's own implementation (the choice with the
-# largest min_bytes not above the input's size wins; ``dtypes`` limits a choice to those dtypes).
+# largest min_bytes not above the input's size wins; ``dtypes`` limits a choice to those dtypes;
+# ``one_host`` to groups whose ranks share a host's memory, for tensors in it: shared_memory).
 CHOICE = Record(
     required={"algorithm": TEXT, "min_bytes": Scalar(int), "reason": TEXT},
-    optional={"dtypes": ListOf(TEXT), "async": Scalar(str, ("native", "completed", "deferred"))},
+    optional={
+        "dtypes": ListOf(TEXT),
+        "async": Scalar(str, ("native", "completed", "deferred")),
+        "one_host": Scalar(bool),
+    },
 )
 
 #: How a capability entry's facts were established (its ``verified`` key): run on this kind of
@@ -401,7 +406,8 @@ def _check_verified(where: _Where, key: str, cap: dict[str, Any]) -> None:
 def _check_choices(
     where: _Where, key: str, choices: list[dict[str, Any]], dtypes: set[str]
 ) -> None:
-    """Size-dependent choices: sizes >= 0, listed in increasing order (how they read best)."""
+    """Size-dependent choices: sizes >= 0, listed in increasing order (how they read best). A
+    choice from 0 bytes for every dtype must be conditional (one_host), else it is the default."""
     previous = -1
     for index, choice in enumerate(choices):
         choice_key = f"{key}.choose[{index}]"
@@ -411,7 +417,7 @@ def _check_choices(
             raise where.fail(f"{choice_key}.min_bytes", "expected choices in increasing min_bytes")
         previous = choice["min_bytes"]
         _check_subset(where, f"{choice_key}.dtypes", choice.get("dtypes", []), dtypes, "dtypes")
-        if choice["min_bytes"] == 0 and "dtypes" not in choice:
+        if choice["min_bytes"] == 0 and "dtypes" not in choice and not choice.get("one_host"):
             raise where.fail(
                 choice_key,
                 "a choice from 0 bytes for every dtype leaves the default unused: make "

@@ -19,12 +19,15 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from compat import capabilities, tables, types
+from compat import capabilities, shared_memory, tables, types
 from compat._validate import Checks
 from compat.adapter import Adapter, Rendezvous
 from compat.dispatch import load_adapter
 from compat.errors import NotInitializedError
 from compat.types import Group
+
+#: ``State.implementation``'s default group: none given, so no choice that needs one applies.
+NO_GROUP = object()
 
 
 class State:
@@ -40,7 +43,10 @@ class State:
         self.world_size = adapter.world_size()
         self.world = Group(range(self.world_size), None, "world")
         self.checks = Checks(self)
-        self._implementations: dict[tuple[str, str], list[tuple[int, Callable[..., Any]]]] = {}
+        self._implementations: dict[
+            tuple[str, str, bool], list[tuple[int, Callable[..., Any]]]
+        ] = {}
+        self._wants_one_host: dict[str, bool] = {}
         self._forced: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self.group_count = 0
         #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
@@ -48,12 +54,13 @@ class State:
 
     # -- implementations ---------------------------------------------------------------------
     def implementation(
-        self, collective: str, like: Any, nbytes: int | None = None
+        self, collective: str, like: Any, nbytes: int | None = None, group: Any = NO_GROUP
     ) -> Callable[..., Any]:
         """The callable that runs ``collective`` on tensors of ``like``'s dtype and an input of
         ``nbytes`` bytes (default: ``like``'s size), as :func:`compat.capabilities.resolve`
-        chooses it: the adapter's native method or an algorithm bound to the adapter."""
-        key = (collective, self.adapter.dtype(like))
+        chooses it: the adapter's native method or an algorithm bound to the adapter. With
+        ``group`` (its handle), a choice that needs the group's ranks on one host can apply."""
+        key = (collective, self.adapter.dtype(like), self._one_host(collective, like, group))
         by_size = self._implementations.get(key)
         if by_size is None:
             by_size = self._implementations[key] = self._by_size(*key)
@@ -66,13 +73,25 @@ class State:
                 chosen = callable_
         return chosen
 
-    def algorithm(self, collective: str, dtype: str, nbytes: int) -> str:
+    def algorithm(self, collective: str, dtype: str, nbytes: int, one_host: bool = False) -> str:
         """The name of what runs ``collective`` for ``dtype`` and an input of ``nbytes`` bytes:
         ``"native"`` or a compat.algorithms function (``compat bench`` prints it)."""
         forced = self._forced.get((collective, dtype))
         if forced is not None:
             return forced[0]
-        return capabilities.resolve(self.capability_key, collective, dtype, nbytes)
+        return capabilities.resolve(self.capability_key, collective, dtype, nbytes, one_host)
+
+    def one_host(self, group: Any) -> bool:
+        """True if ``group`` (a handle) has a shared-memory window: made on first use, which is a
+        collective of the group (compat.shared_memory)."""
+        return shared_memory.window(self.adapter, group) is not None
+
+    def _one_host(self, collective: str, like: Any, group: Any) -> bool:
+        if group is NO_GROUP or not self._wants_one_host.setdefault(
+            collective, capabilities.wants_one_host(self.capability_key, collective)
+        ):
+            return False
+        return self.adapter.in_host_memory(like) and self.one_host(group)
 
     def force(
         self, collective: str, dtype: str, run: str | tuple[str, Callable[..., Any]] | None
@@ -80,8 +99,9 @@ class State:
         """Run ``collective`` on ``dtype`` with ``run`` at every size, whatever the table says:
         ``"native"``, an algorithm's name, or ``(label, callable)``; None restores the table's
         choice. For ``compat bench`` (timing one algorithm, or compat's own work alone)."""
+        for one_host in (False, True):
+            self._implementations.pop((collective, dtype, one_host), None)
         key = (collective, dtype)
-        self._implementations.pop(key, None)
         if run is None:
             self._forced.pop(key, None)
         elif isinstance(run, str):
@@ -89,21 +109,24 @@ class State:
         else:
             self._forced[key] = run
 
-    def _by_size(self, collective: str, dtype: str) -> list[tuple[int, Callable[..., Any]]]:
+    def _by_size(
+        self, collective: str, dtype: str, one_host: bool
+    ) -> list[tuple[int, Callable[..., Any]]]:
         """(min_bytes, callable) from 0 bytes up: where the choice for ``dtype`` can change."""
         forced = self._forced.get((collective, dtype))
         if forced is not None:
             return [(0, forced[1])]
+        key = self.capability_key
         return [
             (
                 size,
                 capabilities.bind(
                     self.adapter,
                     collective,
-                    capabilities.resolve(self.capability_key, collective, dtype, size),
+                    capabilities.resolve(key, collective, dtype, size, one_host),
                 ),
             )
-            for size in capabilities.size_thresholds(self.capability_key, collective, dtype)
+            for size in capabilities.size_thresholds(key, collective, dtype, one_host)
         ]
 
 
@@ -196,6 +219,7 @@ def leave() -> None:
     leaving = _current
     if leaving is not None:
         set_current(None)
+        shared_memory.close(leaving.adapter)
         leaving.adapter.destroy()
         leaving.adapter.scratch.clear()
 

@@ -120,6 +120,27 @@ def test_choices_by_dtype_and_size() -> None:
     assert capabilities.resolve("gloo", "reduce_scatter", "float32", 0) == "all_to_all_reduce"
 
 
+def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
+    """Shared memory for ranks of one host: chosen only where the group has a window, and then
+    over the size-dependent choices (Gloo's pairwise all_gather from 4 MB)."""
+    for size in (0, 1024, 64 * 2**20):
+        assert capabilities.resolve("mccl", "all_reduce", "float32", size, one_host=True) == (
+            "shared_memory_all_reduce"
+        )
+        gathered = capabilities.resolve("gloo", "all_gather", "float32", size, one_host=True)
+        assert gathered == "shared_memory_all_gather"
+    assert capabilities.resolve("gloo", "all_gather", "float32", 64 * 2**20) == (
+        "pairwise_all_gather"
+    )
+    assert capabilities.resolve("mccl", "all_reduce", "float64", 0) == "all_gather_reduce"
+    assert capabilities.wants_one_host("mccl", "all_reduce")
+    assert not capabilities.wants_one_host("nccl", "all_reduce")
+    assert capabilities.size_thresholds("gloo", "all_gather", "float32", one_host=True) == [
+        0,
+        4 * 2**20,
+    ]
+
+
 def test_hccl_pads_uneven_reduce_scatter_and_runs_even_parts_natively() -> None:
     """MindSpore's Ascend reduce_scatter kernel overruns its staging buffer for parts of
     different sizes (capabilities.toml, hccl.ops.reduce_scatter_uneven): those go through the

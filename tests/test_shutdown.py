@@ -126,7 +126,9 @@ class Job:
             pytest.fail(f"still running {timeout} s after the signal:\n{self.text()}")
         return code
 
-    def text(self) -> str:
+    def text(self, whole: bool = False) -> str:
+        """The job's output so far: its last 4000 characters (for a failure's message), or
+        ``whole`` (to search: a rank's long traceback can push the launcher's lines out)."""
         while True:
             try:
                 line = self.lines.get_nowait()
@@ -134,7 +136,8 @@ class Job:
                 break
             if line is not None:
                 self.output.append(line)
-        return "".join(self.output)[-4000:]
+        text = "".join(self.output)
+        return text if whole else text[-4000:]
 
     def kill_everything(self) -> None:
         """Whatever a failed test left: the job's group and every marked process."""
@@ -200,9 +203,9 @@ def interrupt_launch(framework: str, how: signal.Signals, token: str, jobs: list
         os.kill(job.popen.pid, how)  # kill: the launcher alone
     code = job.finish(30)
     stopped = time.monotonic() - signalled
-    output = job.text()
-    assert code == 128 + how, f"exit code {code}:\n{output}"
-    assert f"compat launch: got {how.name}; stopping the job" in output, output
+    output = job.text(whole=True)
+    assert code == 128 + how, f"exit code {code}:\n{output[-4000:]}"
+    assert f"compat launch: got {how.name}; stopping the job" in output, output[-4000:]
     alive = left_behind(token, 2)
     assert not alive, f"left behind: {describe(alive)}"
     print(f"{framework} {how.name}: stopped in {stopped:.1f} s, {time.monotonic() - started:.1f} s")
@@ -317,10 +320,10 @@ def dies_inside(framework: str, op: str, death: str, token: str, jobs: list[Job]
     started = time.monotonic()
     job = launch_job(framework, f"{op}:{death}", token, jobs)
     code = job.finish(120)
-    output = job.text()
-    assert "[rank 1] dying" in output, output
+    output = job.text(whole=True)
+    assert "[rank 1] dying" in output, output[-4000:]
     how = "exited with code 3" if death == "exit" else "was killed by signal SIGKILL"
-    assert f"compat launch: rank 1 {how}; stopping the other ranks" in output, output
+    assert f"compat launch: rank 1 {how}; stopping the other ranks" in output, output[-4000:]
     assert code == (3 if death == "exit" else 128 + signal.SIGKILL), f"exit code {code}"
     alive = left_behind(token, 2)
     assert not alive, f"left behind: {describe(alive)}"

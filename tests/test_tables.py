@@ -62,6 +62,12 @@ MALFORMED = [
         "gloo.ops.all_reduce.choose[0]",
     ),
     ("capabilities", ["gloo", "ops", "all_reduce", "async"], True, "gloo.ops.all_reduce.async"),
+    (
+        "capabilities",
+        ["gloo", "ops", "all_reduce", "choose", 0, "one_host"],
+        "yes",
+        "gloo.ops.all_reduce.choose[0].one_host",
+    ),
     ("capabilities", ["gloo", "dtypes"], ["float32", "float128"], "gloo.dtypes"),
     ("capabilities", ["gloo", "framework"], "jax", "gloo.framework"),
     ("capabilities", ["gloo", "source"], None, "gloo.source"),

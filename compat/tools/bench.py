@@ -575,11 +575,13 @@ def algorithm_of(
 ) -> str:
     """What runs the op: the capability table's choice for each of its collectives ("+" joins
     different ones: isend_irecv), for the input each rank gives (a gathered row's size over
-    the number of ranks)."""
+    the number of ranks). A choice for one host counts where the world group has its
+    shared-memory window (made by the first collective that could use it)."""
     spec = SPECS[op]
     given = nbytes // world if spec.gathered else nbytes
+    one_host = runtime.adapter.windows.get(None) is not None
     names = [
-        runtime.algorithm(collective_of(name, joins), spec.dtype or dtype, given)
+        runtime.algorithm(collective_of(name, joins), spec.dtype or dtype, given, one_host)
         for name in spec.collectives
     ]
     return "+".join(dict.fromkeys(names))

@@ -391,13 +391,18 @@ def _capability_cell(cap: Table | None) -> str:
 
 
 def _choice_text(choice: Table) -> str:
-    """A size-dependent choice: "from 4 MB: buffered_send_reduce_scatter (float32, ...)"."""
+    """A size-dependent choice: "from 4 MB: buffered_send_reduce_scatter (float32, ...)"; one
+    for one host: "one host: shared_memory_all_reduce"."""
     if choice["min_bytes"]:
         text = f"from {format_size(choice['min_bytes'], long=True)}: {choice['algorithm']}"
         if "dtypes" in choice:
             text += f" ({', '.join(choice['dtypes'])})"
-    else:
+    elif "dtypes" in choice:
         text = f"{', '.join(choice['dtypes'])}: {choice['algorithm']}"
+    else:
+        text = choice["algorithm"]
+    if choice.get("one_host"):
+        text = f"one host: {text}"
     if choice.get("async") == "completed":
         text += ", async: completed"
     return text

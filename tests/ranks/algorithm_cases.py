@@ -48,7 +48,14 @@ ALGORITHMS = {
     "scatter_reduce": ("scatter_reduce_tensor", BOTH, DTYPES),
     # Sends before receives: only where a send completes without its receive (MCCL).
     "buffered_send_reduce_scatter": ("buffered_send_reduce_scatter_tensor", MINDSPORE, DTYPES),
+    # Ranks on one host (a group of 2 ranks or more: compat.shared_memory).
+    "shared_memory_reduce_scatter": ("shared_memory_reduce_scatter_tensor", BOTH, DTYPES),
 }
+
+
+def _min_world(algorithm: str) -> int:
+    """A group of one rank has no shared-memory window (compat.shared_memory): nothing to share."""
+    return 2 if algorithm.startswith("shared_memory") else 1
 
 
 def combos(dtypes: list[str]) -> list[tuple[str, str]]:
@@ -177,11 +184,18 @@ def case_choice(kit: Any) -> None:
             choices = [c for c in entry.get("choose", []) if dtype in c.get("dtypes", [dtype])]
             for size in sorted({0, 1, *(c["min_bytes"] for c in choices), 2**30}):
                 eligible = [c for c in choices if c["min_bytes"] <= size]
+                plain = [c for c in eligible if not c.get("one_host")]
                 expected = base
-                if eligible:
-                    expected = max(eligible, key=lambda c: c["min_bytes"])["algorithm"]
+                if plain:
+                    expected = max(plain, key=lambda c: c["min_bytes"])["algorithm"]
                 actual = runtime.algorithm(collective, dtype, size)
                 assert actual == expected, (collective, dtype, size, actual, expected)
+                # A group on one host: a one_host choice that applies wins over the others.
+                one_host = [c for c in eligible if c.get("one_host")]
+                if one_host:
+                    expected = max(one_host, key=lambda c: c["min_bytes"])["algorithm"]
+                actual = runtime.algorithm(collective, dtype, size, one_host=True)
+                assert actual == expected, (collective, dtype, size, "one host", actual)
     # The largest threshold, through compat.reduce_scatter_tensor and compat.reduce_scatter.
     thresholds = [c["min_bytes"] for c in ops["reduce_scatter_tensor"].get("choose", [])]
     n, me = world(), rank()
@@ -373,26 +387,31 @@ for _algorithm, (_tensor_form, _frameworks, _dtypes) in ALGORITHMS.items():
             f"algorithm[{_algorithm}]{_suffix}",
             partial(case_list_form, algorithm=_algorithm, async_op=_async),
             frameworks=_frameworks,
+            min_world=_min_world(_algorithm),
         )
         register(
             f"algorithm[{_tensor_form}]{_suffix}",
             partial(case_tensor_form, algorithm=_algorithm, async_op=_async),
             frameworks=_frameworks,
+            min_world=_min_world(_algorithm),
         )
         register(
             f"algorithm[{_algorithm}]-uneven{_suffix}",
             partial(case_uneven, algorithm=_algorithm, async_op=_async),
             frameworks=_frameworks,
+            min_world=_min_world(_algorithm),
         )
     register(
         f"algorithm[{_algorithm}]-subgroup",
         partial(case_subgroup, algorithm=_algorithm),
         frameworks=_frameworks,
+        min_world=_min_world(_algorithm),
     )
     register(
         f"algorithm[{_algorithm}]-concurrent",
         partial(case_concurrent, algorithm=_algorithm),
         frameworks=_frameworks,
+        min_world=_min_world(_algorithm),
     )
 
 
@@ -401,7 +420,17 @@ for _algorithm, (_tensor_form, _frameworks, _dtypes) in ALGORITHMS.items():
 #: all_gather algorithm (its tensor form adds "_into_tensor") -> frameworks that can run it.
 #: Buffered sends only where a send completes without its receive (MCCL; they would deadlock on
 #: Gloo); isend/irecv pairs posted at once only where an irecv does not block the queue (Gloo).
-GATHER_ALGORITHMS = {"buffered_send_all_gather": MINDSPORE, "pairwise_all_gather": TORCH}
+GATHER_ALGORITHMS = {
+    "buffered_send_all_gather": MINDSPORE,
+    "pairwise_all_gather": TORCH,
+    "shared_memory_all_gather": BOTH,
+}
+#: all_reduce algorithms, and all_to_all_single's with its list form, -> frameworks.
+ALL_REDUCE_ALGORITHMS = {"buffered_send_all_reduce": MINDSPORE, "shared_memory_all_reduce": BOTH}
+A2A_ALGORITHMS = {
+    ("buffered_send_all_to_all", "buffered_send_all_to_all_list"): MINDSPORE,
+    ("shared_memory_all_to_all", "shared_memory_all_to_all_list"): BOTH,
+}
 
 #: The views the algorithms' tensors are given as (tests/ranks/layout_cases.py): the whole base
 #: tensor, sentinel-filled around the view, is checked afterwards.
@@ -492,6 +521,7 @@ ALL_REDUCE_COMBOS = [
 
 def _all_reduce_cases(
     kit: Any,
+    algorithm: str,
     async_op: bool,
     group: Any,
     seed: str,
@@ -504,10 +534,10 @@ def _all_reduce_cases(
     for op, dtype in combos:
         for layout in layouts:
             for shape in shapes:
-                what = f"buffered_send_all_reduce {op} {dtype} {layout} {shape}"
+                what = f"{algorithm} {op} {dtype} {layout} {shape}"
                 key = f"{seed}-{op}-{dtype}-{shape}"
                 x = Placed(kit, _data(key, rank(), shape, dtype, op), dtype, layout)
-                pending = algorithms.buffered_send_all_reduce(
+                pending = getattr(algorithms, algorithm)(
                     adapter(), x.view, ReduceOp(op), handle, async_op
                 )
                 finish(pending, async_op)
@@ -515,28 +545,29 @@ def _all_reduce_cases(
                 x.check(what)
 
 
-def case_buffered_all_reduce(kit: Any, async_op: bool) -> None:
+def case_all_reduce(kit: Any, algorithm: str, async_op: bool) -> None:
     # Transposed: no flat view, so dim 0 is cut (bfloat16 too: numpy has no such dtype).
     layouts = FEW_LAYOUTS if async_op else ("dense", "interior", "column", "transposed")
     combos = [("sum", "float32"), ("avg", "float64")] if async_op else ALL_REDUCE_COMBOS
-    _all_reduce_cases(kit, async_op, None, "algo-all-reduce", combos, layouts)
+    _all_reduce_cases(kit, algorithm, async_op, None, "algo-all-reduce", combos, layouts)
 
 
-def case_buffered_all_reduce_subgroup(kit: Any) -> None:
+def case_all_reduce_subgroup(kit: Any, algorithm: str) -> None:
     group = subgroup()
     if rank() in members(group):
         combos = [("sum", "float32"), ("max", "uint8")]
-        _all_reduce_cases(kit, False, group, "algo-all-reduce-group", combos, FEW_LAYOUTS)
+        seed = "algo-all-reduce-group"
+        _all_reduce_cases(kit, algorithm, False, group, seed, combos, FEW_LAYOUTS)
 
 
-def case_buffered_all_reduce_same_bits(kit: Any) -> None:
+def case_all_reduce_same_bits(kit: Any, algorithm: str) -> None:
     """Every rank ends with the same bits: random float32 values, whose sums depend on the
     order of the additions, reduced by one rank per part."""
     n = world()
     for index, op in enumerate(("sum", "avg", "prod")):
         inputs = [np.random.default_rng([r, index]).standard_normal(1001) for r in range(n)]
         x = kit.tensor(inputs[rank()].astype(np.float32), "float32")
-        finish(algorithms.buffered_send_all_reduce(adapter(), x, ReduceOp(op), None, False), False)
+        finish(getattr(algorithms, algorithm)(adapter(), x, ReduceOp(op), None, False), False)
         gathered = [kit.tensor(np.zeros(1001), "float32") for _ in range(n)]
         compat.all_gather(gathered, x)
         mine = kit.numpy(x)
@@ -552,14 +583,16 @@ def _a2a_rows(sender: int, receiver: int) -> int:
 
 def _a2a_cases(
     kit: Any,
+    algorithms_: tuple[str, str],
     async_op: bool,
     group: Any,
     seed: str,
     dtypes: list[str],
     layouts: tuple[str, ...],
 ) -> None:
-    """all_to_all_single and all_to_all by buffered sends: uneven parts with empty pairs, every
-    dtype, the tensors as views in sentinel-filled tensors."""
+    """all_to_all_single and all_to_all by ``algorithms_`` (their names): uneven parts with empty
+    pairs, every dtype, the tensors as views in sentinel-filled tensors."""
+    single, listed = (getattr(algorithms, name) for name in algorithms_)
     ranks = members(group)
     n, me = len(ranks), ranks.index(rank())
     handle = None if group is None else group.handle
@@ -572,19 +605,17 @@ def _a2a_cases(
             return _data(f"{seed}-{dtype}", sender * 10 + receiver, shape, dtype)
 
         for layout in layouts:
-            what = f"buffered_send_all_to_all {dtype} {layout}"
+            what = f"{algorithms_[0]} {dtype} {layout}"
             source = Placed(kit, np.concatenate([part(me, i) for i in range(n)]), dtype, layout)
             out = sentinel_out(kit, (sum(receive), 3), dtype, layout)
-            pending = algorithms.buffered_send_all_to_all(
-                adapter(), out.view, source.view, receive, send, handle, async_op
-            )
+            pending = single(adapter(), out.view, source.view, receive, send, handle, async_op)
             finish(pending, async_op)
             out.result(np.concatenate([part(j, me) for j in range(n)]))
             out.check(what)
             source.check(f"{what}: the input changed")
             inputs = [Placed(kit, part(me, i), dtype, layout) for i in range(n)]
             outputs = [sentinel_out(kit, (receive[j], 3), dtype, layout) for j in range(n)]
-            pending = algorithms.buffered_send_all_to_all_list(
+            pending = listed(
                 adapter(), [item.view for item in outputs], [item.view for item in inputs],
                 handle, async_op,
             )  # fmt: skip
@@ -596,15 +627,15 @@ def _a2a_cases(
                 item.check(f"{what} (list form): an input changed")
 
 
-def case_buffered_all_to_all(kit: Any, async_op: bool) -> None:
+def case_all_to_all(kit: Any, algorithms_: tuple[str, str], async_op: bool) -> None:
     dtypes, layouts = (FEW_DTYPES, FEW_LAYOUTS) if async_op else ([*DTYPES, "uint8"], VIEW_LAYOUTS)
-    _a2a_cases(kit, async_op, None, "algo-a2a", dtypes, layouts)
+    _a2a_cases(kit, algorithms_, async_op, None, "algo-a2a", dtypes, layouts)
 
 
-def case_buffered_all_to_all_subgroup(kit: Any) -> None:
+def case_all_to_all_subgroup(kit: Any, algorithms_: tuple[str, str]) -> None:
     group = subgroup()
     if rank() in members(group):
-        _a2a_cases(kit, False, group, "algo-a2a-group", FEW_DTYPES, FEW_LAYOUTS)
+        _a2a_cases(kit, algorithms_, False, group, "algo-a2a-group", FEW_DTYPES, FEW_LAYOUTS)
 
 
 for _algorithm, _frameworks in GATHER_ALGORITHMS.items():
@@ -614,44 +645,54 @@ for _algorithm, _frameworks in GATHER_ALGORITHMS.items():
             f"algorithm[{_algorithm}]{_suffix}",
             partial(case_gather, algorithm=_algorithm, async_op=_async),
             frameworks=_frameworks,
+            min_world=_min_world(_algorithm),
         )
         register(
             f"algorithm[{_algorithm}]-uneven{_suffix}",
             partial(case_gather_uneven, algorithm=_algorithm, async_op=_async),
             frameworks=_frameworks,
+            min_world=_min_world(_algorithm),
         )
     register(
         f"algorithm[{_algorithm}]-subgroup",
         partial(case_gather_subgroup, algorithm=_algorithm),
         frameworks=_frameworks,
+        min_world=_min_world(_algorithm),
     )
-for _async in (False, True):
-    _suffix = "-async" if _async else ""
+for _algorithm, _frameworks in ALL_REDUCE_ALGORITHMS.items():
+    for _async in (False, True):
+        register(
+            f"algorithm[{_algorithm}]{'-async' if _async else ''}",
+            partial(case_all_reduce, algorithm=_algorithm, async_op=_async),
+            frameworks=_frameworks,
+            min_world=_min_world(_algorithm),
+        )
     register(
-        f"algorithm[buffered_send_all_reduce]{_suffix}",
-        partial(case_buffered_all_reduce, async_op=_async),
-        frameworks=MINDSPORE,
+        f"algorithm[{_algorithm}]-subgroup",
+        partial(case_all_reduce_subgroup, algorithm=_algorithm),
+        frameworks=_frameworks,
+        min_world=_min_world(_algorithm),
     )
     register(
-        f"algorithm[buffered_send_all_to_all]{_suffix}",
-        partial(case_buffered_all_to_all, async_op=_async),
-        frameworks=MINDSPORE,
+        f"algorithm[{_algorithm}]-same-bits",
+        partial(case_all_reduce_same_bits, algorithm=_algorithm),
+        frameworks=_frameworks,
+        min_world=_min_world(_algorithm),
     )
-register(
-    "algorithm[buffered_send_all_reduce]-subgroup",
-    case_buffered_all_reduce_subgroup,
-    frameworks=MINDSPORE,
-)
-register(
-    "algorithm[buffered_send_all_reduce]-same-bits",
-    case_buffered_all_reduce_same_bits,
-    frameworks=MINDSPORE,
-)
-register(
-    "algorithm[buffered_send_all_to_all]-subgroup",
-    case_buffered_all_to_all_subgroup,
-    frameworks=MINDSPORE,
-)
+for _names, _frameworks in A2A_ALGORITHMS.items():
+    for _async in (False, True):
+        register(
+            f"algorithm[{_names[0]}]{'-async' if _async else ''}",
+            partial(case_all_to_all, algorithms_=_names, async_op=_async),
+            frameworks=_frameworks,
+            min_world=_min_world(_names[0]),
+        )
+    register(
+        f"algorithm[{_names[0]}]-subgroup",
+        partial(case_all_to_all_subgroup, algorithms_=_names),
+        frameworks=_frameworks,
+        min_world=_min_world(_names[0]),
+    )
 
 register("algorithm-choice", case_choice)
 register("algorithm-choice-gather", case_choice_gather)

@@ -714,4 +714,5 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     p2p_cases,
     port_api_cases,
     random_cases,
+    shared_memory_cases,
 )

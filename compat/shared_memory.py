@@ -1,0 +1,302 @@
+"""Shared memory between the ranks of a group that run on one host: a window of slots.
+
+On CPU the backends move every byte through TCP sockets, even between two processes of one host:
+MCCL's all_reduce took 47.5 ms for 16 MB at 2 ranks here; numpy copies the same bytes through
+memory both processes map in 2-4 ms (measured). So where every rank of a group is on this host,
+compat's shared-memory algorithms (:mod:`compat.algorithms`) write their data into memory the
+other ranks read, and the backend moves nothing.
+
+Each rank of the group maps one file of ``/dev/shm`` per rank: its own, which only it writes, and
+its peers', which it only reads. A file holds a count of the rounds its rank has published, then
+two slots of :data:`SLOT_BYTES`. Round after round a rank writes its slot, then
+:meth:`SharedWindow.publish` counts its arrival and waits for every peer's, after which every
+rank's slot of that round is readable: on x86 the ranks poll each other's counts in the shared
+memory (microseconds); elsewhere they meet in the backend's barrier (see :func:`waits_in_memory`).
+Rounds alternate between the two slots: a rank writes a slot again only once every peer has
+arrived at the next round, which none does before it has finished reading that slot. A
+collective larger than a slot runs in several rounds; every rank runs the same number (each
+algorithm makes sure of that), or the ranks would wait for each other in different rounds.
+
+The window is made on a group's first shared-memory collective, by every rank of the group at
+once (:func:`window`): each rank creates its file, the ranks exchange the files' names and their
+host's identity (an all_gather), open each other's files, and agree that every rank could (a
+second all_gather) before each rank removes its file's name: the memory stays mapped until the
+window is closed, and nothing is left in ``/dev/shm`` should a process die. A group whose ranks are
+on several hosts, or where a file cannot be made or opened, has no window (None), and the
+capability table's choice falls back to what it chooses otherwise.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import platform
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from compat.errors import CollectiveTimeout
+
+if TYPE_CHECKING:
+    from compat.adapter import Adapter, GroupHandle, Tensor
+
+#: The bytes one rank publishes in one round. 4 MB: large enough that a 16 MB all_reduce takes 4
+#: rounds (each costs one barrier, 0.7 ms on MCCL), small enough that a group of 8 ranks maps
+#: 64 MB of /dev/shm per rank (two slots per rank, each mapped by every rank).
+SLOT_BYTES = 4 * 2**20
+#: Where the files are made: a memory-backed file system on Linux.
+DIRECTORY = "/dev/shm"
+#: The bytes that describe a rank in the exchange at set-up: its host's identity and its file.
+_DESCRIPTION_BYTES = 160
+#: Bytes at the start of a rank's file, before its slots: the count of rounds it has published.
+FLAG_BYTES = 64
+#: Polls that yield the CPU before the waits sleep (1e-5 s more each time, up to 1 ms).
+_YIELDS = 2000
+_SHORTEST_SLEEP, _LONGEST_SLEEP = 1e-5, 1e-3
+#: Bytes kept at the start of a slot for the word an algorithm publishes (:meth:`publish_word`),
+#: so that what follows stays aligned for any dtype.
+HEADER_BYTES = 64
+
+
+def host_identity() -> str:
+    """This host, as the ranks of a group compare it: the host name and the kernel's boot id (two
+    containers of one kernel share it; they still need one /dev/shm, which opening proves)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
+            boot = file.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}:{boot}"
+
+
+class SharedWindow:
+    """The slots of every rank of one group, mapped in this process (see the module docstring)."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        group: GroupHandle,
+        maps: list[mmap.mmap],
+        me: int,
+        names: Sequence[str] = (),
+    ):
+        #: the files' names in DIRECTORY, removed once every rank had mapped them
+        self.names = list(names)
+        #: the bytes of one slot (:data:`SLOT_BYTES` when the window was made)
+        self.slot_bytes = (len(maps[0]) - FLAG_BYTES) // 2
+        #: this rank's index in the group
+        self.me = me
+        #: True: ranks wait for each other on counters in the shared memory; False: on the
+        #: backend's barrier (see :func:`waits_in_memory`)
+        self.waits_in_memory = waits_in_memory()
+        self._adapter = adapter
+        self._group = group
+        self._maps = maps
+        self._views = [memoryview(mapped) for mapped in maps]
+        # Each rank's count of the rounds it has published: aligned 8-byte words, read and
+        # written whole by numpy (never torn, unlike a byte-wise struct copy).
+        self._arrivals = [np.frombuffer(view, np.int64, 1, 0) for view in self._views]
+        self._round = 0
+        self._fence = threading.Lock()
+        #: how long a rank waits for its peers: as long as the backend's collectives would
+        self.timeout = adapter.collective_timeout()
+
+    @property
+    def size(self) -> int:
+        """The number of ranks."""
+        return len(self._maps)
+
+    def _slot(self, rank: int) -> memoryview:
+        start = FLAG_BYTES + (self._round % 2) * self.slot_bytes
+        return self._views[rank][start : start + self.slot_bytes]
+
+    def own(self, numel: int, like: Tensor, offset: int = 0) -> Tensor:
+        """A 1-d tensor of ``numel`` elements of ``like``'s dtype over this rank's slot of the
+        current round, ``offset`` bytes after the header, for this rank to write."""
+        return self._adapter.host_tensor(self._slot(self.me), HEADER_BYTES + offset, numel, like)
+
+    def publish(self) -> list[memoryview]:
+        """End this round: wait until every rank of the group has written its slot (a barrier),
+        then return every rank's slot, in group-rank order, to read until the round after next."""
+        if self.waits_in_memory:
+            self._arrive_and_wait()
+        else:
+            self._adapter.barrier(self._group, False)
+        slots = [self._slot(rank) for rank in range(self.size)]
+        self._round += 1
+        return slots
+
+    def _arrive_and_wait(self) -> None:
+        """Count this rank's arrival, then wait for every peer's: they poll, yielding the CPU,
+        then sleeping ever longer, up to the backend's timeout (then CollectiveTimeout)."""
+        arrival = self._round + 1
+        # A locked instruction orders the slot's stores before the count's (x86).
+        with self._fence:
+            self._arrivals[self.me][0] = arrival
+        waiting = [rank for rank in range(self.size) if rank != self.me]
+        polls, deadline = 0, time.monotonic() + self.timeout
+        while True:
+            waiting = [rank for rank in waiting if self._arrivals[rank][0] < arrival]
+            if not waiting:
+                return
+            polls += 1
+            if polls <= _YIELDS:
+                os.sched_yield()
+                continue
+            if time.monotonic() > deadline:
+                raise CollectiveTimeout(
+                    f"a collective through shared memory did not complete within "
+                    f"{self.timeout:g} s (the backend's bound): group "
+                    f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} did not "
+                    f"reach it (group rank {self.me} waited); a rank missed the call, or died"
+                )
+            time.sleep(min(_LONGEST_SLEEP, _SHORTEST_SLEEP * (polls - _YIELDS)))
+
+    def read(self, slot: memoryview, numel: int, like: Tensor, offset: int = 0) -> Tensor:
+        """A 1-d tensor of ``numel`` elements of ``like``'s dtype over a published slot."""
+        return self._adapter.host_tensor(slot, HEADER_BYTES + offset, numel, like)
+
+    def capacity(self, alignment: int) -> int:
+        """The bytes of data a slot holds after its header, cut to a multiple of ``alignment``."""
+        room = self.slot_bytes - HEADER_BYTES
+        return room - room % alignment
+
+    def write_word(self, value: int) -> None:
+        """Publish ``value`` (a signed 64-bit integer) in this round's header."""
+        struct.pack_into("<q", self._slot(self.me), 0, value)
+
+    @staticmethod
+    def word(slot: memoryview) -> int:
+        """The word a rank published in a slot's header."""
+        value: int = struct.unpack_from("<q", slot, 0)[0]
+        return value
+
+    def close(self) -> None:
+        """Unmap every slot (a tensor over them that is still alive keeps its mapping)."""
+        self._arrivals = []
+        for view in self._views:
+            try:
+                view.release()
+            except BufferError:
+                pass  # a tensor still views it
+        for mapped in self._maps:
+            try:
+                mapped.close()
+            except BufferError:
+                pass  # a tensor still views it: the mapping goes with the last reference
+        self._maps, self._views = [], []
+
+
+def waits_in_memory() -> bool:
+    """Whether ranks wait for each other on counters in the shared memory (microseconds) rather
+    than on the backend's barrier (0.1 ms on Gloo, 0.7-2 ms on MCCL, measured). Only on x86,
+    whose memory model keeps a slot's stores ahead of the count's for the other ranks (and a
+    locked instruction orders glibc's non-temporal copies); elsewhere (ARM) Python has no fence."""
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def window(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
+    """The shared-memory window of ``group``: made on first use (a collective: every rank of the
+    group must call this at the same point), then kept until :func:`close`. None where the group
+    cannot have one (its ranks on several hosts, or /dev/shm refused a file) or needs none (one
+    rank)."""
+    windows = adapter.windows
+    if group not in windows:
+        windows[group] = _open(adapter, group)
+    found: SharedWindow | None = windows[group]
+    return found
+
+
+def close(adapter: Adapter, group: GroupHandle | None = None) -> None:
+    """Close ``group``'s window, or every window of ``adapter`` (when it leaves the job)."""
+    groups = list(adapter.windows) if group is None else [group]
+    for key in groups:
+        found = adapter.windows.pop(key, None)
+        if found is not None:
+            found.close()
+
+
+def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
+    ranks = adapter.group_ranks(group)
+    if len(ranks) == 1:
+        return None  # nothing to share: the backend's own call copies at most
+    me = ranks.index(adapter.rank())
+    size = FLAG_BYTES + 2 * SLOT_BYTES
+    path, own = _create(size)
+    described = f"{host_identity()}|{'' if path is None else os.path.basename(path)}"
+    descriptions = [text.split("|") for text in _exchange(adapter, group, described)]
+    hosts, names = {host for host, _ in descriptions}, [name for _, name in descriptions]
+    maps: list[mmap.mmap] = []
+    if own is not None and len(hosts) == 1 and all(names):
+        maps = _map_peers(names, me, own, size)
+    # Every rank answers, whether or not it could open every file: the ranks remove their files'
+    # names only once none will open them any more.
+    agreed = _exchange(adapter, group, "1" if maps else "0")
+    if path is not None:
+        os.unlink(path)
+    if all(answer == "1" for answer in agreed):
+        return SharedWindow(adapter, group, maps, me, names)
+    for mapped in maps or ([own] if own is not None else []):
+        mapped.close()
+    return None
+
+
+def _create(size: int) -> tuple[str | None, mmap.mmap | None]:
+    """This rank's file (its path) mapped, or (None, None) where /dev/shm refuses it."""
+    path = os.path.join(DIRECTORY, f"compat-{uuid.uuid4().hex}")
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    except OSError:
+        return None, None
+    try:
+        # Reserved now: a write past what tmpfs can hold would be SIGBUS, not an error.
+        os.posix_fallocate(descriptor, 0, size)
+        return path, mmap.mmap(descriptor, size)
+    except OSError:
+        os.unlink(path)
+        return None, None
+    finally:
+        os.close(descriptor)
+
+
+def _map_peers(names: Sequence[str], me: int, own: mmap.mmap, size: int) -> list[mmap.mmap]:
+    """Every rank's file mapped (this rank's is ``own``), or [] if one cannot be opened."""
+    maps: list[mmap.mmap] = []
+    for rank, name in enumerate(names):
+        if rank == me:
+            maps.append(own)
+            continue
+        try:
+            descriptor = os.open(os.path.join(DIRECTORY, name), os.O_RDWR)
+        except OSError:
+            break
+        try:
+            if os.fstat(descriptor).st_size == size:
+                maps.append(mmap.mmap(descriptor, size))
+        finally:
+            os.close(descriptor)
+        if len(maps) != rank + 1:
+            break
+    else:
+        return maps
+    for mapped in maps:
+        if mapped is not own:
+            mapped.close()
+    return []
+
+
+def _exchange(adapter: Adapter, group: GroupHandle, text: str) -> list[str]:
+    """Every rank's ``text`` (at most 160 bytes of UTF-8), in group-rank order: one all_gather."""
+    data = text.encode()
+    if len(data) > _DESCRIPTION_BYTES:
+        raise ValueError(f"a rank's description is longer than {_DESCRIPTION_BYTES} bytes: {text}")
+    mine = adapter.bytes_tensor(data.ljust(_DESCRIPTION_BYTES, b"\0"))
+    gathered = [adapter.bytes_tensor(bytes(_DESCRIPTION_BYTES)) for _ in adapter.group_ranks(group)]
+    adapter.all_gather(gathered, mine, group, False)
+    return [adapter.to_bytes(item).rstrip(b"\0").decode() for item in gathered]

@@ -1,0 +1,277 @@
+"""compat.shared_memory on real ranks: collectives larger than a slot (several rounds, a different
+number of them needed on each rank), the choice the capability table makes for a group on one
+host, the fallback for a group without a window, and what is left in /dev/shm (nothing).
+
+The algorithms' results at one round are checked with the others' in algorithm_cases.py, and the
+whole collective suite runs through them where the table chooses them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+import compat
+from compat import algorithms, shared_memory, state
+from compat.types import ReduceOp
+from tests.ranks.cases import reduce_np, register, subgroup, values, world
+from tests.ranks.layout_cases import Placed, sentinel_out
+
+#: A slot this small makes every collective below take several rounds: 256 bytes of data, 64 of
+#: them per peer's region in all_to_all at 3 ranks (16 float32).
+SMALL_SLOT = shared_memory.HEADER_BYTES + 256
+
+
+#: (op, dtype, shape) of the all_reduce runs: 111 and 140 elements, several rounds each.
+ROUNDS_ALL_REDUCE = [
+    ("sum", "float32", (37, 3)),
+    ("avg", "float64", (37, 3)),
+    ("max", "int64", (37, 3)),
+    ("sum", "bfloat16", (70, 2)),
+]
+
+
+def _adapter() -> Any:
+    return state.current().adapter
+
+
+def _new_world_group(slot_bytes: int) -> compat.Group:
+    """A group of every rank whose window (made on its first shared-memory collective) has
+    slots of ``slot_bytes``."""
+    kept = shared_memory.SLOT_BYTES
+    shared_memory.SLOT_BYTES = slot_bytes
+    try:
+        group = compat.new_group(list(range(world())))
+        assert shared_memory.window(_adapter(), group.handle) is not None, "no window"
+    finally:
+        shared_memory.SLOT_BYTES = kept
+    return group
+
+
+def case_rounds(kit: Any) -> None:
+    """all_reduce, all_gather (uneven, and into a tensor) and all_to_all_single (uneven, so that
+    ranks need different numbers of rounds) through slots of 256 bytes, the tensors as views in
+    sentinel-filled bases (the whole base checked), sync and async; this rank's file is gone
+    from /dev/shm once the window is made."""
+    group = _new_world_group(SMALL_SLOT)
+    window = shared_memory.window(_adapter(), group.handle)
+    assert window is not None and window.slot_bytes == SMALL_SLOT, window
+    # Each rank removes its own file's name before its window is returned (the others', soon).
+    own = os.path.join(shared_memory.DIRECTORY, window.names[window.me])
+    assert not os.path.exists(own), f"{own} is left in /dev/shm"
+    n, me, handle = world(), compat.get_rank(), group.handle
+    for async_op in (False, True):
+        for op, dtype, shape in ROUNDS_ALL_REDUCE:
+            key = f"sm-rounds-{op}-{dtype}-{async_op}"
+            x = Placed(kit, values(key, me, shape, op), dtype, "interior")
+            done = algorithms.shared_memory_all_reduce(
+                _adapter(), x.view, ReduceOp(op), handle, async_op
+            )
+            _finish(done, async_op)
+            x.result(reduce_np([values(key, r, shape, op) for r in range(n)], op))
+            x.check(f"all_reduce {op} {dtype} {shape} async={async_op}")
+        sizes = [(17 * r + 40) % 61 for r in range(n)]  # 40, 57, 13 rows of 3
+        key = f"sm-rounds-gather-{async_op}"
+        mine = Placed(kit, values(key, me, (sizes[me], 3)), "float32", "column")
+        outputs = [sentinel_out(kit, (size, 3), "float32", "strided") for size in sizes]
+        done = algorithms.shared_memory_all_gather(
+            _adapter(), [out.view for out in outputs], mine.view, handle, async_op
+        )
+        _finish(done, async_op)
+        for j, out in enumerate(outputs):
+            out.result(values(key, j, (sizes[j], 3)))
+            out.check(f"all_gather uneven: part {j} async={async_op}")
+        mine.check("all_gather: the input changed")
+        whole = sentinel_out(kit, (n * 30, 2), "float16", "interior")
+        part = kit.tensor(values(key, me, (30, 2)), "float16")
+        _finish(
+            algorithms.shared_memory_all_gather_into_tensor(
+                _adapter(), whole.view, part, handle, async_op
+            ),
+            async_op,
+        )
+        whole.result(np.concatenate([values(key, j, (30, 2)) for j in range(n)]))
+        whole.check(f"all_gather_into_tensor async={async_op}")
+
+        def rows(sender: int, receiver: int) -> int:
+            return (23 * sender + 5 * receiver) % 29  # up to 28 rows of 2: up to 4 rounds
+
+        def data(sender: int, receiver: int, seed: str = f"sm-a2a-{async_op}") -> np.ndarray:
+            return values(seed, sender * 10 + receiver, (rows(sender, receiver), 2))
+
+        send, receive = [rows(me, j) for j in range(n)], [rows(j, me) for j in range(n)]
+        source = Placed(kit, np.concatenate([data(me, j) for j in range(n)]), "int32", "interior")
+        out = sentinel_out(kit, (sum(receive), 2), "int32", "column")
+        done = algorithms.shared_memory_all_to_all(
+            _adapter(), out.view, source.view, receive, send, handle, async_op
+        )
+        _finish(done, async_op)
+        out.result(np.concatenate([data(j, me) for j in range(n)]))
+        out.check(f"all_to_all_single uneven async={async_op}")
+        source.check("all_to_all_single: the input changed")
+    compat.destroy(group)
+    assert handle not in _adapter().windows, "destroy(group) left its window open"
+
+
+def _rooted(kit: Any, group: compat.Group | None, label: str) -> None:
+    """broadcast, reduce, scatter and gather through shared memory from every root, sync and
+    async, the tensors as views in sentinel-filled bases (the whole base checked); the others'
+    tensors as they were where the op leaves them (reduce's non-roots, gather's input)."""
+    ranks = list(range(world())) if group is None else list(group.ranks)
+    if compat.get_rank() not in ranks:
+        return
+    handle = None if group is None else group.handle
+    n, me = len(ranks), ranks.index(compat.get_rank())
+    shape = (45, 3)  # 540 bytes of float32: several rounds of a small slot
+    for root in range(n):
+        for async_op in (False, True):
+            what = f"{label} root {root} async={async_op}"
+            key = f"sm-rooted-{label}-{root}-{async_op}"
+            data = values(key, me, shape)
+            x = Placed(kit, data, "float32", "column")
+            _finish(
+                algorithms.shared_memory_broadcast(
+                    _adapter(), x.view, ranks[root], handle, async_op
+                ),
+                async_op,
+            )
+            x.result(values(key, root, shape))
+            x.check(f"broadcast {what}")
+            for op, dtype in (("sum", "float32"), ("max", "int64"), ("avg", "float64")):
+                y = Placed(kit, values(key + op, me, shape, op), dtype, "interior")
+                done = algorithms.shared_memory_reduce(
+                    _adapter(), y.view, ranks[root], ReduceOp(op), handle, async_op
+                )
+                _finish(done, async_op)
+                if me == root:
+                    y.result(reduce_np([values(key + op, r, shape, op) for r in range(n)], op))
+                y.check(f"reduce {op} {dtype} {what}")
+            parts = [
+                Placed(kit, values(key, 10 * me + j, shape), "int32", "strided") for j in range(n)
+            ]
+            out = sentinel_out(kit, shape, "int32", "interior")
+            done = algorithms.shared_memory_scatter(
+                _adapter(), out.view, [p.view for p in parts] if me == root else None,
+                ranks[root], handle, async_op,
+            )  # fmt: skip
+            _finish(done, async_op)
+            out.result(values(key, 10 * root + me, shape))
+            out.check(f"scatter {what}")
+            mine = Placed(kit, values(key + "g", me, shape), "float16", "column")
+            outs = [sentinel_out(kit, shape, "float16", "interior") for _ in range(n)]
+            done = algorithms.shared_memory_gather(
+                _adapter(), mine.view, [o.view for o in outs] if me == root else None,
+                ranks[root], handle, async_op,
+            )  # fmt: skip
+            _finish(done, async_op)
+            for j, o in enumerate(outs):
+                if me == root:
+                    o.result(values(key + "g", j, shape))
+                o.check(f"gather part {j} {what}")
+            mine.check(f"gather: the input changed {what}")
+
+
+def case_rooted(kit: Any) -> None:
+    _rooted(kit, None, "world")
+    _rooted(kit, subgroup(), "subgroup")
+    group = _new_world_group(SMALL_SLOT)
+    _rooted(kit, group, "small slots")
+    compat.destroy(group)
+
+
+def case_reduce_scatter_rounds(kit: Any) -> None:
+    """reduce_scatter (uneven list form) and reduce_scatter_tensor through slots of 256 bytes,
+    every rank's part several rounds long, views in sentinel-filled bases."""
+    group = _new_world_group(SMALL_SLOT)
+    n, me, handle = world(), compat.get_rank(), group.handle
+    for async_op in (False, True):
+        for op, dtype in (("sum", "float32"), ("min", "int32"), ("avg", "float64")):
+            key = f"sm-rs-{op}-{async_op}"
+            sizes = [(11 * r + 30) % 41 for r in range(n)]  # 30, 0, 11 rows of 2
+            inputs = [
+                Placed(kit, values(key, 100 * me + j, (size, 2), op), dtype, "column")
+                for j, size in enumerate(sizes)
+            ]
+            out = sentinel_out(kit, (sizes[me], 2), dtype, "interior")
+            done = algorithms.shared_memory_reduce_scatter(
+                _adapter(), out.view, [i.view for i in inputs], ReduceOp(op), handle, async_op
+            )
+            _finish(done, async_op)
+            out.result(
+                reduce_np([values(key, 100 * r + me, (sizes[me], 2), op) for r in range(n)], op)
+            )
+            out.check(f"reduce_scatter uneven {op} {dtype} async={async_op}")
+            whole = Placed(kit, values(key + "t", me, (n * 25, 2), op), dtype, "interior")
+            part = sentinel_out(kit, (25, 2), dtype, "strided")
+            done = algorithms.shared_memory_reduce_scatter_tensor(
+                _adapter(), part.view, whole.view, ReduceOp(op), handle, async_op
+            )
+            _finish(done, async_op)
+            full = reduce_np([values(key + "t", r, (n * 25, 2), op) for r in range(n)], op)
+            part.result(full[25 * me : 25 * (me + 1)])
+            part.check(f"reduce_scatter_tensor {op} {dtype} async={async_op}")
+            whole.check("reduce_scatter_tensor: the input changed")
+    compat.destroy(group)
+
+
+def _finish(done: Any, async_op: bool) -> None:
+    if async_op:
+        assert done is not None and done.is_completed(), "expected a completed Work"
+        done.wait()
+    else:
+        assert done is None, done
+
+
+def case_chosen(kit: Any) -> None:
+    """On one host, the public collectives run the shared-memory algorithms the table marks
+    ``one_host``, and give numpy's results."""
+    runtime = state.current()
+    n, me = world(), compat.get_rank()
+    x = kit.tensor(values("sm-chosen", me, (5, 3)), "float32")
+    compat.all_reduce(x)
+    expected = reduce_np([values("sm-chosen", r, (5, 3)) for r in range(n)], "sum")
+    np.testing.assert_allclose(kit.numpy(x), expected, rtol=1e-6)
+    assert isinstance(runtime.adapter.windows.get(None), shared_memory.SharedWindow), (
+        "the world group has no window after a collective the table runs through shared memory"
+    )
+    chosen = runtime.implementation("all_reduce", x, None, None)
+    assert getattr(chosen, "func", None) is algorithms.shared_memory_all_reduce, chosen
+    assert runtime.algorithm("all_reduce", "float32", 1024, one_host=True) == (
+        "shared_memory_all_reduce"
+    )
+
+
+def case_fallback(kit: Any) -> None:
+    """A group whose ranks are not all on one host (rank 0 says it is elsewhere) gets no window
+    on any rank, and the table's other choice runs: the results are still numpy's."""
+    real = shared_memory.host_identity
+    if compat.get_rank() == 0:
+        shared_memory.host_identity = lambda: "another host"
+    try:
+        group = compat.new_group(list(range(world())))
+        n, me = world(), compat.get_rank()
+        x = kit.tensor(values("sm-fallback", me, (4, 2)), "float32")
+        compat.all_reduce(x, group=group)
+    finally:
+        shared_memory.host_identity = real
+    expected = reduce_np([values("sm-fallback", r, (4, 2)) for r in range(n)], "sum")
+    np.testing.assert_allclose(kit.numpy(x), expected, rtol=1e-6)
+    windows = _adapter().windows
+    assert group.handle in windows and windows[group.handle] is None, windows
+    out = kit.tensor(np.zeros((2 * n, 2)), "float32")
+    compat.all_gather_into(out, kit.tensor(values("sm-fb", me, (2, 2)), "float32"), group)
+    expected = np.concatenate([values("sm-fb", r, (2, 2)) for r in range(n)])
+    np.testing.assert_allclose(kit.numpy(out), expected, rtol=1e-6)
+    runtime = state.current()
+    chosen = runtime.implementation("all_reduce", x, None, group.handle)
+    assert getattr(chosen, "func", None) is not algorithms.shared_memory_all_reduce, chosen
+    compat.destroy(group)
+
+
+register("shared_memory-rounds", case_rounds, min_world=2)
+register("shared_memory-rooted", case_rooted, min_world=2)
+register("shared_memory-reduce_scatter-rounds", case_reduce_scatter_rounds, min_world=2)
+register("shared_memory-chosen", case_chosen, min_world=2)
+register("shared_memory-fallback", case_fallback, min_world=2)
