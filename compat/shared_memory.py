@@ -22,8 +22,9 @@ once (:func:`window`): each rank creates its file, the ranks exchange the files'
 host's identity (an all_gather), open each other's files, and agree that every rank could (a
 second all_gather) before each rank removes its file's name: the memory stays mapped until the
 window is closed, and nothing is left in ``/dev/shm`` should a process die. A group whose ranks are
-on several hosts, or where a file cannot be made or opened, has no window (None), and the
-capability table's choice falls back to what it chooses otherwise.
+on several hosts, or where a file cannot be made or opened, or where a rank has set
+``COMPAT_SHARED_MEMORY=0``, has no window (None), and the capability table's choice falls back to
+what it chooses otherwise.
 """
 
 from __future__ import annotations
@@ -46,12 +47,16 @@ from compat.errors import CollectiveTimeout
 if TYPE_CHECKING:
     from compat.adapter import Adapter, GroupHandle, Tensor
 
-#: The bytes one rank publishes in one round. 4 MB: large enough that a 16 MB all_reduce takes 4
-#: rounds (each costs one barrier, 0.7 ms on MCCL), small enough that a group of 8 ranks maps
-#: 64 MB of /dev/shm per rank (two slots per rank, each mapped by every rank).
-SLOT_BYTES = 4 * 2**20
+#: The bytes one rank publishes in one round. 1 MB: rounds cost a few microseconds where ranks
+#: wait in memory, and smaller pieces stay in cache (2 ranks, 64 MB on Gloo: all_reduce 8.2 ms
+#: with 1 MB slots, 9.8 ms with 4 MB; all_gather_into_tensor 8.1 and 11.1 ms); each rank's file
+#: holds two, so a group of n ranks takes 2n MB of /dev/shm.
+SLOT_BYTES = 1 * 2**20
 #: Where the files are made: a memory-backed file system on Linux.
 DIRECTORY = "/dev/shm"
+#: Set to "0" on every rank (or any rank) to keep every group off shared memory: the capability
+#: table's other choices run (the backend's own transport).
+ENVIRONMENT = "COMPAT_SHARED_MEMORY"
 #: The bytes that describe a rank in the exchange at set-up: its host's identity and its file.
 _DESCRIPTION_BYTES = 160
 #: Bytes at the start of a rank's file, before its slots: the count of rounds it has published.
@@ -228,7 +233,8 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
         return None  # nothing to share: the backend's own call copies at most
     me = ranks.index(adapter.rank())
     size = FLAG_BYTES + 2 * SLOT_BYTES
-    path, own = _create(size)
+    # A rank that opts out offers no file: every rank then sees a missing name, and none maps.
+    path, own = (None, None) if os.environ.get(ENVIRONMENT) == "0" else _create(size)
     described = f"{host_identity()}|{'' if path is None else os.path.basename(path)}"
     descriptions = [text.split("|") for text in _exchange(adapter, group, described)]
     hosts, names = {host for host, _ in descriptions}, [name for _, name in descriptions]

@@ -270,7 +270,26 @@ def case_fallback(kit: Any) -> None:
     compat.destroy(group)
 
 
+def case_opt_out(kit: Any) -> None:
+    """COMPAT_SHARED_MEMORY=0 on one rank (the last) keeps a new group off shared memory on
+    every rank; its collectives still give numpy's results."""
+    n, me = world(), compat.get_rank()
+    if me == n - 1:
+        os.environ[shared_memory.ENVIRONMENT] = "0"
+    try:
+        group = compat.new_group(list(range(n)))
+        x = kit.tensor(values("sm-opt-out", me, (3, 2)), "float32")
+        compat.all_reduce(x, op=compat.ReduceOp.MAX, group=group)
+    finally:
+        os.environ.pop(shared_memory.ENVIRONMENT, None)
+    expected = reduce_np([values("sm-opt-out", r, (3, 2)) for r in range(n)], "max")
+    np.testing.assert_allclose(kit.numpy(x), expected, rtol=1e-6)
+    assert _adapter().windows.get(group.handle, "absent") is None, _adapter().windows
+    compat.destroy(group)
+
+
 register("shared_memory-rounds", case_rounds, min_world=2)
+register("shared_memory-opt-out", case_opt_out, min_world=2)
 register("shared_memory-rooted", case_rooted, min_world=2)
 register("shared_memory-reduce_scatter-rounds", case_reduce_scatter_rounds, min_world=2)
 register("shared_memory-chosen", case_chosen, min_world=2)
