@@ -87,11 +87,14 @@ class State:
         return shared_memory.window(self.adapter, group) is not None
 
     def _one_host(self, collective: str, like: Any, group: Any) -> bool:
-        if group is NO_GROUP or not self._wants_one_host.setdefault(
-            collective, capabilities.wants_one_host(self.capability_key, collective)
-        ):
+        if group is NO_GROUP:
             return False
-        return self.adapter.in_host_memory(like) and self.one_host(group)
+        wanted = self._wants_one_host.get(collective)
+        if wanted is None:
+            wanted = self._wants_one_host[collective] = capabilities.wants_one_host(
+                self.capability_key, collective
+            )
+        return wanted and self.adapter.in_host_memory(like) and self.one_host(group)
 
     def force(
         self, collective: str, dtype: str, run: str | tuple[str, Callable[..., Any]] | None

@@ -47,6 +47,22 @@ def main(scenario: str) -> None:
             )
             return
         raise AssertionError("the all_reduce completed without rank 1")
+    if scenario == "skip_shared_memory":
+        # The group's shared-memory window is made by a first all_reduce both ranks join; then
+        # rank 1 skips one: rank 0 waits in memory and must get CollectiveTimeout naming it.
+        compat.all_reduce(data)
+        if rank == 1:
+            time.sleep(45 if framework == "mindspore" else 12)
+            return
+        started = time.monotonic()
+        try:
+            compat.all_reduce(data)
+        except compat.CollectiveTimeout as error:
+            print(
+                f"CollectiveTimeout after {time.monotonic() - started:.0f} s: {error}", flush=True
+            )
+            return
+        raise AssertionError("the all_reduce completed without rank 1")
     if scenario == "killed":
         # Rank 1 dies mid-job; the launcher must stop the job and name it.
         if rank == 1:

@@ -79,6 +79,21 @@ def test_a_rank_that_skips_a_collective_gives_a_timeout_not_a_hang(framework: st
     assert seconds < bound + 60, seconds
 
 
+@pytest.mark.parametrize("framework", ["torch", pytest.param("mindspore", marks=pytest.mark.long)])
+def test_a_rank_that_skips_a_shared_memory_collective_gives_a_timeout_naming_it(
+    framework: str,
+) -> None:
+    """Ranks waiting in shared memory (compat.shared_memory) are bounded by the backend's
+    timeout (5 s given to init on torch, MCCL's 30 s) and name the rank that never came."""
+    code, output, seconds = run_scenario(framework, "skip_shared_memory", timeout=120)
+    assert code == 0, output[-3000:]
+    assert "[rank 0] CollectiveTimeout after" in output, output[-3000:]
+    assert "through shared memory did not complete within" in output, output[-3000:]
+    assert "group rank 1 did not reach it" in output, output[-3000:]
+    bound = 5 if framework == "torch" else 30
+    assert seconds < bound + 60, seconds
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_a_killed_rank_stops_the_job_and_is_named(framework: str) -> None:
     code, output, seconds = run_scenario(framework, "killed", timeout=100)
