@@ -624,9 +624,9 @@ def pairwise_all_gather_into_tensor(
 
 
 # -- shared memory (ranks of one host) ------------------------------------------------------------
-# The data goes through memory every rank of the group maps (compat.shared_memory), the backend
-# only synchronises: one barrier per round of at most a slot's bytes. The capability table chooses
-# these only for a group that has a window (one_host): its ranks on this host, its tensors in host
+# The data goes through memory every rank of the group maps (compat.shared_memory); the ranks
+# wait for each other once per round of at most a slot's bytes. The capability table chooses these
+# only for a group that has a window (one_host): its ranks on this host, its tensors in host
 # memory. Each completes before returning: with ``async_op`` the Work is already complete.
 
 
@@ -640,26 +640,39 @@ def _window(adapter: Adapter, group: GroupHandle) -> SharedWindow:
     return found
 
 
-def _flat_source(adapter: Adapter, tensor: Tensor, kept: list[tuple[Tensor, Tensor]]) -> Tensor:
-    """A 1-d tensor over ``tensor``'s elements, else over a dense copy, kept alive in ``kept``
-    until the call is done (a flat view need not hold on to the memory it views: MindSpore's)."""
-    flat = adapter.flat_view(tensor)
-    if flat is not None:
-        return flat
-    copy = adapter.clone(tensor)
-    kept.append((tensor, copy))
-    return _flat(adapter, copy)
+class _FlatViews:
+    """The 1-d tensors one shared-memory call reads and writes: flat views of the caller's
+    tensors, else of dense copies (a view that is not contiguous). The copies live until the
+    call is done (a flat view need not hold on to the memory it views: MindSpore's), and those
+    of written tensors are then copied back into exactly the caller's elements."""
 
+    def __init__(self, adapter: Adapter) -> None:
+        self._adapter = adapter
+        self._copies: list[tuple[Tensor, Tensor, bool]] = []  # (caller's, copy, written)
 
-def _flat_target(adapter: Adapter, tensor: Tensor, staged: list[tuple[Tensor, Tensor]]) -> Tensor:
-    """A 1-d tensor whose elements end up in ``tensor``: a flat view, else a dense copy recorded
-    in ``staged`` to copy back (into exactly ``tensor``'s elements) once the call is done."""
-    flat = adapter.flat_view(tensor)
-    if flat is not None:
-        return flat
-    copy = adapter.clone(tensor)
-    staged.append((tensor, copy))
-    return _flat(adapter, copy)
+    def source(self, tensor: Tensor) -> Tensor:
+        """A 1-d tensor over ``tensor``'s elements, to read."""
+        return self._flat(tensor, False)
+
+    def target(self, tensor: Tensor) -> Tensor:
+        """A 1-d tensor whose elements end up in ``tensor`` once :meth:`done`."""
+        return self._flat(tensor, True)
+
+    def _flat(self, tensor: Tensor, written: bool) -> Tensor:
+        flat = self._adapter.flat_view(tensor)
+        if flat is not None:
+            return flat
+        copy = self._adapter.clone(tensor)
+        self._copies.append((tensor, copy, written))
+        return _flat(self._adapter, copy)
+
+    def done(self, async_op: bool) -> Handle | None:
+        """Copy the written copies back; the call's result (it has completed)."""
+        for tensor, copy, written in self._copies:
+            if written:
+                self._adapter.copy_(tensor, copy)
+        self._copies = []
+        return Work() if async_op else None
 
 
 def _flat(adapter: Adapter, dense: Tensor) -> Tensor:
@@ -695,17 +708,15 @@ def shared_memory_all_reduce(
     order, into its own tensor. Every rank computes the same reduction in the same order: every
     rank ends with the same bits, for every op (AVG: the sum divided by the group's size)."""
     window = _window(adapter, group)
-    staged: list[tuple[Tensor, Tensor]] = []
-    flat = _flat_target(adapter, tensor, staged)
+    views = _FlatViews(adapter)
+    flat = views.target(tensor)
     step = _step(adapter, flat, window.capacity(1))
     for piece in _chunks(adapter, flat, step):
         numel = adapter.numel(piece)
         adapter.copy_(window.own(numel, piece), piece)
         slots = window.publish()
         adapter.reduce_into(piece, [window.read(slot, numel, piece) for slot in slots], op)
-    for user, copy in staged:
-        adapter.copy_(user, copy)
-    return Work() if async_op else None
+    return views.done(async_op)
 
 
 def shared_memory_all_gather(
@@ -716,10 +727,9 @@ def shared_memory_all_gather(
     (parts of any dim-0 size: the uneven form too; every rank knows every part's size, so all run
     the same rounds)."""
     window = _window(adapter, group)
-    staged: list[tuple[Tensor, Tensor]] = []
-    kept: list[tuple[Tensor, Tensor]] = []
-    source = _flat_source(adapter, tensor, kept)
-    targets = [_flat_target(adapter, out, staged) for out in tensor_list]
+    views = _FlatViews(adapter)
+    source = views.source(tensor)
+    targets = [views.target(out) for out in tensor_list]
     step = _step(adapter, source, window.capacity(64))
     sent = _chunks(adapter, source, step)
     received = [_chunks(adapter, target, step) for target in targets]
@@ -731,9 +741,7 @@ def shared_memory_all_gather(
             if index < len(pieces):
                 piece = pieces[index]
                 adapter.copy_(piece, window.read(slot, adapter.numel(piece), piece))
-    for user, copy in staged:
-        adapter.copy_(user, copy)
-    return Work() if async_op else None
+    return views.done(async_op)
 
 
 def shared_memory_all_gather_into_tensor(
@@ -741,13 +749,12 @@ def shared_memory_all_gather_into_tensor(
 ) -> Handle | None:
     """all_gather_into_tensor as :func:`shared_memory_all_gather` into ``output``'s parts (1-d
     parts of a flat view: on MindSpore a view made by slicing costs about 1 ms)."""
-    staged: list[tuple[Tensor, Tensor]] = []
-    target = _flat_target(adapter, output, staged)
+    views = _FlatViews(adapter)
+    target = views.target(output)
     count = len(adapter.group_ranks(group))
     parts = adapter.parts(target, [adapter.numel(target) // count] * count)
     done = shared_memory_all_gather(adapter, parts, tensor, group, async_op)
-    for user, copy in staged:
-        adapter.copy_(user, copy)
+    views.done(async_op)
     return done
 
 
@@ -805,19 +812,16 @@ def shared_memory_all_to_all(
     part into that peer's region of its slot, round by round, and reads its own part from every
     peer's slot once all have written (a barrier per round)."""
     window = _window(adapter, group)
-    staged: list[tuple[Tensor, Tensor]] = []
-    kept: list[tuple[Tensor, Tensor]] = []
-    source = _flat_source(adapter, tensor, kept)
-    target = _flat_target(adapter, output, staged)
+    views = _FlatViews(adapter)
+    source = views.source(tensor)
+    target = views.target(output)
     rows_in, rows_out = adapter.shape(tensor), adapter.shape(output)
     per_row_in = adapter.numel(tensor) // rows_in[0] if rows_in and rows_in[0] else 0
     per_row_out = adapter.numel(output) // rows_out[0] if rows_out and rows_out[0] else 0
     sources = adapter.parts(source, [size * per_row_in for size in input_split_sizes])
     targets = adapter.parts(target, [size * per_row_out for size in output_split_sizes])
     _shared_memory_exchange(adapter, sources, targets, window)
-    for user, copy in staged:
-        adapter.copy_(user, copy)
-    return Work() if async_op else None
+    return views.done(async_op)
 
 
 def shared_memory_all_to_all_list(
@@ -830,14 +834,11 @@ def shared_memory_all_to_all_list(
     """all_to_all through shared memory, as :func:`shared_memory_all_to_all` with each part a
     tensor of its own."""
     window = _window(adapter, group)
-    staged: list[tuple[Tensor, Tensor]] = []
-    kept: list[tuple[Tensor, Tensor]] = []
-    sources = [_flat_source(adapter, item, kept) for item in input_tensor_list]
-    targets = [_flat_target(adapter, item, staged) for item in output_tensor_list]
+    views = _FlatViews(adapter)
+    sources = [views.source(item) for item in input_tensor_list]
+    targets = [views.target(item) for item in output_tensor_list]
     _shared_memory_exchange(adapter, sources, targets, window)
-    for user, copy in staged:
-        adapter.copy_(user, copy)
-    return Work() if async_op else None
+    return views.done(async_op)
 
 
 def _shared_memory_reduce_parts(
@@ -886,14 +887,11 @@ def shared_memory_reduce_scatter(
     then reduces its own part's pieces from every rank's slot, in group-rank order (every op and
     dtype: a numpy reduction where numpy has the dtype)."""
     window = _window(adapter, group)
-    staged: list[tuple[Tensor, Tensor]] = []
-    kept: list[tuple[Tensor, Tensor]] = []
-    parts = [_flat_source(adapter, item, kept) for item in input_list]
-    target = _flat_target(adapter, output, staged)
+    views = _FlatViews(adapter)
+    parts = [views.source(item) for item in input_list]
+    target = views.target(output)
     _shared_memory_reduce_parts(adapter, parts, target, None, op, window)
-    for user, copy in staged:
-        adapter.copy_(user, copy)
-    return Work() if async_op else None
+    return views.done(async_op)
 
 
 def shared_memory_reduce_scatter_tensor(
@@ -906,8 +904,8 @@ def shared_memory_reduce_scatter_tensor(
 ) -> Handle | None:
     """reduce_scatter_tensor as :func:`shared_memory_reduce_scatter` of ``tensor``'s equal
     parts (1-d parts of a flat view: no view made by slicing)."""
-    kept: list[tuple[Tensor, Tensor]] = []
-    source = _flat_source(adapter, tensor, kept)
+    views = _FlatViews(adapter)
+    source = views.source(tensor)
     count = len(adapter.group_ranks(group))
     parts = adapter.parts(source, [adapter.numel(source) // count] * count)
     return shared_memory_reduce_scatter(adapter, output, parts, op, group, async_op)
@@ -921,16 +919,13 @@ def shared_memory_reduce(
     were."""
     window = _window(adapter, group)
     root = adapter.group_ranks(group).index(dst)
-    staged: list[tuple[Tensor, Tensor]] = []
-    kept: list[tuple[Tensor, Tensor]] = []
+    views = _FlatViews(adapter)
     if window.me == root:
-        source = target = _flat_target(adapter, tensor, staged)
+        source = target = views.target(tensor)
     else:
-        source, target = _flat_source(adapter, tensor, kept), None
+        source, target = views.source(tensor), None
     _shared_memory_reduce_parts(adapter, [source], target, root, op, window)
-    for user, copy in staged:
-        adapter.copy_(user, copy)
-    return Work() if async_op else None
+    return views.done(async_op)
 
 
 def shared_memory_broadcast(
@@ -940,12 +935,11 @@ def shared_memory_broadcast(
     its slot, and every other rank copies it from there."""
     window = _window(adapter, group)
     root = adapter.group_ranks(group).index(src)
-    staged: list[tuple[Tensor, Tensor]] = []
-    kept: list[tuple[Tensor, Tensor]] = []
+    views = _FlatViews(adapter)
     if window.me == root:
-        flat = _flat_source(adapter, tensor, kept)
+        flat = views.source(tensor)
     else:
-        flat = _flat_target(adapter, tensor, staged)
+        flat = views.target(tensor)
     for piece in _chunks(adapter, flat, _step(adapter, flat, window.capacity(64))):
         numel = adapter.numel(piece)
         if window.me == root:
@@ -953,9 +947,7 @@ def shared_memory_broadcast(
         slots = window.publish()
         if window.me != root:
             adapter.copy_(piece, window.read(slots[root], numel, piece))
-    for user, copy in staged:
-        adapter.copy_(user, copy)
-    return Work() if async_op else None
+    return views.done(async_op)
 
 
 def _nothing(adapter: Adapter, flat: Tensor) -> Tensor:
@@ -975,19 +967,16 @@ def shared_memory_scatter(
     its slot, round by round, and each rank copies its own from there."""
     window = _window(adapter, group)
     count, root = window.size, adapter.group_ranks(group).index(src)
-    staged: list[tuple[Tensor, Tensor]] = []
-    kept: list[tuple[Tensor, Tensor]] = []
-    target = _flat_target(adapter, tensor, staged)
+    views = _FlatViews(adapter)
+    target = views.target(tensor)
     empty = _nothing(adapter, target)
     sources = [empty] * count
     if window.me == root and scatter_list is not None:
-        sources = [_flat_source(adapter, item, kept) for item in scatter_list]
+        sources = [views.source(item) for item in scatter_list]
     targets = [empty] * count
     targets[root] = target
     _shared_memory_exchange(adapter, sources, targets, window)
-    for user, copy in staged:
-        adapter.copy_(user, copy)
-    return Work() if async_op else None
+    return views.done(async_op)
 
 
 def shared_memory_gather(
@@ -1002,19 +991,16 @@ def shared_memory_gather(
     slot, round by round, and ``dst`` copies every rank's from there."""
     window = _window(adapter, group)
     count, root = window.size, adapter.group_ranks(group).index(dst)
-    staged: list[tuple[Tensor, Tensor]] = []
-    kept: list[tuple[Tensor, Tensor]] = []
-    source = _flat_source(adapter, tensor, kept)
+    views = _FlatViews(adapter)
+    source = views.source(tensor)
     empty = _nothing(adapter, source)
     sources = [empty] * count
     sources[root] = source
     targets = [empty] * count
     if window.me == root and gather_list is not None:
-        targets = [_flat_target(adapter, item, staged) for item in gather_list]
+        targets = [views.target(item) for item in gather_list]
     _shared_memory_exchange(adapter, sources, targets, window)
-    for user, copy in staged:
-        adapter.copy_(user, copy)
-    return Work() if async_op else None
+    return views.done(async_op)
 
 
 # -- all_to_all (list form) ----------------------------------------------------------------------

@@ -29,6 +29,7 @@ what it chooses otherwise.
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import platform
@@ -54,30 +55,36 @@ if TYPE_CHECKING:
 SLOT_BYTES = 1 * 2**20
 #: Where the files are made: a memory-backed file system on Linux.
 DIRECTORY = "/dev/shm"
-#: Set to "0" on every rank (or any rank) to keep every group off shared memory: the capability
-#: table's other choices run (the backend's own transport).
+#: The start of every file's name; then the creating process's id, "-" and a random part.
+PREFIX = "compat-"
+#: A file whose process is gone is removed once this old (see _remove_stale).
+STALE_SECONDS = 60.0
+#: Set to "0" on any rank to keep the groups it joins off shared memory: the capability table's
+#: other choices run (the backend's own transport).
 ENVIRONMENT = "COMPAT_SHARED_MEMORY"
-#: The bytes that describe a rank in the exchange at set-up: its host's identity and its file.
-_DESCRIPTION_BYTES = 160
+#: The bytes that describe a rank in the exchange at set-up: its host's identity (40 hex digits)
+#: and its file's name (about 50 bytes).
+_DESCRIPTION_BYTES = 128
 #: Bytes at the start of a rank's file, before its slots: the count of rounds it has published.
 FLAG_BYTES = 64
 #: Polls that yield the CPU before the waits sleep (1e-5 s more each time, up to 1 ms).
 _YIELDS = 2000
 _SHORTEST_SLEEP, _LONGEST_SLEEP = 1e-5, 1e-3
-#: Bytes kept at the start of a slot for the word an algorithm publishes (:meth:`publish_word`),
-#: so that what follows stays aligned for any dtype.
+#: Bytes kept at the start of a slot for the word an algorithm publishes
+#: (:meth:`SharedWindow.write_word`), so that what follows stays aligned for any dtype.
 HEADER_BYTES = 64
 
 
 def host_identity() -> str:
-    """This host, as the ranks of a group compare it: the host name and the kernel's boot id (two
-    containers of one kernel share it; they still need one /dev/shm, which opening proves)."""
+    """This host, as the ranks of a group compare it: a digest of the host name and the kernel's
+    boot id (two containers of one kernel share it; they still need one /dev/shm, which opening
+    proves), of fixed length."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
             boot = file.read().strip()
     except OSError:
         boot = ""
-    return f"{socket.gethostname()}:{boot}"
+    return hashlib.sha1(f"{socket.gethostname()}:{boot}".encode()).hexdigest()
 
 
 class SharedWindow:
@@ -235,17 +242,21 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     size = FLAG_BYTES + 2 * SLOT_BYTES
     # A rank that opts out offers no file: every rank then sees a missing name, and none maps.
     path, own = (None, None) if os.environ.get(ENVIRONMENT) == "0" else _create(size)
-    described = f"{host_identity()}|{'' if path is None else os.path.basename(path)}"
-    descriptions = [text.split("|") for text in _exchange(adapter, group, described)]
-    hosts, names = {host for host, _ in descriptions}, [name for _, name in descriptions]
     maps: list[mmap.mmap] = []
-    if own is not None and len(hosts) == 1 and all(names):
-        maps = _map_peers(names, me, own, size)
-    # Every rank answers, whether or not it could open every file: the ranks remove their files'
-    # names only once none will open them any more.
-    agreed = _exchange(adapter, group, "1" if maps else "0")
-    if path is not None:
-        os.unlink(path)
+    try:
+        described = f"{host_identity()}|{'' if path is None else os.path.basename(path)}"
+        descriptions = [text.split("|") for text in _exchange(adapter, group, described)]
+        hosts, names = {host for host, _ in descriptions}, [name for _, name in descriptions]
+        if own is not None and len(hosts) == 1 and all(names):
+            maps = _map_peers(names, me, own, size)
+        # Every rank answers, whether or not it could open every file: the ranks remove their
+        # files' names only once none will open them any more.
+        agreed = _exchange(adapter, group, "1" if maps else "0")
+    finally:
+        # Also when the set-up fails (a rank that never came: CollectiveTimeout): no file is
+        # left behind. A process killed in between leaves one, for _remove_stale.
+        if path is not None:
+            os.unlink(path)
     if all(answer == "1" for answer in agreed):
         return SharedWindow(adapter, group, maps, me, names)
     for mapped in maps or ([own] if own is not None else []):
@@ -255,7 +266,8 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
 
 def _create(size: int) -> tuple[str | None, mmap.mmap | None]:
     """This rank's file (its path) mapped, or (None, None) where /dev/shm refuses it."""
-    path = os.path.join(DIRECTORY, f"compat-{uuid.uuid4().hex}")
+    _remove_stale()
+    path = os.path.join(DIRECTORY, f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex}")
     try:
         descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     except OSError:
@@ -269,6 +281,41 @@ def _create(size: int) -> tuple[str | None, mmap.mmap | None]:
         return None, None
     finally:
         os.close(descriptor)
+
+
+def _remove_stale() -> None:
+    """Remove the files of compat processes that died while setting up a window (killed between
+    creating their file and removing its name): a file is stale when the process its name
+    carries no longer exists and it is older than :data:`STALE_SECONDS` (a process of another
+    pid namespace that shares this /dev/shm is not seen: the age spares its set-up)."""
+    try:
+        names = [name for name in os.listdir(DIRECTORY) if name.startswith(PREFIX)]
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        pid = name[len(PREFIX) :].split("-", 1)[0]
+        path = os.path.join(DIRECTORY, name)
+        try:
+            if (
+                not pid.isdigit()
+                or _alive(int(pid))
+                or now - os.stat(path).st_mtime < STALE_SECONDS
+            ):
+                continue
+            os.unlink(path)
+        except OSError:
+            continue  # removed meanwhile, or not ours to remove
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 def _map_peers(names: Sequence[str], me: int, own: mmap.mmap, size: int) -> list[mmap.mmap]:
@@ -298,10 +345,9 @@ def _map_peers(names: Sequence[str], me: int, own: mmap.mmap, size: int) -> list
 
 
 def _exchange(adapter: Adapter, group: GroupHandle, text: str) -> list[str]:
-    """Every rank's ``text`` (at most 160 bytes of UTF-8), in group-rank order: one all_gather."""
+    """Every rank's ``text`` (ASCII, at most :data:`_DESCRIPTION_BYTES`), in group-rank order:
+    one all_gather."""
     data = text.encode()
-    if len(data) > _DESCRIPTION_BYTES:
-        raise ValueError(f"a rank's description is longer than {_DESCRIPTION_BYTES} bytes: {text}")
     mine = adapter.bytes_tensor(data.ljust(_DESCRIPTION_BYTES, b"\0"))
     gathered = [adapter.bytes_tensor(bytes(_DESCRIPTION_BYTES)) for _ in adapter.group_ranks(group)]
     adapter.all_gather(gathered, mine, group, False)

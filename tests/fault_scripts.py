@@ -34,7 +34,9 @@ def main(scenario: str) -> None:
     rank = compat.get_rank()
     data = tensor(np.ones(4, dtype=np.float32))
     if scenario == "skip":
-        # Rank 1 skips the collective; rank 0 must get CollectiveTimeout, not hang.
+        # Rank 1 skips the collective; rank 0 must get CollectiveTimeout, not hang. It times out
+        # setting up shared memory, and must leave no file of its own in /dev/shm.
+        print(f"PID {os.getpid()}", flush=True)
         if rank == 1:
             time.sleep(45 if framework == "mindspore" else 12)
             return

@@ -5,6 +5,8 @@ hard timeout; none can hang."""
 from __future__ import annotations
 
 import io
+import os
+import re
 import time
 from pathlib import Path
 
@@ -74,6 +76,12 @@ def test_a_rank_that_skips_a_collective_gives_a_timeout_not_a_hang(framework: st
     code, output, seconds = run_scenario(framework, "skip", timeout=120)
     assert code == 0, output[-3000:]
     assert "[rank 0] CollectiveTimeout after" in output, output[-3000:]
+    pids = re.findall(r"\] PID (\d+)", output)
+    assert len(pids) == 2, output[-3000:]
+    left = [
+        name for name in os.listdir("/dev/shm") for pid in pids if name.startswith(f"compat-{pid}-")
+    ]
+    assert not left, f"left in /dev/shm: {left}"
     bound = 5 if framework == "torch" else 30
     assert "did not complete within" in output
     assert seconds < bound + 60, seconds

@@ -9,6 +9,9 @@ whole collective suite runs through them where the table chooses them.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -270,6 +273,37 @@ def case_fallback(kit: Any) -> None:
     compat.destroy(group)
 
 
+def case_stale_files(kit: Any) -> None:
+    """Making a window removes the files of processes that died during a set-up (their pid
+    gone, older than a minute), and only those: not a dead process's recent file, nor a live
+    process's old one."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    me = compat.get_rank()
+    made = {
+        "stale": f"{shared_memory.PREFIX}{dead.pid}-test{me}stale",
+        "recent": f"{shared_memory.PREFIX}{dead.pid}-test{me}recent",
+        "alive": f"{shared_memory.PREFIX}{os.getpid()}-test{me}alive",
+    }
+    paths = {key: os.path.join(shared_memory.DIRECTORY, name) for key, name in made.items()}
+    old = time.time() - 2 * shared_memory.STALE_SECONDS
+    for key, path in paths.items():
+        with open(path, "wb"):
+            pass
+        if key != "recent":
+            os.utime(path, (old, old))
+    try:
+        group = compat.new_group(list(range(world())))
+        assert shared_memory.window(_adapter(), group.handle) is not None, "no window"
+        left = {key for key, path in paths.items() if os.path.exists(path)}
+        assert left == {"recent", "alive"}, f"left: {sorted(left)}"
+        compat.destroy(group)
+    finally:
+        for path in paths.values():
+            if os.path.exists(path):
+                os.unlink(path)
+
+
 def case_opt_out(kit: Any) -> None:
     """COMPAT_SHARED_MEMORY=0 on one rank (the last) keeps a new group off shared memory on
     every rank; its collectives still give numpy's results."""
@@ -290,6 +324,7 @@ def case_opt_out(kit: Any) -> None:
 
 register("shared_memory-rounds", case_rounds, min_world=2)
 register("shared_memory-opt-out", case_opt_out, min_world=2)
+register("shared_memory-stale-files", case_stale_files, min_world=2)
 register("shared_memory-rooted", case_rooted, min_world=2)
 register("shared_memory-reduce_scatter-rounds", case_reduce_scatter_rounds, min_world=2)
 register("shared_memory-chosen", case_chosen, min_world=2)
