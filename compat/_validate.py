@@ -136,12 +136,7 @@ class Checks:
         dtype = adapter.dtype(like)
         for i, item in enumerate(items):
             # The checks' words are built only when one fails (this runs once per rank).
-            if (
-                not self.is_known_tensor(item)
-                or adapter.dtype(item) != dtype
-                or len(adapter.shape(item)) != len(shape)
-                or adapter.shape(item)[1:] != shape[1:]
-            ):
+            if not self._like_fast(item, dtype, shape, False):
                 self.like(item, f"{param}[{i}]", like, like_param, None)
                 self.trailing(item, f"{param}[{i}]", like, like_param)
         me = group.group_rank(self.state.rank)
@@ -160,10 +155,25 @@ class Checks:
             check_absent(value, param, root_param, root, self.state.rank)
             return None
         items = check_list(value, param, group.size())
-        shape = self.adapter.shape(tensor)
+        shape, dtype = self.adapter.shape(tensor), self.adapter.dtype(tensor)
         for i, item in enumerate(items):
-            self.like(item, f"{param}[{i}]", tensor, "tensor", shape)
+            if not self._like_fast(item, dtype, shape, True):
+                self.like(item, f"{param}[{i}]", tensor, "tensor", shape)
         return items
+
+    def _like_fast(
+        self, item: object, dtype: str, shape: tuple[int, ...], whole_shape: bool
+    ) -> bool:
+        """True if ``item`` passes :meth:`like` (and :meth:`trailing`, or with ``whole_shape``
+        has ``shape``) for a tensor of ``dtype`` and ``shape``, checked without building any
+        message: the list forms run this once per rank; False sends the item to the full checks,
+        which raise."""
+        if not self.is_known_tensor(item) or self.adapter.dtype(item) != dtype:
+            return False
+        found = self.adapter.shape(item)
+        if whole_shape:
+            return found == shape
+        return len(found) == len(shape) and found[1:] == shape[1:]
 
     # -- groups and ranks ----------------------------------------------------------------------
     def group(self, group: object, param: str = "group", member: bool = True) -> Group:
@@ -349,11 +359,12 @@ class Checks:
         outs = check_list(outputs, "output_tensor_list", group.size())
         first, first_param = ins[0], "input_tensor_list[0]"
         self.tensor(first, first_param)
-        self.dim0(first, first_param)
+        shape, dtype = self.dim0(first, first_param), self.adapter.dtype(first)
         for param, items in (("input_tensor_list", ins), ("output_tensor_list", outs)):
             for i, item in enumerate(items):
-                self.like(item, f"{param}[{i}]", first, first_param, None)
-                self.trailing(item, f"{param}[{i}]", first, first_param)
+                if not self._like_fast(item, dtype, shape, False):
+                    self.like(item, f"{param}[{i}]", first, first_param, None)
+                    self.trailing(item, f"{param}[{i}]", first, first_param)
         me = group.group_rank(self.state.rank)
         check_shape(
             self.adapter.shape(outs[me]), self.adapter.shape(ins[me]),
