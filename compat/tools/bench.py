@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import statistics
 import struct
 import sys
@@ -53,7 +54,7 @@ from functools import partial
 from typing import Any
 
 import compat
-from compat import state, tables
+from compat import algorithms, state, tables
 from compat.adapter import Adapter
 from compat.tools._sizes import format_size
 
@@ -548,8 +549,13 @@ def row(
     }
 
 
+#: The algorithm column: as wide as the longest name compat.algorithms has (rows are printed as
+#: each size completes, before every algorithm a sweep will print is known).
+ALGORITHM_WIDTH = max(
+    len(name) for name, value in vars(algorithms).items() if inspect.isfunction(value)
+)
 HEADER = (
-    f"{'size':>7} {'elements':>10} {'algorithm':<26} {'compat us':>11} {'algbw':>7} "
+    f"{'size':>7} {'elements':>10} {'algorithm':<{ALGORITHM_WIDTH}} {'compat us':>11} {'algbw':>7} "
     f"{'busbw':>7} {'native us':>11} {'algbw':>7} {'busbw':>7} {'diff us':>9} {'ratio':>6}"
 )
 CONTROL_HEADER = f"{HEADER} {'control':>7}"
@@ -561,7 +567,8 @@ def _number(value: float | None, width: int) -> str:
 
 def format_row(values: dict[str, Any]) -> str:
     return (
-        f"{format_size(values['bytes']):>7} {values['elements']:>10} {values['algorithm']:<26} "
+        f"{format_size(values['bytes']):>7} {values['elements']:>10} "
+        f"{values['algorithm']:<{ALGORITHM_WIDTH}} "
         f"{values['compat_us']:>11.1f} {_number(values['compat_algbw_GBps'], 7)} "
         f"{_number(values['compat_busbw_GBps'], 7)} {values['native_us']:>11.1f} "
         f"{_number(values['native_algbw_GBps'], 7)} {_number(values['native_busbw_GBps'], 7)} "
