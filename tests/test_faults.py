@@ -82,9 +82,17 @@ def test_a_rank_that_skips_a_collective_gives_a_timeout_not_a_hang(framework: st
         name for name in os.listdir("/dev/shm") for pid in pids if name.startswith(f"compat-{pid}-")
     ]
     assert not left, f"left in /dev/shm: {left}"
-    bound = 5 if framework == "torch" else 30
     assert "did not complete within" in output
-    assert seconds < bound + 60, seconds
+    _check_bounds(framework, output, seconds)
+
+
+def _check_bounds(framework: str, output: str, seconds: float) -> None:
+    """Rank 0 raised within the backend's bound (5 s given to init on torch, MCCL's 30 s), and
+    the job ended once rank 1 woke from its sleep (fault_scripts: 12 s, 45 s on MindSpore)."""
+    bound, sleep = (5, 12) if framework == "torch" else (30, 45)
+    waited = int(re.findall(r"\[rank 0\] CollectiveTimeout after (\d+) s", output)[0])
+    assert waited <= bound + 15, f"rank 0 raised after {waited} s; the bound is {bound} s"
+    assert seconds < sleep + 60, seconds
 
 
 @pytest.mark.parametrize("framework", ["torch", pytest.param("mindspore", marks=pytest.mark.long)])
@@ -98,8 +106,7 @@ def test_a_rank_that_skips_a_shared_memory_collective_gives_a_timeout_naming_it(
     assert "[rank 0] CollectiveTimeout after" in output, output[-3000:]
     assert "through shared memory did not complete within" in output, output[-3000:]
     assert "group rank 1 did not reach it" in output, output[-3000:]
-    bound = 5 if framework == "torch" else 30
-    assert seconds < bound + 60, seconds
+    _check_bounds(framework, output, seconds)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
