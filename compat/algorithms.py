@@ -634,8 +634,9 @@ def _window(adapter: Adapter, group: GroupHandle) -> SharedWindow:
     found = shared_memory.window(adapter, group)
     if found is None:
         raise UnsupportedError(
-            "a shared-memory algorithm: this group's ranks share no memory (several hosts, or "
-            "/dev/shm refused a file); the capability table chooses it only where they do"
+            "a shared-memory algorithm: this group has no shared-memory window (its ranks on "
+            "several hosts, one rank, /dev/shm refused a file, or COMPAT_SHARED_MEMORY=0); the "
+            "capability table chooses it only where the group has one"
         )
     return found
 
@@ -685,6 +686,14 @@ def _flat(adapter: Adapter, dense: Tensor) -> Tensor:
     return flat
 
 
+def _flat_equal_parts(adapter: Adapter, flat: Tensor, group: GroupHandle) -> list[Tensor]:
+    """1-d ``flat`` in one equal part per rank of ``group``, made by :meth:`Adapter.parts`
+    (:func:`_equal_parts` cuts dim 0 by split, which on MindSpore makes a slicing view per
+    part: about 1 ms each)."""
+    count = len(adapter.group_ranks(group))
+    return adapter.parts(flat, [adapter.numel(flat) // count] * count)
+
+
 def _chunks(adapter: Adapter, flat: Tensor, step: int) -> list[Tensor]:
     """``flat`` cut into consecutive pieces of ``step`` elements (the last one shorter)."""
     total = adapter.numel(flat)
@@ -710,7 +719,7 @@ def shared_memory_all_reduce(
     window = _window(adapter, group)
     views = _FlatViews(adapter)
     flat = views.target(tensor)
-    step = _step(adapter, flat, window.capacity(1))
+    step = _step(adapter, flat, window.region_bytes())
     for piece in _chunks(adapter, flat, step):
         numel = adapter.numel(piece)
         adapter.copy_(window.own(numel, piece), piece)
@@ -730,7 +739,7 @@ def shared_memory_all_gather(
     views = _FlatViews(adapter)
     source = views.source(tensor)
     targets = [views.target(out) for out in tensor_list]
-    step = _step(adapter, source, window.capacity(64))
+    step = _step(adapter, source, window.region_bytes())
     sent = _chunks(adapter, source, step)
     received = [_chunks(adapter, target, step) for target in targets]
     for index in range(max(len(pieces) for pieces in received)):
@@ -750,9 +759,7 @@ def shared_memory_all_gather_into_tensor(
     """all_gather_into_tensor as :func:`shared_memory_all_gather` into ``output``'s parts (1-d
     parts of a flat view: on MindSpore a view made by slicing costs about 1 ms)."""
     views = _FlatViews(adapter)
-    target = views.target(output)
-    count = len(adapter.group_ranks(group))
-    parts = adapter.parts(target, [adapter.numel(target) // count] * count)
+    parts = _flat_equal_parts(adapter, views.target(output), group)
     done = shared_memory_all_gather(adapter, parts, tensor, group, async_op)
     views.done(async_op)
     return done
@@ -767,8 +774,7 @@ def _shared_memory_exchange(
     publishes the rounds it needs, and all run the largest number."""
     count, me = window.size, window.me
     like = sources[0]
-    region = window.capacity(64) // count
-    region -= region % 64
+    region = window.region_bytes(count)
     step = _step(adapter, like, region)
     sent = [
         _chunks(adapter, source, step) if peer != me else [] for peer, source in enumerate(sources)
@@ -854,9 +860,7 @@ def _shared_memory_reduce_parts(
     region of its slot, and each rank reduces its own region of every rank's slot, in group-rank
     order. With ``root`` (reduce), the one part is the whole tensor and only ``root`` reduces."""
     count, me = window.size, window.me
-    regions = 1 if root is not None else count
-    region = window.capacity(64) // regions
-    region -= region % 64
+    region = window.region_bytes(1 if root is not None else count)
     step = _step(adapter, parts[0], region)
     pieces = [_chunks(adapter, part, step) for part in parts]
     mine = 0 if root is not None else me
@@ -905,9 +909,7 @@ def shared_memory_reduce_scatter_tensor(
     """reduce_scatter_tensor as :func:`shared_memory_reduce_scatter` of ``tensor``'s equal
     parts (1-d parts of a flat view: no view made by slicing)."""
     views = _FlatViews(adapter)
-    source = views.source(tensor)
-    count = len(adapter.group_ranks(group))
-    parts = adapter.parts(source, [adapter.numel(source) // count] * count)
+    parts = _flat_equal_parts(adapter, views.source(tensor), group)
     return shared_memory_reduce_scatter(adapter, output, parts, op, group, async_op)
 
 
@@ -940,7 +942,7 @@ def shared_memory_broadcast(
         flat = views.source(tensor)
     else:
         flat = views.target(tensor)
-    for piece in _chunks(adapter, flat, _step(adapter, flat, window.capacity(64))):
+    for piece in _chunks(adapter, flat, _step(adapter, flat, window.region_bytes())):
         numel = adapter.numel(piece)
         if window.me == root:
             adapter.copy_(window.own(numel, piece), piece)

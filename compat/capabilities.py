@@ -80,16 +80,12 @@ def resolve(key: str, collective: str, dtype: str, nbytes: int, one_host: bool =
         The backend cannot run it, not even by emulation; the message says why.
     """
     entry = tables.lookup("capabilities", key, "ops", collective)
+    choices = _choices(entry, dtype, one_host)
     # A one_host choice that applies wins over the others: it replaces the backend's transport.
-    for only_one_host in (True, False) if one_host else (False,):
-        chosen, floor = None, -1
-        for choice in _choices(entry, dtype, one_host):
-            if bool(choice.get("one_host")) is only_one_host and (
-                floor < choice["min_bytes"] <= nbytes
-            ):
-                chosen, floor = choice["algorithm"], choice["min_bytes"]
-        if chosen is not None:
-            return str(chosen)
+    for candidates in ([choice for choice in choices if choice.get("one_host")], choices):
+        fitting = [choice for choice in candidates if choice["min_bytes"] <= nbytes]
+        if fitting:
+            return str(max(fitting, key=lambda choice: choice["min_bytes"])["algorithm"])
     if entry["impl"] == "unsupported":
         # Backend names repeat across frameworks (torch's nccl, MindSpore's nccl): name both.
         backend_entry = tables.lookup("capabilities", key)

@@ -174,10 +174,11 @@ class SharedWindow:
         """A 1-d tensor of ``numel`` elements of ``like``'s dtype over a published slot."""
         return self._adapter.host_tensor(slot, HEADER_BYTES + offset, numel, like)
 
-    def capacity(self, alignment: int) -> int:
-        """The bytes of data a slot holds after its header, cut to a multiple of ``alignment``."""
-        room = self.slot_bytes - HEADER_BYTES
-        return room - room % alignment
+    def region_bytes(self, regions: int = 1) -> int:
+        """The bytes of each of ``regions`` equal regions of a slot's data (after its header),
+        each a multiple of 64 bytes, so that every region starts aligned for any dtype."""
+        share = (self.slot_bytes - HEADER_BYTES) // regions
+        return share - share % 64
 
     def write_word(self, value: int) -> None:
         """Publish ``value`` (a signed 64-bit integer) in this round's header."""
@@ -225,13 +226,17 @@ def window(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     return found
 
 
-def close(adapter: Adapter, group: GroupHandle | None = None) -> None:
-    """Close ``group``'s window, or every window of ``adapter`` (when it leaves the job)."""
-    groups = list(adapter.windows) if group is None else [group]
-    for key in groups:
-        found = adapter.windows.pop(key, None)
-        if found is not None:
-            found.close()
+def close(adapter: Adapter, group: GroupHandle) -> None:
+    """Close ``group``'s window (when the group is destroyed)."""
+    found = adapter.windows.pop(group, None)
+    if found is not None:
+        found.close()
+
+
+def close_all(adapter: Adapter) -> None:
+    """Close every window of ``adapter`` (when it leaves the job)."""
+    for group in list(adapter.windows):
+        close(adapter, group)
 
 
 def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:

@@ -81,12 +81,10 @@ class State:
             return forced[0]
         return capabilities.resolve(self.capability_key, collective, dtype, nbytes, one_host)
 
-    def one_host(self, group: Any) -> bool:
-        """True if ``group`` (a handle) has a shared-memory window: made on first use, which is a
-        collective of the group (compat.shared_memory)."""
-        return shared_memory.window(self.adapter, group) is not None
-
     def _one_host(self, collective: str, like: Any, group: Any) -> bool:
+        """Whether ``collective``'s one_host choices apply: the table has one, ``like`` is in host
+        memory and ``group`` (a handle) has a shared-memory window, made on first use, which is
+        a collective of the group (compat.shared_memory)."""
         if group is NO_GROUP:
             return False
         wanted = self._wants_one_host.get(collective)
@@ -94,7 +92,11 @@ class State:
             wanted = self._wants_one_host[collective] = capabilities.wants_one_host(
                 self.capability_key, collective
             )
-        return wanted and self.adapter.in_host_memory(like) and self.one_host(group)
+        return (
+            wanted
+            and self.adapter.in_host_memory(like)
+            and shared_memory.window(self.adapter, group) is not None
+        )
 
     def force(
         self, collective: str, dtype: str, run: str | tuple[str, Callable[..., Any]] | None
@@ -222,7 +224,7 @@ def leave() -> None:
     leaving = _current
     if leaving is not None:
         set_current(None)
-        shared_memory.close(leaving.adapter)
+        shared_memory.close_all(leaving.adapter)
         leaving.adapter.destroy()
         leaving.adapter.scratch.clear()
 

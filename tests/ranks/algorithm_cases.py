@@ -11,6 +11,7 @@ frameworks by the parity test. The size-dependent choice itself is checked again
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -380,39 +381,38 @@ for _async in (False, True):
 register("reduce_scatter_uneven-dispatch", case_uneven_dispatch, min_world=2)
 
 
+def _register(
+    name: str, label: str, case: Callable[..., None], frameworks: tuple[str, ...], **kw: Any
+) -> None:
+    """Register ``case`` with ``kw`` as "algorithm[name]label", on ``frameworks``."""
+    register(
+        f"algorithm[{name}]{label}", partial(case, **kw), frameworks=frameworks,
+        min_world=_min_world(name),
+    )  # fmt: skip
+
+
+def _register_sync_and_async(
+    name: str, label: str, case: Callable[..., None], frameworks: tuple[str, ...], **kw: Any
+) -> None:
+    """:func:`_register` twice: with async_op False ("label"), and True ("label-async")."""
+    for async_op in (False, True):
+        suffix = "-async" if async_op else ""
+        _register(name, label + suffix, case, frameworks, async_op=async_op, **kw)
+
+
 for _algorithm, (_tensor_form, _frameworks, _dtypes) in ALGORITHMS.items():
+    _register_sync_and_async(_algorithm, "", case_list_form, _frameworks, algorithm=_algorithm)
+    # The tensor form's cases are named after it, and need the ranks its list form needs.
     for _async in (False, True):
-        _suffix = "-async" if _async else ""
         register(
-            f"algorithm[{_algorithm}]{_suffix}",
-            partial(case_list_form, algorithm=_algorithm, async_op=_async),
-            frameworks=_frameworks,
-            min_world=_min_world(_algorithm),
-        )
-        register(
-            f"algorithm[{_tensor_form}]{_suffix}",
+            f"algorithm[{_tensor_form}]{'-async' if _async else ''}",
             partial(case_tensor_form, algorithm=_algorithm, async_op=_async),
             frameworks=_frameworks,
             min_world=_min_world(_algorithm),
         )
-        register(
-            f"algorithm[{_algorithm}]-uneven{_suffix}",
-            partial(case_uneven, algorithm=_algorithm, async_op=_async),
-            frameworks=_frameworks,
-            min_world=_min_world(_algorithm),
-        )
-    register(
-        f"algorithm[{_algorithm}]-subgroup",
-        partial(case_subgroup, algorithm=_algorithm),
-        frameworks=_frameworks,
-        min_world=_min_world(_algorithm),
-    )
-    register(
-        f"algorithm[{_algorithm}]-concurrent",
-        partial(case_concurrent, algorithm=_algorithm),
-        frameworks=_frameworks,
-        min_world=_min_world(_algorithm),
-    )
+    _register_sync_and_async(_algorithm, "-uneven", case_uneven, _frameworks, algorithm=_algorithm)
+    _register(_algorithm, "-subgroup", case_subgroup, _frameworks, algorithm=_algorithm)
+    _register(_algorithm, "-concurrent", case_concurrent, _frameworks, algorithm=_algorithm)
 
 
 # -- all_gather, all_reduce and all_to_all by buffered sends (MCCL) or isend/irecv pairs (Gloo) ---
@@ -639,60 +639,20 @@ def case_all_to_all_subgroup(kit: Any, algorithms_: tuple[str, str]) -> None:
 
 
 for _algorithm, _frameworks in GATHER_ALGORITHMS.items():
-    for _async in (False, True):
-        _suffix = "-async" if _async else ""
-        register(
-            f"algorithm[{_algorithm}]{_suffix}",
-            partial(case_gather, algorithm=_algorithm, async_op=_async),
-            frameworks=_frameworks,
-            min_world=_min_world(_algorithm),
-        )
-        register(
-            f"algorithm[{_algorithm}]-uneven{_suffix}",
-            partial(case_gather_uneven, algorithm=_algorithm, async_op=_async),
-            frameworks=_frameworks,
-            min_world=_min_world(_algorithm),
-        )
-    register(
-        f"algorithm[{_algorithm}]-subgroup",
-        partial(case_gather_subgroup, algorithm=_algorithm),
-        frameworks=_frameworks,
-        min_world=_min_world(_algorithm),
+    _register_sync_and_async(_algorithm, "", case_gather, _frameworks, algorithm=_algorithm)
+    _register_sync_and_async(
+        _algorithm, "-uneven", case_gather_uneven, _frameworks, algorithm=_algorithm
     )
+    _register(_algorithm, "-subgroup", case_gather_subgroup, _frameworks, algorithm=_algorithm)
 for _algorithm, _frameworks in ALL_REDUCE_ALGORITHMS.items():
-    for _async in (False, True):
-        register(
-            f"algorithm[{_algorithm}]{'-async' if _async else ''}",
-            partial(case_all_reduce, algorithm=_algorithm, async_op=_async),
-            frameworks=_frameworks,
-            min_world=_min_world(_algorithm),
-        )
-    register(
-        f"algorithm[{_algorithm}]-subgroup",
-        partial(case_all_reduce_subgroup, algorithm=_algorithm),
-        frameworks=_frameworks,
-        min_world=_min_world(_algorithm),
-    )
-    register(
-        f"algorithm[{_algorithm}]-same-bits",
-        partial(case_all_reduce_same_bits, algorithm=_algorithm),
-        frameworks=_frameworks,
-        min_world=_min_world(_algorithm),
+    _register_sync_and_async(_algorithm, "", case_all_reduce, _frameworks, algorithm=_algorithm)
+    _register(_algorithm, "-subgroup", case_all_reduce_subgroup, _frameworks, algorithm=_algorithm)
+    _register(
+        _algorithm, "-same-bits", case_all_reduce_same_bits, _frameworks, algorithm=_algorithm
     )
 for _names, _frameworks in A2A_ALGORITHMS.items():
-    for _async in (False, True):
-        register(
-            f"algorithm[{_names[0]}]{'-async' if _async else ''}",
-            partial(case_all_to_all, algorithms_=_names, async_op=_async),
-            frameworks=_frameworks,
-            min_world=_min_world(_names[0]),
-        )
-    register(
-        f"algorithm[{_names[0]}]-subgroup",
-        partial(case_all_to_all_subgroup, algorithms_=_names),
-        frameworks=_frameworks,
-        min_world=_min_world(_names[0]),
-    )
+    _register_sync_and_async(_names[0], "", case_all_to_all, _frameworks, algorithms_=_names)
+    _register(_names[0], "-subgroup", case_all_to_all_subgroup, _frameworks, algorithms_=_names)
 
 register("algorithm-choice", case_choice)
 register("algorithm-choice-gather", case_choice_gather)
