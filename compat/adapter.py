@@ -67,6 +67,8 @@ Translate = Callable[[Exception, float], Exception]
 class _TranslatingHandle:
     """A native pending handle whose ``wait`` raises compat's errors instead of the native ones."""
 
+    __slots__ = ("_handle", "_started", "_translate")
+
     def __init__(self, handle: Handle, translate: Translate, started: float) -> None:
         self._handle = handle
         self._translate = translate
@@ -74,7 +76,9 @@ class _TranslatingHandle:
 
     def wait(self, timeout: Any = None) -> Any:
         try:
-            return self._handle.wait() if timeout is None else self._handle.wait(timeout)
+            if timeout is None:
+                return self._handle.wait()
+            return self._handle.wait(timeout)
         except RuntimeError as error:
             raise self._translate(error, time.monotonic() - self._started) from error
 

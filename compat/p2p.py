@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from compat import algorithms
+from compat import algorithms, state
 from compat._checks import check_int, describe
 from compat.adapter import P2PSpec, Tensor
 from compat.collectives import Call
@@ -204,6 +204,9 @@ def isend(
         tensor([0., 0.])   # rank 1
         tensor([1., 1.])   # rank 2
     """
+    current = state.current()
+    if current.checks.plain_point_to_point(tensor, dst, group, tag, group_dst):
+        return Work([current.implementation("isend", tensor)(tensor, dst, None, 0)])
     call = Call(group)
     rank, tag = _check_point_to_point(call, tensor, dst, "dst", group_dst, "group_dst", tag)
     if call.adapter.numel(tensor) == 0:
@@ -248,6 +251,9 @@ def irecv(
         tensor([2., 2.])   # rank 0
         tensor([1., 1.])   # rank 1
     """
+    current = state.current()
+    if current.checks.plain_point_to_point(tensor, src, group, tag, group_src):
+        return Work([current.implementation("irecv", tensor)(tensor, src, None, 0)])
     call = Call(group)
     _source(src, group_src)
     rank, tag = _check_point_to_point(call, tensor, src, "src", group_src, "group_src", tag)

@@ -162,12 +162,13 @@ class Work:
             Seconds (or a ``timedelta``) to wait at most, where the backend supports a bound.
         """
         if not self._finished:
-            if isinstance(timeout, (int, float)):
-                timeout = timedelta(seconds=timeout)
-            for handle in self._pending:
-                if timeout is None:
+            if timeout is None:
+                for handle in self._pending:
                     handle.wait()
-                else:
+            else:
+                if isinstance(timeout, (int, float)):
+                    timeout = timedelta(seconds=timeout)
+                for handle in self._pending:
                     handle.wait(timeout)
             self._complete()
         return True

@@ -621,6 +621,10 @@ def _(kit: Any) -> None:
         (lambda: compat.irecv(received, peer, tag=1.0), TypeError, "tag", ["got float 1.0"]),
         (lambda: compat.recv(received, peer, tag=True), TypeError, "tag", ["got bool True"]),
         (lambda: compat.isend(tensor, peer, tag=2**31), ValueError, "tag", [f"got {2**31}"]),
+        # Values that equal a plain call's (a peer, tag 0) but are not ints: the full checks.
+        (lambda: compat.isend(tensor, float(peer)), TypeError, "dst", [f"got float {peer}.0"]),
+        (lambda: compat.irecv(received, peer, tag=False), TypeError, "tag", ["got bool False"]),
+        (lambda: compat.isend(tensor, peer, tag=0.0), TypeError, "tag", ["got float 0.0"]),
         (
             lambda: compat.send(tensor, peer, group_dst=peer),
             ValueError,
