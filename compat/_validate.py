@@ -157,16 +157,16 @@ class Checks:
         items = check_list(value, param, group.size())
         adapter, shape = self.adapter, self.adapter.shape(like)
         dtype = adapter.dtype(like)
-        for i, item in enumerate(items):
-            # The checks' words are built only when one fails (this runs once per rank).
-            if not self._like_fast(item, dtype, shape, False):
+        if not self._all_like(items, dtype, shape, False):
+            for i, item in enumerate(items):
                 self.like(item, f"{param}[{i}]", like, like_param, None)
                 self.trailing(item, f"{param}[{i}]", like, like_param)
         me = group.group_rank(self.state.rank)
-        check_shape(
-            adapter.shape(items[me]), shape, f"{param}[{me}]",
-            f"this rank's entry must have {like_param}'s shape",
-        )  # fmt: skip
+        if adapter.shape(items[me]) != shape:
+            check_shape(
+                adapter.shape(items[me]), shape, f"{param}[{me}]",
+                f"this rank's entry must have {like_param}'s shape",
+            )  # fmt: skip
         return items
 
     def root_list(
@@ -179,24 +179,28 @@ class Checks:
             return None
         items = check_list(value, param, group.size())
         shape, dtype = self.adapter.shape(tensor), self.adapter.dtype(tensor)
-        for i, item in enumerate(items):
-            if not self._like_fast(item, dtype, shape, True):
+        if not self._all_like(items, dtype, shape, True):
+            for i, item in enumerate(items):
                 self.like(item, f"{param}[{i}]", tensor, "tensor", shape)
         return items
 
-    def _like_fast(
-        self, item: object, dtype: str, shape: tuple[int, ...], whole_shape: bool
+    def _all_like(
+        self, items: list[Any], dtype: str, shape: tuple[int, ...], whole_shape: bool
     ) -> bool:
-        """True if ``item`` passes :meth:`like` (and :meth:`trailing`, or with ``whole_shape``
-        has ``shape``) for a tensor of ``dtype`` and ``shape``, checked without building any
-        message: the list forms run this once per rank; False sends the item to the full checks,
-        which raise."""
-        if not self.is_known_tensor(item) or self.adapter.dtype(item) != dtype:
-            return False
-        found = self.adapter.shape(item)
-        if whole_shape:
-            return found == shape
-        return len(found) == len(shape) and found[1:] == shape[1:]
+        """True if every one of ``items`` passes :meth:`like` (and :meth:`trailing`, or with
+        ``whole_shape`` has ``shape``) for a tensor of ``dtype`` and ``shape``, checked without
+        building any message and in one loop: the list forms run this on every call, with one
+        item per rank. False sends the items to the full checks, which raise."""
+        known, adapter = self._tensor_types, self.adapter
+        on_home, dtype_of, shape_of = adapter.on_home, adapter.dtype, adapter.shape
+        ndim, trailing = len(shape), shape[1:]
+        for item in items:
+            if type(item) not in known or not on_home(item) or dtype_of(item) != dtype:
+                return False
+            found = shape_of(item)
+            if found != shape and (whole_shape or len(found) != ndim or found[1:] != trailing):
+                return False
+        return True
 
     # -- groups and ranks ----------------------------------------------------------------------
     def group(self, group: object, param: str = "group", member: bool = True) -> Group:
@@ -384,15 +388,16 @@ class Checks:
         self.tensor(first, first_param)
         shape, dtype = self.dim0(first, first_param), self.adapter.dtype(first)
         for param, items in (("input_tensor_list", ins), ("output_tensor_list", outs)):
-            for i, item in enumerate(items):
-                if not self._like_fast(item, dtype, shape, False):
+            if not self._all_like(items, dtype, shape, False):
+                for i, item in enumerate(items):
                     self.like(item, f"{param}[{i}]", first, first_param, None)
                     self.trailing(item, f"{param}[{i}]", first, first_param)
         me = group.group_rank(self.state.rank)
-        check_shape(
-            self.adapter.shape(outs[me]), self.adapter.shape(ins[me]),
-            f"output_tensor_list[{me}]", f"this rank's part to itself, input_tensor_list[{me}]",
-        )  # fmt: skip
+        if self.adapter.shape(outs[me]) != self.adapter.shape(ins[me]):
+            check_shape(
+                self.adapter.shape(outs[me]), self.adapter.shape(ins[me]),
+                f"output_tensor_list[{me}]", f"this rank's part to itself, input_tensor_list[{me}]",
+            )  # fmt: skip
         self.dtype(self.adapter.dtype(first), first_param)
         return outs, ins
 

@@ -1211,10 +1211,13 @@ def _deferred_queue(adapter: Adapter) -> list[_DeferredRecv]:
     return queue
 
 
-def deferred_sources(adapter: Adapter) -> set[int]:
+def deferred_sources(adapter: Adapter) -> frozenset[int]:
     """The ranks this process has a deferred receive from that is not run yet."""
     queue: list[_DeferredRecv] | None = getattr(adapter, "_deferred_recvs", None)
-    return {item._src for item in queue} if queue else set()
+    return frozenset(item._src for item in queue) if queue else _NO_RANKS
+
+
+_NO_RANKS: frozenset[int] = frozenset()
 
 
 def settle_deferred_recvs(adapter: Adapter, src: int, group: GroupHandle) -> None:

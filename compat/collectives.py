@@ -438,10 +438,12 @@ def all_gather(
         "all_gather", adapter.dtype(tensor), shape, sizes=[adapter.shape(o)[0] for o in outputs]
     )
     even = all(adapter.shape(item) == shape for item in outputs)
+    # Parts of tensor's shape are all empty exactly when tensor is.
+    empty = adapter.numel(tensor) == 0 if even else all(not adapter.numel(o) for o in outputs)
     targets, source = call.write_all(outputs), call.read(tensor)
     return call.issue(
         "all_gather" if even else "all_gather_uneven", source, targets, source,
-        agree=agree, empty=all(adapter.numel(item) == 0 for item in outputs),
+        agree=agree, empty=empty,
     )  # fmt: skip
 
 
