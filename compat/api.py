@@ -122,7 +122,8 @@ def init(
         )
     rendezvous = replace(rendezvous, device_id=device_id, pg_options=pg_options)
     check = check_bool(state.check_from_environment() if check is None else check, "check")
-    state.start(chosen, backend, timeout, rendezvous, check)
+    started = state.start(chosen, backend, timeout, rendezvous, check)
+    started.open_window(None)
 
 
 def _own_backend(framework: str, backend: str | None) -> str | None:
@@ -357,5 +358,7 @@ def new_group(
     name = f"compat_group_{current.group_count}"
     handle = current.adapter.new_group(members, name, group_timeout, backend)
     group = Group(members, handle, name)
+    if current.rank in members:
+        current.open_window(handle)
     current.groups.setdefault(tuple(members), group)
     return group

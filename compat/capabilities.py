@@ -19,11 +19,13 @@ from collections.abc import Callable
 from functools import cache, partial
 from typing import Any
 
-from compat import algorithms, tables
+from compat import algorithms, shared_memory, tables
 from compat.adapter import Adapter
 from compat.errors import TableError, UnsupportedError
 
 NATIVE = "native"
+#: The ``async`` of a shared-memory choice whose asynchronous calls run on a thread of compat's
+BACKGROUND = "background"
 
 #: The collectives a capability entry exists for, each run with the arguments of this Adapter
 #: method (an uneven all_gather takes all_gather's: a list of outputs of different dim 0; an
@@ -79,13 +81,22 @@ def resolve(key: str, collective: str, dtype: str, nbytes: int, one_host: bool =
     UnsupportedError
         The backend cannot run it, not even by emulation; the message says why.
     """
+    return choice(key, collective, dtype, nbytes, one_host)[0]
+
+
+def choice(
+    key: str, collective: str, dtype: str, nbytes: int, one_host: bool = False
+) -> tuple[str, str]:
+    """:func:`resolve`'s answer and how it runs with ``async_op=True`` (the table's ``async``:
+    "native", "completed", "deferred" or "background")."""
     entry = tables.lookup("capabilities", key, "ops", collective)
     choices = _choices(entry, dtype, one_host)
     # A one_host choice that applies wins over the others: it replaces the backend's transport.
     for candidates in ([choice for choice in choices if choice.get("one_host")], choices):
         fitting = [choice for choice in candidates if choice["min_bytes"] <= nbytes]
         if fitting:
-            return str(max(fitting, key=lambda choice: choice["min_bytes"])["algorithm"])
+            chosen = max(fitting, key=lambda choice: choice["min_bytes"])
+            return str(chosen["algorithm"]), str(chosen.get("async", entry["async"]))
     if entry["impl"] == "unsupported":
         # Backend names repeat across frameworks (torch's nccl, MindSpore's nccl): name both.
         backend_entry = tables.lookup("capabilities", key)
@@ -94,7 +105,8 @@ def resolve(key: str, collective: str, dtype: str, nbytes: int, one_host: bool =
             f"{collective} is not supported by {backend_entry['framework']}'s {backend} backend: "
             f"{entry['reason']}"
         )
-    return NATIVE if entry["impl"] == NATIVE else str(entry["algorithm"])
+    name = NATIVE if entry["impl"] == NATIVE else str(entry["algorithm"])
+    return name, str(entry["async"])
 
 
 def size_thresholds(key: str, collective: str, dtype: str, one_host: bool = False) -> list[int]:
@@ -118,12 +130,18 @@ def _choices(entry: dict[str, Any], dtype: str, one_host: bool) -> list[dict[str
     ]
 
 
-def bind(adapter: Adapter, collective: str, name: str) -> Callable[..., Any]:
+def bind(
+    adapter: Adapter, collective: str, name: str, asynchrony: str = NATIVE
+) -> Callable[..., Any]:
     """The callable that runs ``collective`` as ``name`` (a :func:`resolve` answer) on
-    ``adapter``: its native method, or the algorithm with the adapter as first argument."""
+    ``adapter``: its native method, or the algorithm with the adapter as first argument; one
+    whose ``asynchrony`` is "background" runs through its group's window in issue order
+    (:func:`compat.shared_memory.in_issue_order`)."""
     if name == NATIVE:
         method: Callable[..., Any] = getattr(adapter, COLLECTIVES[collective])
         return method
+    if asynchrony == BACKGROUND:
+        return partial(shared_memory.in_issue_order, getattr(algorithms, name), adapter)
     return partial(getattr(algorithms, name), adapter)
 
 

@@ -145,7 +145,7 @@ CHOICE = Record(
     required={"algorithm": TEXT, "min_bytes": Scalar(int), "reason": TEXT},
     optional={
         "dtypes": ListOf(TEXT),
-        "async": Scalar(str, ("native", "completed", "deferred")),
+        "async": Scalar(str, ("native", "completed", "deferred", "background")),
         "one_host": Scalar(bool),
     },
 )
@@ -158,7 +158,7 @@ VERIFIED = ("measured", "read")
 CAPABILITY = Record(
     required={
         "impl": Scalar(str, ("native", "emulated", "unsupported")),
-        "async": Scalar(str, ("native", "completed", "deferred")),
+        "async": Scalar(str, ("native", "completed", "deferred", "background")),
         "source": TEXT,
     },
     optional={

@@ -38,8 +38,11 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections import deque
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +50,7 @@ from compat.errors import CollectiveTimeout
 
 if TYPE_CHECKING:
     from compat.adapter import Adapter, GroupHandle, Tensor
+    from compat.types import Handle
 
 #: The bytes one rank publishes in one round. 1 MB: rounds cost a few microseconds where ranks
 #: wait in memory, and smaller pieces stay in cache (2 ranks, 64 MB on Gloo: all_reduce 8.2 ms
@@ -118,6 +122,10 @@ class SharedWindow:
         self._fence = threading.Lock()
         #: how long a rank waits for its peers: as long as the backend's collectives would
         self.timeout = adapter.collective_timeout()
+        #: the thread that runs asynchronous collectives, made on the first (see run)
+        self._issue_order: _IssueOrder | None = None
+        #: set by close: a wait for peers ends at once (the slots are about to be unmapped)
+        self._closing = False
 
     @property
     def size(self) -> int:
@@ -161,6 +169,12 @@ class SharedWindow:
             if polls <= _YIELDS:
                 os.sched_yield()
                 continue
+            if self._closing:
+                raise CollectiveTimeout(
+                    "a collective through shared memory was still waiting for group "
+                    f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} when "
+                    "its group was destroyed (call wait() on every Work before destroy)"
+                )
             if time.monotonic() > deadline:
                 raise CollectiveTimeout(
                     f"a collective through shared memory did not complete within "
@@ -190,8 +204,32 @@ class SharedWindow:
         value: int = struct.unpack_from("<q", slot, 0)[0]
         return value
 
+    def run(self, job: Callable[[bool], Handle | None], async_op: bool) -> Handle | None:
+        """Run ``job`` (a collective of this window: ``job(async_op)``) after every one issued
+        before it. With ``async_op`` it runs on the window's thread and the returned handle
+        waits for it, as the backend's own asynchronous collectives run on threads of its own;
+        a synchronous job runs here once that thread has nothing left. Where ranks wait on the
+        backend's barrier (not waits_in_memory) every job runs here: a second thread would
+        issue backend calls in an order the other ranks do not share."""
+        worker = self._issue_order
+        if not self.waits_in_memory or (not async_op and (worker is None or worker.idle())):
+            return job(async_op)
+        if worker is None:
+            worker = self._issue_order = _IssueOrder(f"compat-shared-memory-{self.me}")
+        pending = worker.submit(partial(job, False))
+        if async_op:
+            return pending
+        pending.wait()
+        return None
+
     def close(self) -> None:
-        """Unmap every slot (a tensor over them that is still alive keeps its mapping)."""
+        """Unmap every slot (a tensor over them that is still alive keeps its mapping), once the
+        collectives still running on the window's thread have ended (after a grace of
+        _CLOSING_GRACE seconds they end with CollectiveTimeout)."""
+        if self._issue_order is not None:
+            if not self._issue_order.drain(_CLOSING_GRACE):
+                self._closing = True
+            self._issue_order.stop()
         self._arrivals = []
         for view in self._views:
             try:
@@ -204,6 +242,109 @@ class SharedWindow:
             except BufferError:
                 pass  # a tensor still views it: the mapping goes with the last reference
         self._maps, self._views = [], []
+
+
+#: Seconds close() lets a window's pending asynchronous collectives finish before ending them.
+_CLOSING_GRACE = 5.0
+
+
+class _Job:
+    """One collective run on a window's thread, as the pending handle of its Work."""
+
+    __slots__ = ("_done", "_error", "_run")
+
+    def __init__(self, run: Callable[[], object]) -> None:
+        self._run = run
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+
+    def execute(self) -> None:
+        try:
+            self._run()
+        except BaseException as error:  # raised to whoever waits, as a backend's Work would
+            self._error = error
+        finally:
+            self._done.set()
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        seconds = None if timeout is None else timeout.total_seconds()
+        if not self._done.wait(seconds):
+            raise CollectiveTimeout(
+                f"a collective through shared memory did not complete within the {seconds:g} s "
+                "given to Work.wait"
+            )
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done.is_set()
+
+
+class _IssueOrder:
+    """A daemon thread that runs a window's collectives one at a time, in the order they were
+    submitted: every rank submits a group's collectives in the same order, so every rank's
+    thread meets its peers' in the same rounds."""
+
+    def __init__(self, name: str) -> None:
+        self._jobs: deque[_Job] = deque()  # the running job stays first until it has ended
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def idle(self) -> bool:
+        """Nothing submitted is still to run (read by the one thread that submits)."""
+        return not self._jobs
+
+    def submit(self, run: Callable[[], object]) -> _Job:
+        job = _Job(run)
+        with self._changed:
+            self._jobs.append(job)
+            self._changed.notify_all()
+        return job
+
+    def drain(self, seconds: float) -> bool:
+        """Wait at most ``seconds`` for every submitted job to end; True if they have."""
+        deadline = time.monotonic() + seconds
+        with self._changed:
+            while self._jobs:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+        return True
+
+    def stop(self) -> None:
+        """End the thread once the jobs still submitted have run."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        self._thread.join()
+
+    def _serve(self) -> None:
+        while True:
+            with self._changed:
+                while not self._jobs and not self._stopping:
+                    self._changed.wait()
+                if not self._jobs:
+                    return
+                job = self._jobs[0]
+            job.execute()
+            with self._changed:
+                self._jobs.popleft()
+                self._changed.notify_all()
+
+
+def in_issue_order(algorithm: Callable[..., Any], adapter: Adapter, *args: Any) -> Handle | None:
+    """Run ``algorithm`` (a shared-memory algorithm of compat.algorithms) with ``args``, whose
+    last two are the group and ``async_op``, through the group's window in issue order
+    (:meth:`SharedWindow.run`): asynchronous calls return at once, as the backend's would."""
+    *arguments, group, async_op = args
+    found = window(adapter, group)
+    if found is None:  # the table chooses these only for groups with a window
+        raise RuntimeError(f"{algorithm.__name__}: the group has no shared-memory window")
+    return found.run(partial(algorithm, adapter, *arguments, group), async_op)
 
 
 def waits_in_memory() -> bool:

@@ -81,6 +81,16 @@ class State:
             return forced[0]
         return capabilities.resolve(self.capability_key, collective, dtype, nbytes, one_host)
 
+    def open_window(self, group: Any) -> None:
+        """Make ``group``'s shared-memory window now, where the table has choices that use one:
+        at compat.init and compat.new_group, which every rank of the group calls at the same
+        point. Made on its first collective instead (a group torch made, a world adopted), the
+        set-up is a collective that an asynchronous call would make synchronous: a rank that
+        then sends a peer what it waits for before that collective would wait for ever."""
+        key = self.capability_key
+        if any(capabilities.wants_one_host(key, name) for name in capabilities.COLLECTIVES):
+            shared_memory.window(self.adapter, group)
+
     def _one_host(self, collective: str, like: Any, group: Any) -> bool:
         """Whether ``collective``'s one_host choices apply: the table has one, ``like`` is in host
         memory and ``group`` (a handle) has a shared-memory window, made on first use, which is
@@ -128,7 +138,7 @@ class State:
                 capabilities.bind(
                     self.adapter,
                     collective,
-                    capabilities.resolve(key, collective, dtype, size, one_host),
+                    *capabilities.choice(key, collective, dtype, size, one_host),
                 ),
             )
             for size in capabilities.size_thresholds(key, collective, dtype, one_host)

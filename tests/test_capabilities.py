@@ -8,11 +8,12 @@ import copy
 import importlib
 import inspect
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
 
-from compat import algorithms, capabilities, schema, tables
+from compat import algorithms, capabilities, schema, shared_memory, tables
 from compat.adapter import Adapter
 from compat.errors import TableError, UnsupportedError
 
@@ -139,6 +140,35 @@ def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
         0,
         4 * 2**20,
     ]
+
+
+def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() -> None:
+    """On Gloo the shared-memory choices run async calls on the window's thread ("background":
+    bound through shared_memory.in_issue_order); on MCCL they return a completed Work, as
+    MindSpore's own async collectives on CPU wait in its one queue; the other choices keep
+    their entry's async."""
+    gloo_ops = tables.lookup("capabilities", "gloo", "ops")
+    for collective, entry in gloo_ops.items():
+        for choice in entry.get("choose", ()):
+            if choice.get("one_host"):
+                found = capabilities.choice("gloo", collective, "float32", 0, True)
+                assert found == (choice["algorithm"], "background"), (collective, found)
+    assert capabilities.choice("mccl", "all_reduce", "float32", 0, True) == (
+        "shared_memory_all_reduce",
+        "completed",
+    )
+    assert capabilities.choice("gloo", "all_gather", "float32", 64 * 2**20) == (
+        "pairwise_all_gather",
+        "native",
+    )
+    assert capabilities.choice("gloo", "reduce", "float32", 0) == ("reduce_keep_input", "native")
+    adapter: Any = object()
+    background = capabilities.bind(adapter, "all_reduce", "shared_memory_all_reduce", "background")
+    assert isinstance(background, partial)
+    assert background.func is shared_memory.in_issue_order
+    assert background.args == (algorithms.shared_memory_all_reduce, adapter)
+    inline = capabilities.bind(adapter, "all_reduce", "shared_memory_all_reduce", "completed")
+    assert isinstance(inline, partial) and inline.func is algorithms.shared_memory_all_reduce
 
 
 def test_hccl_pads_uneven_reduce_scatter_and_runs_even_parts_natively() -> None:

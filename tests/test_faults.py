@@ -50,6 +50,16 @@ def test_mismatch_is_named_on_every_rank(mismatch_jobs, framework: str, world: i
         pytest.fail(failure, pytrace=False)
 
 
+#: Cases whose point the check defeats, with why: it makes every collective call wait until every
+#: rank of the group has issued the same one (docs/reliability.md).
+NOT_UNDER_THE_CHECK = {
+    "shared_memory-background-overlap": "rank 0 sends rank 1 what it needs before rank 1 issues "
+    "the collective rank 0 started asynchronously: the check holds rank 0 in that call",
+    "shared_memory-background-abandoned": "only rank 0 issues the collective, which the check "
+    "holds until the others issue it (a mismatch the check cannot name: they never come)",
+}
+
+
 # The MindSpore run (a minute and a half: every case, each with the check's extra exchange) is
 # under make test-long; the mismatch tests above run the check on MindSpore in make test.
 @pytest.mark.parametrize(
@@ -57,8 +67,13 @@ def test_mismatch_is_named_on_every_rank(mismatch_jobs, framework: str, world: i
     [("torch", 3), pytest.param("mindspore", 2, marks=pytest.mark.long)],
 )
 def test_the_whole_suite_passes_with_the_check_on(framework: str, world: int) -> None:
-    """No false alarms: every collective case agrees with itself across ranks."""
-    names = [name for name in case_names(framework, world) if not name.startswith("bad_input")]
+    """No false alarms: every collective case agrees with itself across ranks (but the cases
+    of NOT_UNDER_THE_CHECK)."""
+    names = [
+        name
+        for name in case_names(framework, world)
+        if not name.startswith("bad_input") and name not in NOT_UNDER_THE_CHECK
+    ]
     job = run_job(framework, world, "tests.ranks.cases", names, 600, env=CHECK_ON)
     failures = [failure for name in names if (failure := job.failure(name)) is not None]
     assert not failures, failures[0]

@@ -11,13 +11,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
 import compat
-from compat import algorithms, shared_memory, state
+from compat import algorithms, capabilities, shared_memory, state
 from compat.types import ReduceOp
 from tests.ranks.cases import reduce_np, register, subgroup, values, world
 from tests.ranks.layout_cases import Placed, sentinel_out
@@ -240,7 +242,12 @@ def case_chosen(kit: Any) -> None:
         "the world group has no window after a collective the table runs through shared memory"
     )
     chosen = runtime.implementation("all_reduce", x, None, None)
-    assert getattr(chosen, "func", None) is algorithms.shared_memory_all_reduce, chosen
+    asynchrony = capabilities.choice(runtime.capability_key, "all_reduce", "float32", 0, True)[1]
+    if asynchrony == capabilities.BACKGROUND:  # the table's async: through the window's thread
+        assert getattr(chosen, "func", None) is shared_memory.in_issue_order, chosen
+        assert chosen.args[0] is algorithms.shared_memory_all_reduce, chosen
+    else:
+        assert getattr(chosen, "func", None) is algorithms.shared_memory_all_reduce, chosen
     assert runtime.algorithm("all_reduce", "float32", 1024, one_host=True) == (
         "shared_memory_all_reduce"
     )
@@ -322,6 +329,130 @@ def case_opt_out(kit: Any) -> None:
     compat.destroy(group)
 
 
+def _completes_within(work: Any, seconds: float, what: str) -> None:
+    """Wait for ``work`` by polling, failing after ``seconds`` (a deadlock fails the case here,
+    instead of waiting for the backend's 30 minutes)."""
+    deadline = time.monotonic() + seconds
+    while not work.is_completed():
+        assert time.monotonic() < deadline, f"{what}: not completed within {seconds} s"
+        time.sleep(0.001)
+    work.wait()
+
+
+def _background_group() -> compat.Group:
+    """A new group of every rank, where the table runs shared-memory collectives' async calls
+    on the window's thread (capabilities.toml: async = "background")."""
+    key = state.current().capability_key
+    for collective in ("all_reduce", "broadcast", "all_gather_into_tensor", "all_to_all_single"):
+        asynchrony = capabilities.choice(key, collective, "float32", 0, True)[1]
+        assert asynchrony == capabilities.BACKGROUND, (collective, asynchrony)
+    return compat.new_group(list(range(world())))
+
+
+def case_background_overlap(kit: Any) -> None:
+    """An async collective through shared memory returns at once, as Gloo's own does: rank 0
+    starts an all_reduce, then sends rank 1 what rank 1 waits for before it joins the
+    all_reduce. (When the Work came back completed, rank 0 waited in the all_reduce for rank 1,
+    and rank 1 in its receive for rank 0, until the timeout.) The result is numpy's, in a view
+    inside a sentinel-filled base."""
+    group = _background_group()
+    n, me = world(), compat.get_rank()
+    x = Placed(kit, values("sm-overlap", me, (6, 3)), "float32", "interior")
+    message = values("sm-overlap-message", 0, (4,))
+    if me == 0:
+        work = compat.all_reduce(x.view, group=group, async_op=True)
+        assert work is not None
+        compat.send(kit.tensor(message, "float32"), 1)
+        _completes_within(work, 60, "rank 0's all_reduce")
+    else:
+        if me == 1:
+            received = kit.tensor(np.zeros(4), "float32")
+            # Gloo's receive reports is_completed() only once waited on: a bounded wait.
+            compat.irecv(received, 0).wait(timedelta(seconds=60))
+            np.testing.assert_array_equal(kit.numpy(received), message.astype(np.float32))
+        compat.all_reduce(x.view, group=group)
+    x.result(reduce_np([values("sm-overlap", r, (6, 3)) for r in range(n)], "sum"))
+    x.check("all_reduce overlapping a send")
+    compat.destroy(group)
+
+
+def case_background_order(kit: Any) -> None:
+    """Async collectives of several kinds, issued back to back, run in issue order on the
+    window's thread and are waited for in the reverse order; a synchronous collective issued
+    after them runs after them. Every result is numpy's, in views inside sentinel-filled bases
+    (each whole base checked once its Work has been waited for)."""
+    group = _background_group()
+    n, me = world(), compat.get_rank()
+    summed = Placed(kit, values("sm-order-sum", me, (5, 4)), "float32", "strided")
+    maxed = Placed(kit, values("sm-order-max", me, (9,)), "float32", "dense")
+    root = n - 1
+    broadcast = Placed(kit, values("sm-order-bcast", me, (3, 3)), "float32", "transposed")
+    mine = values("sm-order-gather", me, (2, 3))
+    gathered = sentinel_out(kit, (2 * n, 3), "float32", "interior")
+    works = [
+        compat.all_reduce(summed.view, group=group, async_op=True),
+        compat.all_reduce(maxed.view, ReduceOp.MAX, group=group, async_op=True),
+        compat.broadcast(broadcast.view, root, group=group, async_op=True),
+    ]
+    _, work = compat.all_gather_into_tensor(
+        kit.tensor(mine, "float32"), group, True, out=gathered.view
+    )
+    works.append(work)
+    # Issued last, synchronous: it returns once the four before it and itself have run.
+    exchanged = sentinel_out(kit, (2 * n, 2), "float32", "column")
+    compat.all_to_all_single(
+        exchanged.view, kit.tensor(values("sm-order-a2a", me, (2 * n, 2)), "float32"), group=group
+    )
+    exchanged.result(
+        np.concatenate(
+            [values("sm-order-a2a", r, (2 * n, 2))[2 * me : 2 * me + 2] for r in range(n)]
+        )
+    )
+    exchanged.check("all_to_all_single issued after four async collectives")
+    assert all(work is not None and work.is_completed() for work in works), works
+    for work in reversed(works):
+        assert work is not None and work.wait(timedelta(seconds=60)) is True
+    summed.result(reduce_np([values("sm-order-sum", r, (5, 4)) for r in range(n)], "sum"))
+    summed.check("async all_reduce sum")
+    maxed.result(reduce_np([values("sm-order-max", r, (9,)) for r in range(n)], "max"))
+    maxed.check("async all_reduce max")
+    broadcast.result(values("sm-order-bcast", root, (3, 3)))
+    broadcast.check("async broadcast")
+    gathered.result(np.concatenate([values("sm-order-gather", r, (2, 3)) for r in range(n)]))
+    gathered.check("async all_gather_into_tensor")
+    compat.destroy(group)
+
+
+def case_background_abandoned(kit: Any) -> None:
+    """A group destroyed while its async collective still waits for peers that never joined it
+    (only rank 0 called it): after a grace, the Work's wait raises CollectiveTimeout saying so,
+    no thread is left, and the next collective on the world works."""
+    threads = set(threading.enumerate())
+    group = _background_group()
+    n, me = world(), compat.get_rank()
+    compat.barrier(group=group)  # every rank's window exists before rank 0 goes alone
+    x = kit.tensor(values("sm-abandoned", me, (4,)), "float32")
+    work = compat.all_reduce(x, group=group, async_op=True) if me == 0 else None
+    compat.barrier()
+    compat.destroy(group)
+    if work is not None:
+        try:
+            work.wait()
+        except compat.CollectiveTimeout as error:
+            assert "when its group was destroyed" in str(error), error
+        else:
+            raise AssertionError("expected CollectiveTimeout from the abandoned all_reduce")
+    left = [t.name for t in set(threading.enumerate()) - threads]
+    assert not left, f"the destroyed group's thread is left: {left}"
+    y = kit.tensor(values("sm-abandoned-next", me, (3,)), "float32")
+    compat.all_reduce(y)
+    np.testing.assert_allclose(
+        kit.numpy(y),
+        reduce_np([values("sm-abandoned-next", r, (3,)) for r in range(n)], "sum"),
+        rtol=1e-6,
+    )
+
+
 register("shared_memory-rounds", case_rounds, min_world=2)
 register("shared_memory-opt-out", case_opt_out, min_world=2)
 register("shared_memory-stale-files", case_stale_files, min_world=2)
@@ -329,3 +460,8 @@ register("shared_memory-rooted", case_rooted, min_world=2)
 register("shared_memory-reduce_scatter-rounds", case_reduce_scatter_rounds, min_world=2)
 register("shared_memory-chosen", case_chosen, min_world=2)
 register("shared_memory-fallback", case_fallback, min_world=2)
+# MCCL's choices are async = "completed" (capabilities.toml): MindSpore's own async collectives
+# on CPU wait in its one queue too.
+register("shared_memory-background-overlap", case_background_overlap, 2, ("torch",))
+register("shared_memory-background-order", case_background_order, 2, ("torch",))
+register("shared_memory-background-abandoned", case_background_abandoned, 2, ("torch",))
