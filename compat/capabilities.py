@@ -70,27 +70,40 @@ def backend_key(framework: str, backend: str) -> str:
     return backends(framework)[backend]
 
 
-def resolve(key: str, collective: str, dtype: str, nbytes: int, one_host: bool = False) -> str:
+def resolve(
+    key: str,
+    collective: str,
+    dtype: str,
+    nbytes: int,
+    one_host: bool = False,
+    ranks: int | None = None,
+) -> str:
     """What runs ``collective`` on backend ``key`` (a capabilities.toml key) for a ``dtype``
     input of ``nbytes`` bytes: ``"native"`` or the name of a compat.algorithms function.
     ``one_host``: the group has a shared-memory window (:mod:`compat.shared_memory`) and the
-    tensors are in host memory, which the choices marked ``one_host`` need.
+    tensors are in host memory, which the choices marked ``one_host`` need; ``ranks``: the
+    group's size, which a choice's ``max_ranks`` limits (None: any).
 
     Raises
     ------
     UnsupportedError
         The backend cannot run it, not even by emulation; the message says why.
     """
-    return choice(key, collective, dtype, nbytes, one_host)[0]
+    return choice(key, collective, dtype, nbytes, one_host, ranks)[0]
 
 
 def choice(
-    key: str, collective: str, dtype: str, nbytes: int, one_host: bool = False
+    key: str,
+    collective: str,
+    dtype: str,
+    nbytes: int,
+    one_host: bool = False,
+    ranks: int | None = None,
 ) -> tuple[str, str]:
     """:func:`resolve`'s answer and how it runs with ``async_op=True`` (the table's ``async``:
     "native", "completed", "deferred" or "background")."""
     entry = tables.lookup("capabilities", key, "ops", collective)
-    choices = _choices(entry, dtype, one_host)
+    choices = _choices(entry, dtype, one_host, ranks)
     # A one_host choice that applies wins over the others: it replaces the backend's transport.
     for candidates in ([choice for choice in choices if choice.get("one_host")], choices):
         fitting = [choice for choice in candidates if choice["min_bytes"] <= nbytes]
@@ -109,10 +122,13 @@ def choice(
     return name, str(entry["async"])
 
 
-def size_thresholds(key: str, collective: str, dtype: str, one_host: bool = False) -> list[int]:
+def size_thresholds(
+    key: str, collective: str, dtype: str, one_host: bool = False, ranks: int | None = None
+) -> list[int]:
     """The input sizes (bytes) at which the choice for ``dtype`` can change, ascending, from 0."""
     entry = tables.lookup("capabilities", key, "ops", collective)
-    return sorted({0, *(choice["min_bytes"] for choice in _choices(entry, dtype, one_host))})
+    choices = _choices(entry, dtype, one_host, ranks)
+    return sorted({0, *(choice["min_bytes"] for choice in choices)})
 
 
 def wants_one_host(key: str, collective: str) -> bool:
@@ -122,11 +138,15 @@ def wants_one_host(key: str, collective: str) -> bool:
     return any(choice.get("one_host", False) for choice in entry.get("choose", ()))
 
 
-def _choices(entry: dict[str, Any], dtype: str, one_host: bool) -> list[dict[str, Any]]:
+def _choices(
+    entry: dict[str, Any], dtype: str, one_host: bool, ranks: int | None
+) -> list[dict[str, Any]]:
     return [
         choice
         for choice in entry.get("choose", ())
-        if dtype in choice.get("dtypes", (dtype,)) and (one_host or not choice.get("one_host"))
+        if dtype in choice.get("dtypes", (dtype,))
+        and (one_host or not choice.get("one_host"))
+        and (ranks is None or ranks <= choice.get("max_ranks", ranks))
     ]
 
 

@@ -43,9 +43,8 @@ class State:
         self.world_size = adapter.world_size()
         self.world = Group(range(self.world_size), None, "world")
         self.checks = Checks(self)
-        self._implementations: dict[
-            tuple[str, str, bool], list[tuple[int, Callable[..., Any]]]
-        ] = {}
+        #: (collective, dtype, the group's size where one_host choices apply else 0) -> choices
+        self._implementations: dict[tuple[str, str, int], list[tuple[int, Callable[..., Any]]]] = {}
         self._wants_one_host: dict[str, bool] = {}
         self._forced: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self.group_count = 0
@@ -60,7 +59,7 @@ class State:
         ``nbytes`` bytes (default: ``like``'s size), as :func:`compat.capabilities.resolve`
         chooses it: the adapter's native method or an algorithm bound to the adapter. With
         ``group`` (its handle), a choice that needs the group's ranks on one host can apply."""
-        key = (collective, self.adapter.dtype(like), self._one_host(collective, like, group))
+        key = (collective, self.adapter.dtype(like), self._one_host_ranks(collective, like, group))
         by_size = self._implementations.get(key)
         if by_size is None:
             by_size = self._implementations[key] = self._by_size(*key)
@@ -73,13 +72,22 @@ class State:
                 chosen = callable_
         return chosen
 
-    def algorithm(self, collective: str, dtype: str, nbytes: int, one_host: bool = False) -> str:
-        """The name of what runs ``collective`` for ``dtype`` and an input of ``nbytes`` bytes:
-        ``"native"`` or a compat.algorithms function (``compat bench`` prints it)."""
+    def algorithm(
+        self,
+        collective: str,
+        dtype: str,
+        nbytes: int,
+        one_host: bool = False,
+        ranks: int | None = None,
+    ) -> str:
+        """The name of what runs ``collective`` for ``dtype`` and an input of ``nbytes`` bytes,
+        on a group of ``ranks``: ``"native"`` or a compat.algorithms function (``compat bench``
+        prints it)."""
         forced = self._forced.get((collective, dtype))
         if forced is not None:
             return forced[0]
-        return capabilities.resolve(self.capability_key, collective, dtype, nbytes, one_host)
+        key = self.capability_key
+        return capabilities.resolve(key, collective, dtype, nbytes, one_host, ranks)
 
     def open_window(self, group: Any) -> None:
         """Make ``group``'s shared-memory window now, where the table has choices that use one:
@@ -91,22 +99,22 @@ class State:
         if any(capabilities.wants_one_host(key, name) for name in capabilities.COLLECTIVES):
             shared_memory.window(self.adapter, group)
 
-    def _one_host(self, collective: str, like: Any, group: Any) -> bool:
-        """Whether ``collective``'s one_host choices apply: the table has one, ``like`` is in host
-        memory and ``group`` (a handle) has a shared-memory window, made on first use, which is
-        a collective of the group (compat.shared_memory)."""
+    def _one_host_ranks(self, collective: str, like: Any, group: Any) -> int:
+        """The size of ``group`` (a handle) where ``collective``'s one_host choices apply, else
+        0. They apply where the table has one, ``like`` is in host memory and the group has a
+        shared-memory window (made at compat.init and compat.new_group, else on first use,
+        which is a collective of the group: compat.shared_memory)."""
         if group is NO_GROUP:
-            return False
+            return 0
         wanted = self._wants_one_host.get(collective)
         if wanted is None:
             wanted = self._wants_one_host[collective] = capabilities.wants_one_host(
                 self.capability_key, collective
             )
-        return (
-            wanted
-            and self.adapter.in_host_memory(like)
-            and shared_memory.window(self.adapter, group) is not None
-        )
+        if not wanted or not self.adapter.in_host_memory(like):
+            return 0
+        found = shared_memory.window(self.adapter, group)
+        return 0 if found is None else found.size
 
     def force(
         self, collective: str, dtype: str, run: str | tuple[str, Callable[..., Any]] | None
@@ -114,8 +122,8 @@ class State:
         """Run ``collective`` on ``dtype`` with ``run`` at every size, whatever the table says:
         ``"native"``, an algorithm's name, or ``(label, callable)``; None restores the table's
         choice. For ``compat bench`` (timing one algorithm, or compat's own work alone)."""
-        for one_host in (False, True):
-            self._implementations.pop((collective, dtype, one_host), None)
+        for cached in [key for key in self._implementations if key[:2] == (collective, dtype)]:
+            del self._implementations[cached]
         key = (collective, dtype)
         if run is None:
             self._forced.pop(key, None)
@@ -125,23 +133,25 @@ class State:
             self._forced[key] = run
 
     def _by_size(
-        self, collective: str, dtype: str, one_host: bool
+        self, collective: str, dtype: str, one_host_ranks: int
     ) -> list[tuple[int, Callable[..., Any]]]:
-        """(min_bytes, callable) from 0 bytes up: where the choice for ``dtype`` can change."""
+        """(min_bytes, callable) from 0 bytes up: where the choice for ``dtype`` can change, on a
+        group of ``one_host_ranks`` with a shared-memory window (0: without)."""
         forced = self._forced.get((collective, dtype))
         if forced is not None:
             return [(0, forced[1])]
-        key = self.capability_key
+        key, one_host = self.capability_key, one_host_ranks > 0
+        ranks = one_host_ranks or None
         return [
             (
                 size,
                 capabilities.bind(
                     self.adapter,
                     collective,
-                    *capabilities.choice(key, collective, dtype, size, one_host),
+                    *capabilities.choice(key, collective, dtype, size, one_host, ranks),
                 ),
             )
-            for size in capabilities.size_thresholds(key, collective, dtype, one_host)
+            for size in capabilities.size_thresholds(key, collective, dtype, one_host, ranks)
         ]
 
 

@@ -142,6 +142,23 @@ def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
     ]
 
 
+def test_a_choice_with_max_ranks_applies_only_to_groups_that_small() -> None:
+    """Gloo's shared-memory scatter runs for 2 ranks; from 3 the native scatter (measured
+    slower at 3 and 4 ranks), whichever one_host choices the other collectives make."""
+    for size in (0, 1024, 64 * 2**20):
+        assert capabilities.resolve("gloo", "scatter", "float32", size, True, 2) == (
+            "shared_memory_scatter"
+        )
+        for ranks in (3, 4, 8):
+            assert capabilities.resolve("gloo", "scatter", "float32", size, True, ranks) == "native"
+            assert capabilities.resolve("gloo", "gather", "float32", size, True, ranks) == (
+                "shared_memory_gather"
+            )
+    # Without a group size (compat info, the docs) every choice is listed as it applies.
+    assert capabilities.resolve("gloo", "scatter", "float32", 0, True) == "shared_memory_scatter"
+    assert capabilities.size_thresholds("gloo", "scatter", "float32", True, 3) == [0]
+
+
 def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() -> None:
     """On Gloo the shared-memory choices run async calls on the window's thread ("background":
     bound through shared_memory.in_issue_order); on MCCL they return a completed Work, as

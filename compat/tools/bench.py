@@ -588,7 +588,13 @@ def algorithm_of(
     given = nbytes // world if spec.gathered else nbytes
     one_host = runtime.adapter.windows.get(None) is not None
     names = [
-        runtime.algorithm(collective_of(name, joins), spec.dtype or dtype, given, one_host)
+        runtime.algorithm(
+            collective_of(name, joins),
+            spec.dtype or dtype,
+            given,
+            one_host,
+            world if one_host else None,
+        )
         for name in spec.collectives
     ]
     return "+".join(dict.fromkeys(names))

@@ -403,6 +403,8 @@ def _choice_text(choice: Table) -> str:
         text = choice["algorithm"]
     if choice.get("one_host"):
         text = f"one host: {text}"
+    if "max_ranks" in choice:
+        text += f" (up to {choice['max_ranks']} ranks)"
     if choice.get("async") == "completed":
         text += ", async: completed"
     return text

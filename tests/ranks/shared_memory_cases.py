@@ -14,12 +14,13 @@ import sys
 import threading
 import time
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 import compat
-from compat import algorithms, capabilities, shared_memory, state
+from compat import algorithms, capabilities, shared_memory, state, tables
 from compat.types import ReduceOp
 from tests.ranks.cases import reduce_np, register, subgroup, values, world
 from tests.ranks.layout_cases import Placed, sentinel_out
@@ -251,6 +252,16 @@ def case_chosen(kit: Any) -> None:
     assert runtime.algorithm("all_reduce", "float32", 1024, one_host=True) == (
         "shared_memory_all_reduce"
     )
+    # A choice's max_ranks counts the group's ranks (Gloo's scatter: 2).
+    limit = tables.lookup("capabilities", runtime.capability_key, "ops", "scatter")["choose"][0]
+    scatter = runtime.implementation("scatter", x, None, None)
+    named = runtime.algorithm("scatter", "float32", 1024, True, n)
+    if n <= limit.get("max_ranks", n):
+        assert named == "shared_memory_scatter", named
+        assert algorithms.shared_memory_scatter in (getattr(scatter, "func", None), *scatter.args)
+    else:
+        assert named == "native", named
+        assert not isinstance(scatter, partial), scatter
 
 
 def case_fallback(kit: Any) -> None:
