@@ -82,7 +82,7 @@ def resolve(
     input of ``nbytes`` bytes: ``"native"`` or the name of a compat.algorithms function.
     ``one_host``: the group has a shared-memory window (:mod:`compat.shared_memory`) and the
     tensors are in host memory, which the choices marked ``one_host`` need; ``ranks``: the
-    group's size, which a choice's ``max_ranks`` limits (None: any).
+    group's size, which a choice's ``min_ranks`` and ``max_ranks`` bound (None: any).
 
     Raises
     ------
@@ -146,7 +146,10 @@ def _choices(
         for choice in entry.get("choose", ())
         if dtype in choice.get("dtypes", (dtype,))
         and (one_host or not choice.get("one_host"))
-        and (ranks is None or ranks <= choice.get("max_ranks", ranks))
+        and (
+            ranks is None
+            or choice.get("min_ranks", ranks) <= ranks <= choice.get("max_ranks", ranks)
+        )
     ]
 
 

@@ -141,13 +141,14 @@ LAUNCH_FIELDS = ("rank", "local_rank", "world", "port", "device", "devices")
 # compat.algorithms function) runs instead of the entry's own implementation (the choice with the
 # largest min_bytes not above the input's size wins; ``dtypes`` limits a choice to those dtypes;
 # ``one_host`` to groups whose ranks share a host's memory, for tensors in it: shared_memory;
-# ``max_ranks`` to groups of at most that many ranks).
+# ``min_ranks``/``max_ranks`` to groups of at least/at most that many ranks).
 CHOICE = Record(
     required={"algorithm": TEXT, "min_bytes": Scalar(int), "reason": TEXT},
     optional={
         "dtypes": ListOf(TEXT),
         "async": Scalar(str, ("native", "completed", "deferred", "background")),
         "one_host": Scalar(bool),
+        "min_ranks": Scalar(int),
         "max_ranks": Scalar(int),
     },
 )

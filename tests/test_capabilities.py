@@ -142,21 +142,28 @@ def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
     ]
 
 
-def test_a_choice_with_max_ranks_applies_only_to_groups_that_small() -> None:
-    """Gloo's shared-memory scatter runs for 2 ranks; from 3 the native scatter (measured
-    slower at 3 and 4 ranks), whichever one_host choices the other collectives make."""
-    for size in (0, 1024, 64 * 2**20):
-        assert capabilities.resolve("gloo", "scatter", "float32", size, True, 2) == (
+def test_choices_bounded_by_the_groups_size() -> None:
+    """Gloo's scatter on one host: through shared memory, but from 1 MB at 4 ranks and more
+    Gloo's own (measured faster there); min_ranks/max_ranks bound a choice by the group's size."""
+    for ranks in (2, 3, 4, 8):
+        assert capabilities.resolve("gloo", "scatter", "float32", 1024, True, ranks) == (
             "shared_memory_scatter"
         )
-        for ranks in (3, 4, 8):
-            assert capabilities.resolve("gloo", "scatter", "float32", size, True, ranks) == "native"
-            assert capabilities.resolve("gloo", "gather", "float32", size, True, ranks) == (
-                "shared_memory_gather"
-            )
-    # Without a group size (compat info, the docs) every choice is listed as it applies.
-    assert capabilities.resolve("gloo", "scatter", "float32", 0, True) == "shared_memory_scatter"
+        large = capabilities.resolve("gloo", "scatter", "float32", 2**20, True, ranks)
+        assert large == ("native" if ranks >= 4 else "shared_memory_scatter"), (ranks, large)
     assert capabilities.size_thresholds("gloo", "scatter", "float32", True, 3) == [0]
+    assert capabilities.size_thresholds("gloo", "scatter", "float32", True, 4) == [0, 2**20]
+    entry = {"impl": "native", "async": "native", "choose": [
+        {"algorithm": "a", "min_bytes": 0, "max_ranks": 2, "reason": "r"},
+        {"algorithm": "b", "min_bytes": 0, "min_ranks": 3, "max_ranks": 5, "reason": "r"},
+    ]}  # fmt: skip
+    chosen = {
+        ranks: [
+            choice["algorithm"] for choice in capabilities._choices(entry, "float32", False, ranks)
+        ]
+        for ranks in (None, 2, 3, 5, 6)
+    }
+    assert chosen == {None: ["a", "b"], 2: ["a"], 3: ["b"], 5: ["b"], 6: []}
 
 
 def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() -> None:
@@ -167,7 +174,7 @@ def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() ->
     gloo_ops = tables.lookup("capabilities", "gloo", "ops")
     for collective, entry in gloo_ops.items():
         for choice in entry.get("choose", ()):
-            if choice.get("one_host"):
+            if choice["algorithm"].startswith("shared_memory_"):
                 found = capabilities.choice("gloo", collective, "float32", 0, True)
                 assert found == (choice["algorithm"], "background"), (collective, found)
     assert capabilities.choice("mccl", "all_reduce", "float32", 0, True) == (

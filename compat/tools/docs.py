@@ -403,8 +403,13 @@ def _choice_text(choice: Table) -> str:
         text = choice["algorithm"]
     if choice.get("one_host"):
         text = f"one host: {text}"
-    if "max_ranks" in choice:
-        text += f" (up to {choice['max_ranks']} ranks)"
+    bounds = [
+        f"{choice[key]} {word}"
+        for key, word in (("min_ranks", "ranks or more"), ("max_ranks", "ranks or fewer"))
+        if key in choice
+    ]
+    if bounds:
+        text += f" ({', '.join(bounds)})"
     if choice.get("async") == "completed":
         text += ", async: completed"
     return text

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, capabilities, shared_memory, state, tables
+from compat import algorithms, capabilities, shared_memory, state
 from compat.types import ReduceOp
 from tests.ranks.cases import reduce_np, register, subgroup, values, world
 from tests.ranks.layout_cases import Placed, sentinel_out
@@ -252,16 +252,19 @@ def case_chosen(kit: Any) -> None:
     assert runtime.algorithm("all_reduce", "float32", 1024, one_host=True) == (
         "shared_memory_all_reduce"
     )
-    # A choice's max_ranks counts the group's ranks (Gloo's scatter: 2).
-    limit = tables.lookup("capabilities", runtime.capability_key, "ops", "scatter")["choose"][0]
-    scatter = runtime.implementation("scatter", x, None, None)
-    named = runtime.algorithm("scatter", "float32", 1024, True, n)
-    if n <= limit.get("max_ranks", n):
-        assert named == "shared_memory_scatter", named
-        assert algorithms.shared_memory_scatter in (getattr(scatter, "func", None), *scatter.args)
-    else:
-        assert named == "native", named
-        assert not isinstance(scatter, partial), scatter
+    # A choice's min_ranks/max_ranks count the group's ranks (Gloo's scatter: native from 1 MB
+    # at 4 ranks and more).
+    for nbytes in (1024, 2**20):
+        expected = capabilities.resolve(
+            runtime.capability_key, "scatter", "float32", nbytes, True, n
+        )
+        assert runtime.algorithm("scatter", "float32", nbytes, True, n) == expected
+        big = kit.tensor(np.zeros(nbytes // 4), "float32")
+        scatter = runtime.implementation("scatter", big, None, None)
+        if expected == "native":
+            assert not isinstance(scatter, partial), scatter
+        else:
+            assert getattr(algorithms, expected) in (getattr(scatter, "func", None), *scatter.args)
 
 
 def case_fallback(kit: Any) -> None:
