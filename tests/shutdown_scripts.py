@@ -43,7 +43,7 @@ def tensor(values: np.ndarray):  # type: ignore[no-untyped-def]
 def die_later(death: str) -> None:
     def die() -> None:
         time.sleep(DIES_AFTER)
-        print(f"dying ({death}) inside the operation", flush=True)
+        print(f"dying ({death}) inside the operation\n", end="", flush=True)
         if death == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         os._exit(3)
@@ -55,7 +55,10 @@ def in_a_collective(rank: int) -> None:
     """Rank 0 waits in an all_reduce for rank 1, which sleeps: the job is stuck in a collective
     when the test signals it (on MCCL, within the all_reduce's fixed 30 s bound)."""
     data = tensor(np.ones(4, dtype=np.float32))
-    print(f"READY rank {rank} pid {os.getpid()}", flush=True)
+    # One write with its newline: the spawn-style ranks share one pipe, and print's separate
+    # write of the newline (unbuffered, PYTHONUNBUFFERED=1) let "READY rank 1" land before rank
+    # 0's newline ("...pid 3849READY rank 1 ...": a make test-long failure).
+    print(f"READY rank {rank} pid {os.getpid()}\n", end="", flush=True)
     if rank == 1:
         time.sleep(120)
     compat.all_reduce(data)
