@@ -174,18 +174,18 @@ class SharedWindow:
             if polls <= self._yields:
                 os.sched_yield()
                 continue
-            if self._closing:
-                raise CollectiveTimeout(
-                    "a collective through shared memory was still waiting for group "
-                    f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} when "
-                    "its group was destroyed (call wait() on every Work before destroy)"
-                )
-            if time.monotonic() > deadline:
+            closing = self._closing
+            if closing or time.monotonic() > deadline:
+                missing = f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))}"
+                if closing:
+                    raise CollectiveTimeout(
+                        f"a collective through shared memory was still waiting for group {missing} "
+                        "when its group was destroyed (call wait() on every Work before destroy)"
+                    )
                 raise CollectiveTimeout(
                     f"a collective through shared memory did not complete within "
-                    f"{self.timeout:g} s (the backend's bound): group "
-                    f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} did not "
-                    f"reach it (group rank {self.me} waited); a rank missed the call, or died"
+                    f"{self.timeout:g} s (the backend's bound): group {missing} did not reach it "
+                    f"(group rank {self.me} waited); a rank missed the call, or died"
                 )
             time.sleep(min(_LONGEST_SLEEP, _SHORTEST_SLEEP * (polls - self._yields)))
 

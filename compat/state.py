@@ -45,7 +45,7 @@ class State:
         self.checks = Checks(self)
         #: (collective, dtype, the group's size where one_host choices apply else 0) -> choices
         self._implementations: dict[tuple[str, str, int], list[tuple[int, Callable[..., Any]]]] = {}
-        self._wants_one_host: dict[str, bool] = {}
+        self._one_host_choices: dict[str, bool] = {}
         self._forced: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self.group_count = 0
         #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
@@ -95,9 +95,17 @@ class State:
         point. Made on its first collective instead (a group torch made, a world adopted), the
         set-up is a collective that an asynchronous call would make synchronous: a rank that
         then sends a peer what it waits for before that collective would wait for ever."""
-        key = self.capability_key
-        if any(capabilities.wants_one_host(key, name) for name in capabilities.COLLECTIVES):
+        if any(self._wants_one_host(name) for name in capabilities.COLLECTIVES):
             shared_memory.window(self.adapter, group)
+
+    def _wants_one_host(self, collective: str) -> bool:
+        """Whether the table has a one_host choice for ``collective`` (looked up once)."""
+        wanted = self._one_host_choices.get(collective)
+        if wanted is None:
+            wanted = self._one_host_choices[collective] = capabilities.wants_one_host(
+                self.capability_key, collective
+            )
+        return wanted
 
     def _one_host_ranks(self, collective: str, like: Any, group: Any) -> int:
         """The size of ``group`` (a handle) where ``collective``'s one_host choices apply, else
@@ -106,12 +114,7 @@ class State:
         which is a collective of the group: compat.shared_memory)."""
         if group is NO_GROUP:
             return 0
-        wanted = self._wants_one_host.get(collective)
-        if wanted is None:
-            wanted = self._wants_one_host[collective] = capabilities.wants_one_host(
-                self.capability_key, collective
-            )
-        if not wanted or not self.adapter.in_host_memory(like):
+        if not self._wants_one_host(collective) or not self.adapter.in_host_memory(like):
             return 0
         found = shared_memory.window(self.adapter, group)
         return 0 if found is None else found.size
