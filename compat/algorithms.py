@@ -934,7 +934,9 @@ def shared_memory_broadcast(
     adapter: Adapter, tensor: Tensor, src: int, group: GroupHandle, async_op: bool
 ) -> Handle | None:
     """broadcast through shared memory: round by round ``src`` writes a piece of its tensor into
-    its slot, and every other rank copies it from there."""
+    its slot, and every other rank copies it from there. The rounds are one-way: ``src`` waits
+    for no rank (as a backend's broadcast returns on the root once its sends are out), the others
+    for ``src``; ``src`` writes a slot again only once every rank has read it."""
     window = _window(adapter, group)
     root = adapter.group_ranks(group).index(src)
     views = _FlatViews(adapter)
@@ -946,15 +948,11 @@ def shared_memory_broadcast(
         numel = adapter.numel(piece)
         if window.me == root:
             adapter.copy_(window.own(numel, piece), piece)
-        slots = window.publish()
-        if window.me != root:
+            window.publish(wait_for=())
+        else:
+            slots = window.publish(wait_for=(root,))
             adapter.copy_(piece, window.read(slots[root], numel, piece))
     return views.done(async_op)
-
-
-def _nothing(adapter: Adapter, flat: Tensor) -> Tensor:
-    """An empty 1-d tensor of ``flat``'s dtype: the part of a pair that moves nothing."""
-    return adapter.parts(flat, [0, adapter.numel(flat)])[0]
 
 
 def shared_memory_scatter(
@@ -966,18 +964,33 @@ def shared_memory_scatter(
     async_op: bool,
 ) -> Handle | None:
     """scatter through shared memory: ``src`` writes each rank's part into that rank's region of
-    its slot, round by round, and each rank copies its own from there."""
+    its slot, round by round, and each rank copies its own from there. Every part has
+    ``tensor``'s size, so every rank counts the same rounds (as broadcast's). The rounds are
+    one-way, as broadcast's: ``src`` waits for no rank, the others for ``src``."""
     window = _window(adapter, group)
     count, root = window.size, adapter.group_ranks(group).index(src)
     views = _FlatViews(adapter)
     target = views.target(tensor)
-    empty = _nothing(adapter, target)
-    sources = [empty] * count
-    if window.me == root and scatter_list is not None:
-        sources = [views.source(item) for item in scatter_list]
-    targets = [empty] * count
-    targets[root] = target
-    _shared_memory_exchange(adapter, sources, targets, window)
+    region = window.region_bytes(count)
+    step = _step(adapter, target, region)
+    pieces = _chunks(adapter, target, step)
+    if window.me != root:
+        for piece in pieces:
+            slots = window.publish(wait_for=(root,))
+            numel = adapter.numel(piece)
+            adapter.copy_(piece, window.read(slots[root], numel, piece, window.me * region))
+        return views.done(async_op)
+    assert scatter_list is not None  # the root's list, checked by compat.scatter
+    parts = [views.source(item) for item in scatter_list]
+    sent = [_chunks(adapter, part, step) for part in parts]
+    for index in range(len(pieces)):
+        for peer, chunks in enumerate(sent):
+            if peer != root:
+                piece = chunks[index]
+                adapter.copy_(window.own(adapter.numel(piece), piece, peer * region), piece)
+        window.publish(wait_for=())
+    if pieces:
+        adapter.copy_(target, parts[root])
     return views.done(async_op)
 
 
@@ -990,18 +1003,34 @@ def shared_memory_gather(
     async_op: bool,
 ) -> Handle | None:
     """gather through shared memory: every rank writes its tensor into ``dst``'s region of its
-    slot, round by round, and ``dst`` copies every rank's from there."""
+    slot, round by round, and ``dst`` copies every rank's from there. Every part has ``tensor``'s
+    size, so every rank counts the same rounds. The rounds are one-way: the ranks other than
+    ``dst`` wait for no rank (as a backend's gather returns on them once their send is out),
+    ``dst`` for every rank."""
     window = _window(adapter, group)
     count, root = window.size, adapter.group_ranks(group).index(dst)
     views = _FlatViews(adapter)
     source = views.source(tensor)
-    empty = _nothing(adapter, source)
-    sources = [empty] * count
-    sources[root] = source
-    targets = [empty] * count
-    if window.me == root and gather_list is not None:
-        targets = [views.target(item) for item in gather_list]
-    _shared_memory_exchange(adapter, sources, targets, window)
+    region = window.region_bytes(count)
+    step = _step(adapter, source, region)
+    pieces = _chunks(adapter, source, step)
+    if window.me != root:
+        for piece in pieces:
+            adapter.copy_(window.own(adapter.numel(piece), piece, root * region), piece)
+            window.publish(wait_for=())
+        return views.done(async_op)
+    assert gather_list is not None  # the root's list, checked by compat.gather
+    targets = [views.target(item) for item in gather_list]
+    received = [_chunks(adapter, target, step) for target in targets]
+    for index in range(len(pieces)):
+        slots = window.publish()
+        for peer, chunks in enumerate(received):
+            if peer != root:
+                piece = chunks[index]
+                numel = adapter.numel(piece)
+                adapter.copy_(piece, window.read(slots[peer], numel, piece, root * region))
+    if pieces:
+        adapter.copy_(targets[root], source)
     return views.done(async_op)
 
 

@@ -13,7 +13,9 @@ two slots of :data:`SLOT_BYTES`. Round after round a rank writes its slot, then
 rank's slot of that round is readable: on x86 the ranks poll each other's counts in the shared
 memory (microseconds); elsewhere they meet in the backend's barrier (see :func:`waits_in_memory`).
 Rounds alternate between the two slots: a rank writes a slot again only once every peer has
-arrived at the next round, which none does before it has finished reading that slot. A
+arrived at the next round, which none does before it has finished reading that slot. A round may
+be one-way (broadcast, scatter): a rank waits only for the ranks whose slots it reads (the root
+for no one), and checks that every peer has arrived before it writes its slot again. A
 collective larger than a slot runs in several rounds; every rank runs the same number (each
 algorithm makes sure of that), or the ranks would wait for each other in different rounds.
 
@@ -29,6 +31,8 @@ what it chooses otherwise.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
 import mmap
 import os
@@ -78,6 +82,10 @@ FLAG_BYTES = 64
 #: 1M 1.33 against 1.42).
 _YIELDS = 2000
 _SHORTEST_SLEEP, _LONGEST_SLEEP = 1e-5, 1e-3
+#: The timer slack (ns) of a thread while its wait sleeps. Linux lets a sleep overrun by the
+#: thread's slack, 50 us by default: time.sleep(1e-5) took 63 us, and 13.5 us at 1 us of slack
+#: (measured). The thread's own slack is put back when the wait ends.
+_SLEEP_SLACK_NS = 1000
 #: Bytes kept at the start of a slot for the word an algorithm publishes
 #: (:meth:`SharedWindow.write_word`), so that what follows stays aligned for any dtype.
 HEADER_BYTES = 64
@@ -123,6 +131,8 @@ class SharedWindow:
         # written whole by numpy (never torn, unlike a byte-wise struct copy).
         self._arrivals = [np.frombuffer(view, np.int64, 1, 0) for view in self._views]
         self._round = 0
+        #: True after a one-way round until every peer has arrived at it (see publish)
+        self._readers_behind = False
         self._fence = threading.Lock()
         #: how long a rank waits for its peers: as long as the backend's collectives would
         self.timeout = adapter.collective_timeout()
@@ -144,50 +154,80 @@ class SharedWindow:
     def own(self, numel: int, like: Tensor, offset: int = 0) -> Tensor:
         """A 1-d tensor of ``numel`` elements of ``like``'s dtype over this rank's slot of the
         current round, ``offset`` bytes after the header, for this rank to write."""
+        if self._readers_behind:
+            self._await_readers()
         return self._adapter.host_tensor(self._slot(self.me), HEADER_BYTES + offset, numel, like)
 
-    def publish(self) -> list[memoryview]:
+    def publish(self, wait_for: Sequence[int] | None = None) -> list[memoryview]:
         """End this round: wait until every rank of the group has written its slot (a barrier),
-        then return every rank's slot, in group-rank order, to read until the round after next."""
+        then return every rank's slot, in group-rank order, to read until the round after next.
+
+        ``wait_for``: only the group ranks whose slots this rank reads this round (a one-way
+        round: a broadcast's root waits for no one, the others for the root). This rank then
+        writes its slot again only once every peer has arrived at this round (:meth:`own` waits
+        for that first), since the slot it writes next was read by them until then. Where ranks
+        meet in the backend's barrier (not x86) every round is a barrier."""
         if self.waits_in_memory:
-            self._arrive_and_wait()
+            self._arrive()
+            peers = range(self.size) if wait_for is None else wait_for
+            self._wait_until([rank for rank in peers if rank != self.me], self._round + 1)
+            self._readers_behind = wait_for is not None
         else:
             self._adapter.barrier(self._group, False)
         slots = [self._slot(rank) for rank in range(self.size)]
         self._round += 1
         return slots
 
-    def _arrive_and_wait(self) -> None:
-        """Count this rank's arrival, then wait for every peer's: they poll, yielding the CPU,
-        then sleeping ever longer, up to the backend's timeout (then CollectiveTimeout)."""
-        arrival = self._round + 1
+    def _await_readers(self) -> None:
+        """Wait until every peer has arrived at the last round, after a one-way round: this
+        rank's slot for the new round is the one they read two rounds ago, up to that arrival."""
+        self._wait_until([rank for rank in range(self.size) if rank != self.me], self._round)
+        self._readers_behind = False
+
+    def _arrive(self) -> None:
+        """Count this rank's arrival at the current round."""
         # A locked instruction orders the slot's stores before the count's (x86).
         with self._fence:
-            self._arrivals[self.me][0] = arrival
-        waiting = [rank for rank in range(self.size) if rank != self.me]
-        polls, deadline = 0, time.monotonic() + self.timeout
-        while True:
-            waiting = [rank for rank in waiting if self._arrivals[rank][0] < arrival]
-            if not waiting:
-                return
-            polls += 1
-            if polls <= self._yields:
-                os.sched_yield()
-                continue
-            closing = self._closing
-            if closing or time.monotonic() > deadline:
-                missing = f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))}"
-                if closing:
-                    raise CollectiveTimeout(
-                        f"a collective through shared memory was still waiting for group {missing} "
-                        "when its group was destroyed (call wait() on every Work before destroy)"
-                    )
+            self._arrivals[self.me][0] = self._round + 1
+
+    def _wait_until(self, waiting: list[int], arrival: int) -> None:
+        """Wait until each of ``waiting`` (group ranks) has counted ``arrival`` rounds: poll,
+        yielding the CPU, then sleep ever longer, up to the backend's timeout (then
+        CollectiveTimeout)."""
+        polls, deadline, slack = 0, time.monotonic() + self.timeout, None
+        try:
+            while True:
+                waiting = [rank for rank in waiting if self._arrivals[rank][0] < arrival]
+                if not waiting:
+                    return
+                polls += 1
+                if polls <= self._yields:
+                    os.sched_yield()
+                    continue
+                if slack is None:
+                    slack = _timer_slack(_SLEEP_SLACK_NS)
+                self._sleep_or_give_up(waiting, polls, deadline)
+        finally:
+            if slack:
+                _timer_slack(slack)
+
+    def _sleep_or_give_up(self, waiting: list[int], polls: int, deadline: float) -> None:
+        """Sleep before the next poll (longer each time), or raise CollectiveTimeout when the
+        group is being destroyed or the deadline has passed."""
+        closing = self._closing
+        if closing or time.monotonic() > deadline:
+            missing = f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))}"
+            if closing:
                 raise CollectiveTimeout(
-                    f"a collective through shared memory did not complete within "
-                    f"{self.timeout:g} s (the backend's bound): group {missing} did not reach it "
-                    f"(group rank {self.me} waited); a rank missed the call, or died"
+                    f"a collective through shared memory was still waiting for group {missing} "
+                    "when its group was destroyed (call wait() on every Work before destroy)"
                 )
-            time.sleep(min(_LONGEST_SLEEP, _SHORTEST_SLEEP * (polls - self._yields)))
+            raise CollectiveTimeout(
+                f"a collective through shared memory did not complete within "
+                f"{self.timeout:g} s (the backend's bound): group {missing} did not reach it "
+                f"(group rank {self.me} waited); a rank missed the call, or died"
+            )
+        time.sleep(min(_LONGEST_SLEEP, _SHORTEST_SLEEP * (polls - self._yields)))
 
     def read(self, slot: memoryview, numel: int, like: Tensor, offset: int = 0) -> Tensor:
         """A 1-d tensor of ``numel`` elements of ``like``'s dtype over a published slot."""
@@ -201,6 +241,8 @@ class SharedWindow:
 
     def write_word(self, value: int) -> None:
         """Publish ``value`` (a signed 64-bit integer) in this round's header."""
+        if self._readers_behind:
+            self._await_readers()
         struct.pack_into("<q", self._slot(self.me), 0, value)
 
     @staticmethod
@@ -350,6 +392,31 @@ def in_issue_order(algorithm: Callable[..., Any], adapter: Adapter, *args: Any) 
     if found is None:  # the table chooses these only for groups with a window
         raise RuntimeError(f"{algorithm.__name__}: the group has no shared-memory window")
     return found.run(partial(algorithm, adapter, *arguments, group), async_op)
+
+
+def _timer_slack(nanoseconds: int) -> int:
+    """Set the calling thread's timer slack; return the one it had (0 where it cannot be set:
+    not Linux). Linux's prctl, through ctypes."""
+    prctl = _prctl()
+    if prctl is None:
+        return 0
+    previous: int = prctl(_PR_GET_TIMERSLACK, 0, 0, 0, 0)
+    prctl(_PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0)
+    return previous if previous > 0 else 0
+
+
+_PR_SET_TIMERSLACK, _PR_GET_TIMERSLACK = 29, 30  # linux/prctl.h
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    if platform.system() != "Linux":
+        return None
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):
+        return None
+    return prctl
 
 
 def _cores() -> int:

@@ -21,6 +21,7 @@ import numpy as np
 
 import compat
 from compat import algorithms, capabilities, shared_memory, state
+from compat.tools import bench
 from compat.types import ReduceOp
 from tests.ranks.cases import reduce_np, register, subgroup, values, world
 from tests.ranks.layout_cases import Placed, sentinel_out
@@ -260,11 +261,75 @@ def case_chosen(kit: Any) -> None:
         )
         assert runtime.algorithm("scatter", "float32", nbytes, True, n) == expected
         big = kit.tensor(np.zeros(nbytes // 4), "float32")
-        scatter = runtime.implementation("scatter", big, None, None)
-        if expected == "native":
-            assert not isinstance(scatter, partial), scatter
-        else:
-            assert getattr(algorithms, expected) in (getattr(scatter, "func", None), *scatter.args)
+        assert _runs(runtime.implementation("scatter", big, None, None), expected)
+    # compat bench's algorithm column names what runs: a rooted row's size is the root's list
+    # (n parts), and the table chooses by the part each rank passes.
+    for op in ("scatter", "gather"):
+        for size in (1024 * n, 2**18, 2**20, 4 * 2**20):
+            label = bench.algorithm_of(runtime, op, False, "float32", size, n)
+            part = kit.tensor(np.zeros(size // n // 4), "float32")
+            ran = runtime.implementation(op, part, None, None)
+            assert _runs(ran, label), (op, size, label, ran)
+
+
+def _runs(chosen: Any, name: str) -> bool:
+    """Whether ``chosen`` (what State.implementation returned) runs ``name``: "native" (the
+    adapter's method) or a compat.algorithms function (bound, perhaps through the window's
+    thread)."""
+    if name == "native":
+        return not isinstance(chosen, partial)
+    return getattr(algorithms, name) in (getattr(chosen, "func", None), *chosen.args)
+
+
+def case_one_way(kit: Any) -> None:
+    """broadcast, scatter and gather through shared memory are one-way rounds: the ranks that
+    only write wait for no rank, and write a slot again only once every rank has read it. Ranks
+    that come late to each call still get that call's own values, exactly, in one round (7 rows)
+    and in several (more than a slot), in interior and column views of sentinel-filled bases;
+    and the root returns from a broadcast while a rank is still 1.5 s away."""
+    n, me = world(), compat.get_rank()
+    for rows in (7, 2**20 // 8 + 3):  # the second is more than a 1 MB slot of float32 (2, 2)
+        for call in range(3):
+            if me != 0:
+                time.sleep(0.05)  # the root runs ahead: it must not overwrite what is unread
+            seed = f"one-way-b{rows}-{call}"
+            x = Placed(kit, values(seed, me, (rows, 2)), "float32", "interior")
+            compat.broadcast(x.view, 0)
+            x.result(values(seed, 0, (rows, 2)))
+            x.check(f"broadcast {rows} rows, call {call}")
+            if me != 0:
+                time.sleep(0.05)
+            seed = f"one-way-s{rows}-{call}"
+            parts = [values(seed, r, (rows, 2)) for r in range(n)]
+            out = sentinel_out(kit, (rows, 2), "float32", "column")
+            given = [kit.tensor(part, "float32") for part in parts] if me == 0 else None
+            compat.scatter(out.view, given, 0)
+            out.result(parts[me])
+            out.check(f"scatter {rows} rows, call {call}")
+            if me == 0:
+                time.sleep(0.05)  # here the root comes late: the others run ahead
+            seed = f"one-way-g{rows}-{call}"
+            mine = Placed(kit, values(seed, me, (rows, 2)), "float32", "column")
+            gathered = [sentinel_out(kit, (rows, 2), "float32", "interior") for _ in range(n)]
+            compat.gather(mine.view, [g.view for g in gathered] if me == 0 else None, 0)
+            mine.check(f"gather's input {rows} rows, call {call}")
+            for r, placed in enumerate(gathered):
+                if me == 0:
+                    placed.result(values(seed, r, (rows, 2)))
+                placed.check(f"gather from {r}, {rows} rows, call {call}")
+    if not shared_memory.waits_in_memory():
+        return  # ranks meet in the backend's barrier there: every round is a barrier
+    if state.current().check:
+        return  # the pre-flight check has every rank agree before each call: the root waits
+    x = kit.tensor(np.zeros(5), "float32")
+    started = time.monotonic()
+    if me != 0:
+        time.sleep(1.5)
+    compat.broadcast(x, 0)
+    took = time.monotonic() - started
+    compat.barrier()
+    if me == 0:
+        assert took < 1.0, f"the root's broadcast waited {took:.2f} s for a late rank"
 
 
 def case_fallback(kit: Any) -> None:
@@ -292,6 +357,11 @@ def case_fallback(kit: Any) -> None:
     chosen = runtime.implementation("all_reduce", x, None, group.handle)
     assert getattr(chosen, "func", None) is not algorithms.shared_memory_all_reduce, chosen
     compat.destroy(group)
+    # Destroying the group drops its window and what was chosen for it (choices are kept by
+    # group handle, and a later group may get an equal handle).
+    assert group.handle not in windows, windows
+    kept = [key for key in runtime._implementations if key[2] == group.handle]
+    assert not kept, kept
 
 
 def case_stale_files(kit: Any) -> None:
@@ -474,6 +544,7 @@ register("shared_memory-rooted", case_rooted, min_world=2)
 register("shared_memory-reduce_scatter-rounds", case_reduce_scatter_rounds, min_world=2)
 register("shared_memory-chosen", case_chosen, min_world=2)
 register("shared_memory-fallback", case_fallback, min_world=2)
+register("shared_memory-one-way", case_one_way, min_world=2)
 # MCCL's choices are async = "completed" (capabilities.toml): MindSpore's own async collectives
 # on CPU wait in its one queue too.
 register("shared_memory-background-overlap", case_background_overlap, 2, ("torch",))

@@ -1,0 +1,80 @@
+"""How a shared-memory window's ranks wait for each other (compat.shared_memory), on one
+process: a window of two ranks over anonymous memory, the peer's arrival written by the test.
+The collectives through windows are tested on real ranks in tests/ranks/shared_memory_cases.py.
+"""
+
+from __future__ import annotations
+
+import mmap
+import platform
+
+import pytest
+
+from compat import shared_memory
+from compat.shared_memory import FLAG_BYTES, SharedWindow
+
+pytestmark = pytest.mark.skipif(
+    platform.system() != "Linux" or not shared_memory.waits_in_memory(),
+    reason="timer slack is Linux's (prctl), and ranks wait in memory on x86 only: not this host",
+)
+
+
+class _Adapter:
+    def collective_timeout(self) -> float:
+        return 5.0
+
+
+def _window() -> SharedWindow:
+    slot = 4096
+    maps = [mmap.mmap(-1, FLAG_BYTES + 2 * slot) for _ in range(2)]
+    window = SharedWindow(_Adapter(), None, maps, 0)  # type: ignore[arg-type]
+    window._yields = 0  # sleep at once, as with more ranks than cores
+    return window
+
+
+def test_timer_slack_is_set_and_the_previous_returned() -> None:
+    before = shared_memory._timer_slack(2000)
+    try:
+        assert before > 0
+        assert shared_memory._timer_slack(before) == 2000
+    finally:
+        shared_memory._timer_slack(before)
+
+
+def test_a_sleeping_wait_tightens_the_timer_slack_and_puts_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Linux lets a sleep overrun by the thread's timer slack (50 us by default, which made a
+    10 us sleep take 63 us): the wait sleeps with 1 us of slack, and the thread has its own back
+    once the wait ends."""
+    window = _window()
+    peer_arrivals = window._arrivals[1]
+    seen: list[int] = []
+
+    def sleep(seconds: float) -> None:
+        seen.append(shared_memory._timer_slack(shared_memory._SLEEP_SLACK_NS))
+        if len(seen) == 3:
+            peer_arrivals[0] = 1  # the peer arrives while this rank sleeps
+
+    monkeypatch.setattr(shared_memory.time, "sleep", sleep)
+    own = shared_memory._timer_slack(40_000)
+    try:
+        slots = window.publish()
+        assert len(slots) == 2
+        assert seen == [shared_memory._SLEEP_SLACK_NS] * 3, seen
+        assert shared_memory._timer_slack(own) == 40_000, "the thread's slack was not put back"
+    finally:
+        shared_memory._timer_slack(own)
+
+
+def test_a_wait_that_times_out_puts_the_timer_slack_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    window = _window()
+    window.timeout = 0.0  # the peer never arrives: the first sleep's check gives up
+    monkeypatch.setattr(shared_memory.time, "sleep", lambda seconds: None)
+    own = shared_memory._timer_slack(30_000)
+    try:
+        with pytest.raises(shared_memory.CollectiveTimeout, match="did not reach it"):
+            window.publish()
+        assert shared_memory._timer_slack(own) == 30_000
+    finally:
+        shared_memory._timer_slack(own)
