@@ -46,11 +46,6 @@ class Checks:
         self._world_peers = frozenset(range(state.world_size)) - {state.rank}
 
     # -- tensors -------------------------------------------------------------------------------
-    def is_known_tensor(self, obj: object) -> bool:
-        """True if ``obj``'s type has passed :meth:`tensor` before and it is on this rank's
-        device (a fast path)."""
-        return type(obj) in self._tensor_types and self.adapter.on_home(obj)
-
     def tensor(self, obj: object, param: str) -> None:
         """``obj`` is a tensor of the framework compat was initialised for, on this rank's
         device (the backend cannot communicate it from anywhere else)."""
@@ -70,25 +65,26 @@ class Checks:
 
     def plain_point_to_point(
         self, tensor: object, peer: object, group: object, tag: object, group_peer: object
-    ) -> bool:
-        """True if a point-to-point call is the common case, valid in every argument: on the
-        world, with another rank's global rank as an int, tag 0, and a dense, non-empty tensor
-        of a type seen before, on this rank's device, of a supported dtype. Checked without
-        building any message: point to point is bound by latency, and on this 2-core machine
-        each microsecond of Python before the wait added 3-4 us to a 1 KB isend/irecv pair
-        (measured). False sends the call to the full checks, which raise where they fail."""
-        return (
+    ) -> str | None:
+        """``tensor``'s dtype if a point-to-point call is the common case, valid in every
+        argument: on the world, with another rank's global rank as an int, tag 0, and a dense,
+        non-empty tensor of a type seen before, on this rank's device, of a supported dtype.
+        Checked without building any message: point to point is bound by latency, and on this
+        2-core machine each microsecond of Python before the wait added 3-4 us to a 1 KB
+        isend/irecv pair (measured). None sends the call to the full checks, which raise where
+        they fail."""
+        if not (
             (group is None or group is WORLD)
             and group_peer is None
             and type(peer) is int
             and peer in self._world_peers
             and type(tag) is int
             and tag == 0
-            and self.is_known_tensor(tensor)
-            and self.adapter.dtype(tensor) in self._dtypes_ok
-            and self.adapter.is_dense(tensor)
-            and self.adapter.numel(tensor) > 0
-        )
+            and type(tensor) in self._tensor_types
+        ):
+            return None
+        dtype = self.adapter.dense_dtype(tensor)
+        return dtype if dtype in self._dtypes_ok else None
 
     def like(
         self,
@@ -132,75 +128,94 @@ class Checks:
         out: object,
         shape: tuple[int, ...],
         like: Tensor,
+        dtype: str,
         like_param: str,
         param: str = "out",
         why: str = "this rank's part of the result",
     ) -> Tensor:
         """``out`` (the parameter ``param``) as given (checked against ``shape``, which is
-        ``why``, and ``like``'s dtype), or a new tensor."""
+        ``why``, and ``dtype``, ``like``'s), or a new tensor like ``like``."""
         if out is None:
             return self.adapter.empty(shape, like)
         self.tensor(out, param)
         adapter = self.adapter
-        if adapter.dtype(out) != adapter.dtype(like):
-            check_dtype(
-                adapter.dtype(out), adapter.dtype(like), param, f"the dtype of {like_param}"
-            )
-        check_shape(adapter.shape(out), shape, param, why)
+        found = adapter.dtype(out)
+        if found != dtype:
+            check_dtype(found, dtype, param, f"the dtype of {like_param}")
+        found_shape = adapter.shape(out)
+        if found_shape != shape:
+            check_shape(found_shape, shape, param, why)
         return out
 
     def tensor_list(
-        self, value: object, param: str, group: Group, like: Tensor, like_param: str
-    ) -> list[Tensor]:
-        """One tensor per rank of ``group``, each with ``like``'s dtype and trailing dims, and this
-        rank's entry with ``like``'s shape (the list forms: all_gather, reduce_scatter)."""
+        self,
+        value: object,
+        param: str,
+        group: Group,
+        like: Tensor,
+        like_param: str,
+        dtype: str,
+        shape: tuple[int, ...],
+    ) -> tuple[list[Tensor], bool]:
+        """One tensor per rank of ``group``, each with ``like``'s dtype and trailing dims (``dtype``
+        and ``shape`` are ``like``'s), and this rank's entry with ``like``'s shape (the list
+        forms: all_gather, reduce_scatter); and whether every entry has that shape."""
         items = check_list(value, param, group.size())
-        adapter, shape = self.adapter, self.adapter.shape(like)
-        dtype = adapter.dtype(like)
-        if not self._all_like(items, dtype, shape, False):
+        even = self._all_like(items, dtype, shape, False)
+        if even is None:
             for i, item in enumerate(items):
                 self.like(item, f"{param}[{i}]", like, like_param, None)
                 self.trailing(item, f"{param}[{i}]", like, like_param)
         me = group.group_rank(self.state.rank)
-        if adapter.shape(items[me]) != shape:
+        if not even and self.adapter.shape(items[me]) != shape:
             check_shape(
-                adapter.shape(items[me]), shape, f"{param}[{me}]",
+                self.adapter.shape(items[me]), shape, f"{param}[{me}]",
                 f"this rank's entry must have {like_param}'s shape",
             )  # fmt: skip
-        return items
+        return items, bool(even)
 
     def root_list(
-        self, value: object, param: str, root: int, root_param: str, group: Group, tensor: Tensor
+        self,
+        value: object,
+        param: str,
+        root: int,
+        root_param: str,
+        group: Group,
+        tensor: Tensor,
+        dtype: str,
+        shape: tuple[int, ...],
     ) -> list[Tensor] | None:
-        """scatter_list / gather_list: a list of tensors like ``tensor`` on the root, else
-        absent."""
+        """scatter_list / gather_list: a list of tensors like ``tensor`` (of ``dtype`` and
+        ``shape``) on the root, else absent."""
         if self.state.rank != root:
             check_absent(value, param, root_param, root, self.state.rank)
             return None
         items = check_list(value, param, group.size())
-        shape, dtype = self.adapter.shape(tensor), self.adapter.dtype(tensor)
-        if not self._all_like(items, dtype, shape, True):
+        if self._all_like(items, dtype, shape, True) is None:
             for i, item in enumerate(items):
                 self.like(item, f"{param}[{i}]", tensor, "tensor", shape)
         return items
 
     def _all_like(
         self, items: list[Any], dtype: str, shape: tuple[int, ...], whole_shape: bool
-    ) -> bool:
-        """True if every one of ``items`` passes :meth:`like` (and :meth:`trailing`, or with
+    ) -> bool | None:
+        """Whether every one of ``items`` passes :meth:`like` (and :meth:`trailing`, or with
         ``whole_shape`` has ``shape``) for a tensor of ``dtype`` and ``shape``, checked without
         building any message and in one loop: the list forms run this on every call, with one
-        item per rank. False sends the items to the full checks, which raise."""
+        item per rank. True: they pass and all have ``shape``; False: they pass, some differ in
+        dim 0; None: some do not pass, which sends the items to the full checks, which raise."""
         known, adapter = self._tensor_types, self.adapter
         on_home, dtype_of, shape_of = adapter.on_home, adapter.dtype, adapter.shape
-        ndim, trailing = len(shape), shape[1:]
+        ndim, trailing, even = len(shape), shape[1:], True
         for item in items:
             if type(item) not in known or not on_home(item) or dtype_of(item) != dtype:
-                return False
+                return None
             found = shape_of(item)
-            if found != shape and (whole_shape or len(found) != ndim or found[1:] != trailing):
-                return False
-        return True
+            if found != shape:
+                if whole_shape or len(found) != ndim or found[1:] != trailing:
+                    return None
+                even = False
+        return even
 
     # -- groups and ranks ----------------------------------------------------------------------
     def group(self, group: object, param: str = "group", member: bool = True) -> Group:
@@ -271,7 +286,7 @@ class Checks:
     def peer(self, value: object, param: str, group: Group) -> int:
         """A global rank that must be a member of ``group``."""
         rank = check_int(value, param)
-        if rank not in group:
+        if rank not in group.ranks:
             where = "the world" if group is self.state.world else "the group"
             raise ValueError(
                 f"{param}: expected a global rank in {where}, one of {list(group.ranks)}; "
@@ -378,28 +393,34 @@ class Checks:
 
     def exchange_lists(
         self, outputs: object, inputs: object, group: Group
-    ) -> tuple[list[Tensor], list[Tensor]]:
+    ) -> tuple[list[Tensor], list[Tensor], str, tuple[int, ...], bool]:
         """all_to_all's lists: one tensor per rank of ``group`` each, every one with the dtype
         and the dims after dim 0 of ``input_tensor_list[0]``; this rank's part to itself has the
-        same dim 0 on both sides."""
+        same dim 0 on both sides. Returns the lists, the first input's dtype and shape, and
+        whether every input has that shape."""
         ins = check_list(inputs, "input_tensor_list", group.size())
         outs = check_list(outputs, "output_tensor_list", group.size())
         first, first_param = ins[0], "input_tensor_list[0]"
         self.tensor(first, first_param)
         shape, dtype = self.dim0(first, first_param), self.adapter.dtype(first)
-        for param, items in (("input_tensor_list", ins), ("output_tensor_list", outs)):
-            if not self._all_like(items, dtype, shape, False):
+        # The first input was checked above: the fast check starts after it.
+        inputs_even = self._all_like(ins[1:], dtype, shape, False)
+        outputs_even = self._all_like(outs, dtype, shape, False)
+        if inputs_even is None or outputs_even is None:
+            for param, items in (("input_tensor_list", ins), ("output_tensor_list", outs)):
                 for i, item in enumerate(items):
                     self.like(item, f"{param}[{i}]", first, first_param, None)
                     self.trailing(item, f"{param}[{i}]", first, first_param)
         me = group.group_rank(self.state.rank)
-        if self.adapter.shape(outs[me]) != self.adapter.shape(ins[me]):
-            check_shape(
-                self.adapter.shape(outs[me]), self.adapter.shape(ins[me]),
-                f"output_tensor_list[{me}]", f"this rank's part to itself, input_tensor_list[{me}]",
-            )  # fmt: skip
-        self.dtype(self.adapter.dtype(first), first_param)
-        return outs, ins
+        if not (inputs_even and outputs_even):
+            if self.adapter.shape(outs[me]) != self.adapter.shape(ins[me]):
+                check_shape(
+                    self.adapter.shape(outs[me]), self.adapter.shape(ins[me]),
+                    f"output_tensor_list[{me}]",
+                    f"this rank's part to itself, input_tensor_list[{me}]",
+                )  # fmt: skip
+        self.dtype(dtype, first_param)
+        return outs, ins, dtype, shape, bool(inputs_even)
 
     @staticmethod
     def seconds(value: object, param: str, default: float) -> float:

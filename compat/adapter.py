@@ -203,6 +203,14 @@ class Adapter(ABC):
     def clone(self, tensor: Tensor) -> Tensor:
         """A new dense tensor with ``tensor``'s values (any layout), on its device."""
 
+    def dense_dtype(self, tensor: Tensor) -> str | None:
+        """``tensor``'s dtype name if it is on the home device, dense and not empty, else None:
+        what a plain point-to-point call checks, in one call (an adapter may answer it with
+        fewer reads)."""
+        if self.on_home(tensor) and self.is_dense(tensor) and self.numel(tensor) > 0:
+            return self.dtype(tensor)
+        return None
+
     def numel(self, tensor: Tensor) -> int:
         """The number of elements of ``tensor``."""
         count = 1

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
-from compat import capabilities, shared_memory, state, tables
+from compat import capabilities, state, tables
 from compat._checks import check_bool, check_int, describe
 from compat.adapter import Rendezvous
 from compat.dispatch import choose_framework, installed
@@ -234,7 +234,7 @@ def destroy(group: object = None) -> None:
                 f"got {describe(group)}"
             )
         if resolved.handle is not None:
-            shared_memory.close(current.adapter, resolved.handle)
+            current.forget_group(resolved.handle)
             current.adapter.destroy_group(resolved.handle)
         if current.groups.get(resolved.ranks) is resolved:
             del current.groups[resolved.ranks]

@@ -60,10 +60,12 @@ class Call(Staging):
         nbytes: int | None = None,
         agree: Callable[[], Description],
         empty: bool = False,
+        dtype: str | None = None,
     ) -> Work | None:
         """Run ``collective`` with ``args`` (then the group's handle and ``async_op``) through
-        what the capability table chooses for ``like``'s dtype and ``nbytes``; nothing when
-        ``empty`` (every rank knows its call moves no data)."""
+        what the capability table chooses for ``like``'s dtype (``dtype``, where the caller has
+        read it) and ``nbytes``; nothing when ``empty`` (every rank knows its call moves no
+        data)."""
         waiting = deferred_sources(self.adapter)
         if waiting and not waiting.isdisjoint(self.group.ranks):
             # A deferred irecv (MCCL) receives at wait(); MCCL matches messages by source rank
@@ -80,8 +82,11 @@ class Call(Staging):
             preflight(self.adapter, self.group, agree())
         if empty:
             return completed(self.async_op)
-        run = self.state.implementation(collective, like, nbytes, self.group.handle)
-        return self.done(run(*args, self.group.handle, self.async_op), self.async_op)
+        run = self.state.implementation(collective, like, nbytes, self.group.handle, dtype)
+        pending = run(*args, self.group.handle, self.async_op)
+        if self.async_op or self._writebacks:
+            return self.done(pending, self.async_op)
+        return None  # a synchronous call that has completed, with nothing to copy back
 
     def issue_blocking(
         self, collective: str, like: Tensor, *args: Any, tag: int, empty: bool
@@ -189,24 +194,32 @@ def reduce_scatter(
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(output, "output")
-    inputs = checks.tensor_list(input_list, "input_list", call.group, output, "output")
-    reduce_op = checks.reduction(op, adapter.dtype(output), "output")
+    dtype, shape = adapter.dtype(output), adapter.shape(output)
+    inputs, even = checks.tensor_list(
+        input_list, "input_list", call.group, output, "output", dtype, shape
+    )
+    reduce_op = checks.reduction(op, dtype, "output")
     agree = lambda: Description(  # noqa: E731
-        "reduce_scatter", adapter.dtype(output), adapter.shape(output), reduce_op.value,
+        "reduce_scatter", dtype, shape, reduce_op.value,
         sizes=[adapter.shape(item)[0] for item in inputs],
     )  # fmt: skip
-    empty = all(adapter.numel(item) == 0 for item in inputs)
-    target, whole = call.write(output), adapter.joined(inputs)
-    if whole is not None and all(adapter.shape(item) == adapter.shape(output) for item in inputs):
+    target = call.write(output)
+    whole = adapter.joined(inputs) if even else None
+    if whole is not None:
         # Equal parts of one buffer (x.chunk(n)): the tensor form, without concatenating.
-        return call.issue("reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree)
-    nbytes = sum(adapter.nbytes(item) for item in inputs)
+        return call.issue(
+            "reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree, dtype=dtype
+        )
+    if even:
+        nbytes, empty = adapter.nbytes(output) * len(inputs), 0 in shape
+    else:
+        nbytes = sum(adapter.nbytes(item) for item in inputs)
+        empty = all(adapter.numel(item) == 0 for item in inputs)
     # Parts of different sizes have a capability entry of their own (HCCL's kernel takes equal
     # parts only).
-    even = all(adapter.shape(item) == adapter.shape(inputs[0]) for item in inputs)
     return call.issue(
         "reduce_scatter" if even else "reduce_scatter_uneven", output, target,
-        call.read_all(inputs), reduce_op, nbytes=nbytes, agree=agree, empty=empty,
+        call.read_all(inputs), reduce_op, nbytes=nbytes, agree=agree, empty=empty, dtype=dtype,
     )  # fmt: skip
 
 
@@ -315,23 +328,26 @@ def _reduce_scatter_tensor(
         checks.tensor(out, out_param)
     checks.tensor(tensor, tensor_param)
     shape = checks.dim0(tensor, tensor_param)
-    axis = checks.dim(dim, shape, tensor_param)
+    axis = 0 if type(dim) is int and dim == 0 else checks.dim(dim, shape, tensor_param)
     sizes = checks.splits(
         input_split_sizes, "input_split_sizes", call.group.size(), shape[axis], tensor_param, axis
     )
-    reduce_op = checks.reduction(op, adapter.dtype(tensor), tensor_param)
+    dtype = adapter.dtype(tensor)
+    reduce_op = checks.reduction(op, dtype, tensor_param)
     me = call.group.group_rank(call.state.rank)
-    result = checks.out(out, _with_dim(shape, axis, sizes[me]), tensor, tensor_param, out_param)
+    result = checks.out(
+        out, _with_dim(shape, axis, sizes[me]), tensor, dtype, tensor_param, out_param
+    )
     agree = lambda: Description(  # noqa: E731
-        "reduce_scatter_tensor", adapter.dtype(tensor), _front(shape, axis), reduce_op.value,
-        sizes=sizes, dim=axis,
+        "reduce_scatter_tensor", dtype, _front(shape, axis), reduce_op.value, sizes=sizes,
+        dim=axis,
     )  # fmt: skip
     source, target = call.read(_moved(call, tensor, axis)), call.write(_moved(call, result, axis))
-    if len(set(sizes)) == 1:
+    if input_split_sizes is None or len(set(sizes)) == 1:
         args: tuple[Any, ...] = ("reduce_scatter_tensor", source, target, source, reduce_op)
     else:
         args = ("reduce_scatter_uneven", source, target, adapter.split(source, sizes), reduce_op)
-    work = call.issue(*args, agree=agree, empty=adapter.numel(tensor) == 0)
+    work = call.issue(*args, agree=agree, empty=0 in shape, dtype=dtype)
     return call.result(result, work)
 
 
@@ -354,15 +370,17 @@ def all_reduce(
     """
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
-    reduce_op = call.checks.reduction(op, call.adapter.dtype(tensor), "tensor")
     adapter = call.adapter
+    dtype = adapter.dtype(tensor)
+    reduce_op = call.checks.reduction(op, dtype, "tensor")
     agree = lambda: Description(  # noqa: E731
-        "all_reduce", adapter.dtype(tensor), adapter.shape(tensor), reduce_op.value
+        "all_reduce", dtype, adapter.shape(tensor), reduce_op.value
     )
     staged = call.update(tensor)
     return call.issue(
-        "all_reduce", staged, staged, reduce_op, agree=agree, empty=adapter.numel(tensor) == 0
-    )
+        "all_reduce", staged, staged, reduce_op, agree=agree, empty=adapter.numel(tensor) == 0,
+        dtype=dtype,
+    )  # fmt: skip
 
 
 def all_reduce_coalesced(
@@ -431,19 +449,20 @@ def all_gather(
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
-    outputs = checks.tensor_list(tensor_list, "tensor_list", call.group, tensor, "tensor")
-    checks.dtype(adapter.dtype(tensor), "tensor")
-    shape = adapter.shape(tensor)
-    agree = lambda: Description(  # noqa: E731
-        "all_gather", adapter.dtype(tensor), shape, sizes=[adapter.shape(o)[0] for o in outputs]
+    dtype, shape = adapter.dtype(tensor), adapter.shape(tensor)
+    outputs, even = checks.tensor_list(
+        tensor_list, "tensor_list", call.group, tensor, "tensor", dtype, shape
     )
-    even = all(adapter.shape(item) == shape for item in outputs)
+    checks.dtype(dtype, "tensor")
+    agree = lambda: Description(  # noqa: E731
+        "all_gather", dtype, shape, sizes=[adapter.shape(o)[0] for o in outputs]
+    )
     # Parts of tensor's shape are all empty exactly when tensor is.
-    empty = adapter.numel(tensor) == 0 if even else all(not adapter.numel(o) for o in outputs)
+    empty = 0 in shape if even else all(not adapter.numel(o) for o in outputs)
     targets, source = call.write_all(outputs), call.read(tensor)
     return call.issue(
         "all_gather" if even else "all_gather_uneven", source, targets, source,
-        agree=agree, empty=empty,
+        agree=agree, empty=empty, dtype=dtype,
     )  # fmt: skip
 
 
@@ -530,23 +549,24 @@ def _all_gather_into_tensor(
         checks.tensor(out, out_param)
     checks.tensor(tensor, tensor_param)
     shape = checks.dim0(tensor, tensor_param)
-    axis = checks.dim(dim, shape, tensor_param)
+    axis = 0 if type(dim) is int and dim == 0 else checks.dim(dim, shape, tensor_param)
     sizes = _gather_sizes(call, output_split_sizes, shape[axis], axis)
-    checks.dtype(adapter.dtype(tensor), tensor_param)
+    dtype = adapter.dtype(tensor)
+    checks.dtype(dtype, tensor_param)
+    out_shape = _with_dim(shape, axis, sum(sizes))
     result = checks.out(
-        out, _with_dim(shape, axis, sum(sizes)), tensor, tensor_param, out_param,
+        out, out_shape, tensor, dtype, tensor_param, out_param,
         f"every rank's {tensor_param} concatenated on dim {axis}",
     )  # fmt: skip
     agree = lambda: Description(  # noqa: E731
-        "all_gather_into_tensor", adapter.dtype(tensor), _front(shape, axis), sizes=sizes,
-        dim=axis,
-    )  # fmt: skip
+        "all_gather_into_tensor", dtype, _front(shape, axis), sizes=sizes, dim=axis
+    )
     source, target = call.read(_moved(call, tensor, axis)), call.write(_moved(call, result, axis))
-    if len(set(sizes)) == 1:
+    if output_split_sizes is None or len(set(sizes)) == 1:
         args: tuple[Any, ...] = ("all_gather_into_tensor", source, target, source)
     else:
         args = ("all_gather_uneven", source, adapter.split(target, sizes), source)
-    work = call.issue(*args, agree=agree, empty=adapter.numel(result) == 0)
+    work = call.issue(*args, agree=agree, empty=0 in out_shape, dtype=dtype)
     return call.result(result, work)
 
 
@@ -564,14 +584,16 @@ def broadcast(
     call.checks.tensor(tensor, "tensor")
     root = call.checks.root(src, "src", group_src, "group_src", call.group)
     adapter = call.adapter
-    call.checks.dtype(adapter.dtype(tensor), "tensor")
+    dtype = adapter.dtype(tensor)
+    call.checks.dtype(dtype, "tensor")
     agree = lambda: Description(  # noqa: E731
-        "broadcast", adapter.dtype(tensor), adapter.shape(tensor), root=root
+        "broadcast", dtype, adapter.shape(tensor), root=root
     )
     staged = call.update(tensor)
     return call.issue(
-        "broadcast", staged, staged, root, agree=agree, empty=adapter.numel(tensor) == 0
-    )
+        "broadcast", staged, staged, root, agree=agree, empty=adapter.numel(tensor) == 0,
+        dtype=dtype,
+    )  # fmt: skip
 
 
 def scatter(
@@ -603,15 +625,16 @@ def scatter(
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
     root = checks.root(src, "src", group_src, "group_src", call.group, DEFAULT_ROOT)
-    parts = checks.root_list(scatter_list, "scatter_list", root, "src", call.group, tensor)
-    checks.dtype(adapter.dtype(tensor), "tensor")
-    agree = lambda: Description(  # noqa: E731
-        "scatter", adapter.dtype(tensor), adapter.shape(tensor), root=root
+    dtype, shape = adapter.dtype(tensor), adapter.shape(tensor)
+    parts = checks.root_list(
+        scatter_list, "scatter_list", root, "src", call.group, tensor, dtype, shape
     )
+    checks.dtype(dtype, "tensor")
+    agree = lambda: Description("scatter", dtype, shape, root=root)  # noqa: E731
     target = call.write(tensor)
     sources = None if parts is None else call.read_all(parts)
     return call.issue(
-        "scatter", target, target, sources, root, agree=agree, empty=adapter.numel(tensor) == 0
+        "scatter", target, target, sources, root, agree=agree, empty=0 in shape, dtype=dtype
     )
 
 
@@ -643,15 +666,17 @@ def scatter_tensor(
     root = checks.root(src, "src", group_src, "group_src", call.group, DEFAULT_ROOT)
     shape = checks.dim0(tensor, "tensor")
     sizes = even_split(shape[0], call.group.size(), "tensor")
-    checks.dtype(adapter.dtype(tensor), "tensor")
-    result = checks.out(out, (sizes[0], *shape[1:]), tensor, "tensor")
-    agree = lambda: Description("scatter_tensor", adapter.dtype(tensor), shape, root=root)  # noqa: E731
+    dtype = adapter.dtype(tensor)
+    checks.dtype(dtype, "tensor")
+    result = checks.out(out, (sizes[0], *shape[1:]), tensor, dtype, "tensor")
+    agree = lambda: Description("scatter_tensor", dtype, shape, root=root)  # noqa: E731
     target = call.write(result)
     # Only the root's values are read.
     parts = adapter.split(call.read(tensor), sizes) if call.state.rank == root else None
     work = call.issue(
-        "scatter", target, target, parts, root, agree=agree, empty=adapter.numel(result) == 0
-    )
+        "scatter", target, target, parts, root, agree=agree, empty=adapter.numel(result) == 0,
+        dtype=dtype,
+    )  # fmt: skip
     return call.result(result, work)
 
 
@@ -673,15 +698,16 @@ def gather(
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
     root = checks.root(dst, "dst", group_dst, "group_dst", call.group, DEFAULT_ROOT)
-    parts = checks.root_list(gather_list, "gather_list", root, "dst", call.group, tensor)
-    checks.dtype(adapter.dtype(tensor), "tensor")
-    agree = lambda: Description(  # noqa: E731
-        "gather", adapter.dtype(tensor), adapter.shape(tensor), root=root
+    dtype, shape = adapter.dtype(tensor), adapter.shape(tensor)
+    parts = checks.root_list(
+        gather_list, "gather_list", root, "dst", call.group, tensor, dtype, shape
     )
+    checks.dtype(dtype, "tensor")
+    agree = lambda: Description("gather", dtype, shape, root=root)  # noqa: E731
     source = call.read(tensor)
     targets = None if parts is None else call.write_all(parts)
     return call.issue(
-        "gather", source, source, targets, root, agree=agree, empty=adapter.numel(tensor) == 0
+        "gather", source, source, targets, root, agree=agree, empty=0 in shape, dtype=dtype
     )
 
 
@@ -700,14 +726,16 @@ def reduce(
     call.checks.tensor(tensor, "tensor")
     root = call.checks.root(dst, "dst", group_dst, "group_dst", call.group)
     adapter = call.adapter
-    reduce_op = call.checks.reduction(op, adapter.dtype(tensor), "tensor")
+    dtype = adapter.dtype(tensor)
+    reduce_op = call.checks.reduction(op, dtype, "tensor")
     agree = lambda: Description(  # noqa: E731
-        "reduce", adapter.dtype(tensor), adapter.shape(tensor), reduce_op.value, root=root
+        "reduce", dtype, adapter.shape(tensor), reduce_op.value, root=root
     )
     staged = call.update(tensor)
     return call.issue(
-        "reduce", staged, staged, root, reduce_op, agree=agree, empty=adapter.numel(tensor) == 0
-    )
+        "reduce", staged, staged, root, reduce_op, agree=agree,
+        empty=adapter.numel(tensor) == 0, dtype=dtype,
+    )  # fmt: skip
 
 
 def all_to_all_single(
@@ -735,23 +763,25 @@ def all_to_all_single(
     checks, adapter = call.checks, call.adapter
     checks.tensor(output, "output")
     checks.tensor(input, "input")
-    check_dtype(adapter.dtype(input), adapter.dtype(output), "input", "the dtype of output")
+    dtype = adapter.dtype(input)
+    check_dtype(dtype, adapter.dtype(output), "input", "the dtype of output")
     out_shape, in_shape = checks.dim0(output, "output"), checks.dim0(input, "input")
-    checks.trailing(input, "input", output, "output")
+    if in_shape[1:] != out_shape[1:] or len(in_shape) != len(out_shape):
+        checks.trailing(input, "input", output, "output")
     count = call.group.size()
     in_sizes = checks.splits(input_split_sizes, "input_split_sizes", count, in_shape[0], "input")
     out_sizes = checks.splits(
         output_split_sizes, "output_split_sizes", count, out_shape[0], "output"
     )
-    checks.dtype(adapter.dtype(input), "input")
+    checks.dtype(dtype, "input")
     agree = lambda: Description(  # noqa: E731
-        "all_to_all_single", adapter.dtype(input), in_shape, send=in_sizes, receive=out_sizes
+        "all_to_all_single", dtype, in_shape, send=in_sizes, receive=out_sizes
     )
     source, target = call.read(input), call.write(output)
     return call.issue(
         "all_to_all_single", source, target, source, out_sizes, in_sizes, agree=agree,
         # The trailing dims agree on every rank: with a 0 among them, every part is empty.
-        empty=0 in in_shape[1:],
+        empty=0 in in_shape[1:], dtype=dtype,
     )  # fmt: skip
 
 
@@ -781,20 +811,22 @@ def all_to_all(
     """
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
-    outputs, inputs = checks.exchange_lists(output_tensor_list, input_tensor_list, call.group)
+    outputs, inputs, dtype, shape, even = checks.exchange_lists(
+        output_tensor_list, input_tensor_list, call.group
+    )
     first = inputs[0]
-    shape = adapter.shape(first)
     agree = lambda: Description(  # noqa: E731
-        "all_to_all", adapter.dtype(first), shape,
+        "all_to_all", dtype, shape,
         send=[adapter.shape(item)[0] for item in inputs],
         receive=[adapter.shape(item)[0] for item in outputs],
     )  # fmt: skip
     targets, sources = call.write_all(outputs), call.read_all(inputs)
     return call.issue(
         "all_to_all", first, targets, sources,
-        nbytes=sum(adapter.nbytes(item) for item in inputs), agree=agree,
+        nbytes=adapter.nbytes(first) * len(inputs) if even else sum(map(adapter.nbytes, inputs)),
+        agree=agree,
         # The trailing dims agree on every rank: with a 0 among them, every part is empty.
-        empty=0 in shape[1:],
+        empty=0 in shape[1:], dtype=dtype,
     )  # fmt: skip
 
 

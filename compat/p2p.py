@@ -205,8 +205,9 @@ def isend(
         tensor([1., 1.])   # rank 2
     """
     current = state.current()
-    if current.checks.plain_point_to_point(tensor, dst, group, tag, group_dst):
-        return Work([current.implementation("isend", tensor)(tensor, dst, None, 0)])
+    dtype = current.checks.plain_point_to_point(tensor, dst, group, tag, group_dst)
+    if dtype is not None:
+        return Work((current.implementation("isend", tensor, dtype=dtype)(tensor, dst, None, 0),))
     call = Call(group)
     rank, tag = _check_point_to_point(call, tensor, dst, "dst", group_dst, "group_dst", tag)
     if call.adapter.numel(tensor) == 0:
@@ -252,8 +253,9 @@ def irecv(
         tensor([1., 1.])   # rank 1
     """
     current = state.current()
-    if current.checks.plain_point_to_point(tensor, src, group, tag, group_src):
-        return Work([current.implementation("irecv", tensor)(tensor, src, None, 0)])
+    dtype = current.checks.plain_point_to_point(tensor, src, group, tag, group_src)
+    if dtype is not None:
+        return Work((current.implementation("irecv", tensor, dtype=dtype)(tensor, src, None, 0),))
     call = Call(group)
     _source(src, group_src)
     rank, tag = _check_point_to_point(call, tensor, src, "src", group_src, "group_src", tag)

@@ -253,6 +253,37 @@ def case_join(kit: Any) -> None:
         assert adapter().joined(parts[::-1]) is None, "parts out of order must not join"
 
 
+def case_dense_dtype(kit: Any) -> None:
+    """The adapter's dense_dtype (point to point's fast check, answered with fewer reads)
+    agrees with what it stands for, on_home, is_dense, numel and dtype, on every layout."""
+    from compat.adapter import Adapter
+
+    base = kit.tensor(values("dense-dtype", rank(), (4, 6)), "float32")
+    ad = adapter()
+    samples = {
+        "dense": base,
+        "row": ad.narrow(base, 1, 1),
+        "rows at an offset": ad.narrow(base, 2, 2),
+        "first rows": ad.narrow(base, 0, 2),
+        "transposed": ad.movedim(base, 1, 0),
+        "empty": ad.narrow(base, 0, 0),
+        "int32": kit.tensor(np.arange(6), "int32"),
+        "one element": kit.tensor(np.ones(1), "float32"),
+    }
+    if kit.framework == "torch":  # a tensor off this rank's device
+        import torch
+
+        samples["on the meta device"] = torch.empty(4, device="meta")
+    for name, tensor in samples.items():
+        found = ad.dense_dtype(tensor)
+        expected = Adapter.dense_dtype(ad, tensor)
+        assert found == expected, (
+            f"{name}: dense_dtype {found!r}, the checks it stands for {expected!r}"
+        )
+    assert ad.dense_dtype(base) == "float32"
+    assert ad.dense_dtype(samples["empty"]) is None
+
+
 class _TensorFormByTable:
     """The adapter, with reduce_scatter_tensor run as compat runs it on this backend.
 
@@ -372,6 +403,7 @@ def case_uneven_dispatch(kit: Any) -> None:
 
 
 register("algorithm-join", case_join)
+register("algorithm-dense-dtype", case_dense_dtype)
 for _async in (False, True):
     register(
         f"algorithm[padded_reduce_scatter]{'-async' if _async else ''}",

@@ -484,6 +484,33 @@ def _(kit: Any) -> None:
     )
 
 
+@bad_case("dim_not_an_int")
+def _(kit: Any) -> None:
+    """dim=False and dim=0.0 equal the default 0 but are not ints: the full check refuses them
+    (the functional forms take a plain dim 0 without it)."""
+    n = world()
+    tensor = f32(kit, (2 * n, 3))
+    out = sentinel(kit, (2, 3), "float32")
+    gathered = sentinel(kit, (2 * n * n, 3), "float32")
+    for value in (False, 0.0):
+        expect_error(
+            kit,
+            TypeError,
+            lambda value=value: compat.reduce_scatter_tensor(tensor, dim=value, out=out),
+            "dim",
+            ["expected an int", f"got {type(value).__name__} {value!r}"],
+            [tensor, out],
+        )
+        expect_error(
+            kit,
+            TypeError,
+            lambda value=value: compat.all_gather_into_tensor(tensor, dim=value, out=gathered),
+            "dim",
+            ["expected an int", f"got {type(value).__name__} {value!r}"],
+            [tensor, gathered],
+        )
+
+
 # -- point to point: isend, irecv, P2POp, batch_isend_irecv --------------------------------------
 
 
