@@ -517,6 +517,13 @@ class MindSporeAdapter(Adapter):
         dtype = self._numpy_dtypes.get(like.dtype, _BIT_DTYPES[like.itemsize])
         return self._over(np.frombuffer(memory, dtype, numel, offset), like.dtype)
 
+    def host_address(self, tensor: ms.Tensor) -> int:
+        # After the queued operations that may still write it (numpy's copies do not queue);
+        # compat passes dense tensors that own their memory from its start (_stage_in).
+        _pynative_executor.sync()
+        address: int = tensor.data_ptr()
+        return address
+
     def _host_view(self, tensor: ms.Tensor, bits: bool = False) -> Array | None:
         """``tensor``'s elements as a numpy array over its memory (any layout: offset and strides
         kept), without a copy; on CPU only, else None. (``asnumpy()`` copies a view.) ``bits``:

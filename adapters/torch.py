@@ -266,6 +266,10 @@ class TorchAdapter(Adapter):
             return torch.empty(0, dtype=like.dtype)
         return torch.frombuffer(memory, dtype=like.dtype, count=numel, offset=offset)
 
+    def host_address(self, tensor: torch.Tensor) -> int:
+        address: int = tensor.data_ptr()  # the first element's, storage offset included
+        return address
+
     def dense_dtype(self, tensor: torch.Tensor) -> str | None:
         if tensor.device != self._home or not tensor.is_contiguous() or tensor.numel() == 0:
             return None

@@ -304,6 +304,12 @@ class Adapter(ABC):
         (compat.shared_memory). Only called where :meth:`in_host_memory` said True."""
         raise NotImplementedError(f"{type(self).__name__} has no tensors over host memory")
 
+    def host_address(self, tensor: Tensor) -> int:
+        """The address of a dense (contiguous) tensor's first element in this process's memory:
+        compat.mailbox copies its :meth:`nbytes` bytes from or to there. Only called where
+        :meth:`in_host_memory` said True."""
+        raise NotImplementedError(f"{type(self).__name__} has no tensors in host memory")
+
     def reduce_into(self, out: Tensor, tensors: Sequence[Tensor], op: ReduceOp) -> None:
         """Write the element-wise reduction of ``tensors`` into ``out`` (which may be a view)."""
         self.copy_(out, self.reduce_local(tensors, op))

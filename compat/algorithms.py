@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from compat import shared_memory
 from compat.adapter import Adapter, GroupHandle, Tensor
 from compat.errors import CollectiveTimeout, UnsupportedError
 from compat.shared_memory import SharedWindow
 from compat.types import Handle, ReduceOp, Work
+
+if TYPE_CHECKING:
+    from compat.mailbox import Mailbox
 
 
 def _complete(
@@ -1286,3 +1290,65 @@ def sends_then_deferred_recvs(
         else:
             handles.append(deferred_recv(adapter, tensor, peer, group, tag))
     return handles
+
+
+# -- point to point through shared memory ------------------------------------------------------
+# A window's channels (compat.mailbox): a send writes into the channel to its peer as far as there
+# is room, a receive reads what has arrived, and wait() moves the rest. The table chooses these
+# only for groups whose window was made with the group (SharedWindow.point_to_point), so that
+# every sender and receiver take them. The tensors are dense (compat.p2p stages views).
+
+
+def _mailbox(adapter: Adapter, group: GroupHandle) -> Mailbox:
+    return _window(adapter, group).mailbox()
+
+
+def shared_memory_isend(
+    adapter: Adapter, tensor: Tensor, dst: int, group: GroupHandle, tag: int = 0
+) -> Handle:
+    """isend through shared memory: what fits in the channel to ``dst`` is written now (all of
+    a message that fits: the Work is then complete); the rest as waits make room."""
+    mailbox = _mailbox(adapter, group)
+    nbytes = adapter.nbytes(tensor)
+    return mailbox.isend(adapter.host_address(tensor), nbytes, mailbox.index[dst], tag, tensor)
+
+
+def shared_memory_irecv(
+    adapter: Adapter, tensor: Tensor, src: int, group: GroupHandle, tag: int = 0
+) -> Handle:
+    """irecv through shared memory: what has arrived from ``src`` is read now, the rest in
+    wait() (or is_completed())."""
+    mailbox = _mailbox(adapter, group)
+    nbytes = adapter.nbytes(tensor)
+    return mailbox.irecv(adapter.host_address(tensor), nbytes, mailbox.index[src], tag, tensor)
+
+
+def shared_memory_send(
+    adapter: Adapter, tensor: Tensor, dst: int, group: GroupHandle, tag: int = 0
+) -> None:
+    """send through shared memory: returns once the message is in the channel (the receiver
+    need not have taken it, as on MCCL)."""
+    shared_memory_isend(adapter, tensor, dst, group, tag).wait()
+
+
+def shared_memory_recv(
+    adapter: Adapter, tensor: Tensor, src: int, group: GroupHandle, tag: int = 0
+) -> None:
+    """recv through shared memory."""
+    shared_memory_irecv(adapter, tensor, src, group, tag).wait()
+
+
+def shared_memory_batch_isend_irecv(
+    adapter: Adapter, p2p_ops: list[tuple[str, Tensor, int, int]], group: GroupHandle
+) -> list[Handle]:
+    """batch_isend_irecv through shared memory: each op issued in list order as
+    :func:`shared_memory_isend` or :func:`shared_memory_irecv`; no order of the ops deadlocks,
+    since every wait moves every pending message of the rank on."""
+    mailbox = _mailbox(adapter, group)
+    issue = {"isend": mailbox.isend, "irecv": mailbox.irecv}
+    return [
+        issue[direction](
+            adapter.host_address(tensor), adapter.nbytes(tensor), mailbox.index[peer], tag, tensor
+        )
+        for direction, tensor, peer, tag in p2p_ops
+    ]

@@ -55,6 +55,10 @@ COLLECTIVES: dict[str, str] = {
     "monitored_barrier": "monitored_barrier",
 }
 
+#: The point-to-point collectives: their one_host choices use a window's channels, and only a
+#: window made with its group (compat.state).
+POINT_TO_POINT = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
+
 
 def backends(framework: str) -> dict[str, str]:
     """The backends of ``framework``: name -> key in capabilities.toml (names can repeat across
@@ -101,7 +105,7 @@ def choice(
     ranks: int | None = None,
 ) -> tuple[str, str]:
     """:func:`resolve`'s answer and how it runs with ``async_op=True`` (the table's ``async``:
-    "native", "completed", "deferred" or "background")."""
+    "native", "completed", "deferred", "background" or "progress")."""
     entry = tables.lookup("capabilities", key, "ops", collective)
     choices = _choices(entry, dtype, one_host, ranks)
     # A one_host choice that applies wins over the others: it replaces the backend's transport.

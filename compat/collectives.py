@@ -94,7 +94,8 @@ class Call(Staging):
         """Point to point: ``args``, the group's handle, then ``tag``; returns once it has
         completed."""
         if not empty:
-            self.state.implementation(collective, like)(*args, self.group.handle, tag)
+            run = self.state.implementation(collective, like, group=self.group.handle)
+            run(*args, self.group.handle, tag)
             self.finish()
 
     def result(self, tensor: Tensor, work: Work | None) -> Any:

@@ -207,13 +207,14 @@ def isend(
     current = state.current()
     dtype = current.checks.plain_point_to_point(tensor, dst, group, tag, group_dst)
     if dtype is not None:
-        return Work((current.implementation("isend", tensor, dtype=dtype)(tensor, dst, None, 0),))
+        run = current.implementation("isend", tensor, group=None, dtype=dtype)
+        return Work((run(tensor, dst, None, 0),))
     call = Call(group)
     rank, tag = _check_point_to_point(call, tensor, dst, "dst", group_dst, "group_dst", tag)
     if call.adapter.numel(tensor) == 0:
         return Work()
     source = call.read(tensor)
-    run = call.state.implementation("isend", source)
+    run = call.state.implementation("isend", source, group=call.group.handle)
     return Work([run(source, rank, call.group.handle, tag)])
 
 
@@ -255,14 +256,16 @@ def irecv(
     current = state.current()
     dtype = current.checks.plain_point_to_point(tensor, src, group, tag, group_src)
     if dtype is not None:
-        return Work((current.implementation("irecv", tensor, dtype=dtype)(tensor, src, None, 0),))
+        run = current.implementation("irecv", tensor, group=None, dtype=dtype)
+        return Work((run(tensor, src, None, 0),))
     call = Call(group)
     _source(src, group_src)
     rank, tag = _check_point_to_point(call, tensor, src, "src", group_src, "group_src", tag)
     if call.adapter.numel(tensor) == 0:
         return Work()
     target = call.write(tensor)
-    handle = call.state.implementation("irecv", target)(target, rank, call.group.handle, tag)
+    run = call.state.implementation("irecv", target, group=call.group.handle)
+    handle = run(target, rank, call.group.handle, tag)
     return Work([handle], call.finish)
 
 
@@ -424,7 +427,7 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
         specs.append((direction, staged, peer, tag))
         stagings.append((index, staging))
     if specs:
-        run = call.state.implementation("batch_isend_irecv", specs[0][1])
+        run = call.state.implementation("batch_isend_irecv", specs[0][1], group=group.handle)
         handles = run(specs, group.handle)
         for position, (index, staging) in enumerate(stagings):
             # One handle per op, or one for the whole batch (NCCL and HCCL coalesce).

@@ -146,7 +146,7 @@ CHOICE = Record(
     required={"algorithm": TEXT, "min_bytes": Scalar(int), "reason": TEXT},
     optional={
         "dtypes": ListOf(TEXT),
-        "async": Scalar(str, ("native", "completed", "deferred", "background")),
+        "async": Scalar(str, ("native", "completed", "deferred", "background", "progress")),
         "one_host": Scalar(bool),
         "min_ranks": Scalar(int),
         "max_ranks": Scalar(int),
@@ -161,7 +161,7 @@ VERIFIED = ("measured", "read")
 CAPABILITY = Record(
     required={
         "impl": Scalar(str, ("native", "emulated", "unsupported")),
-        "async": Scalar(str, ("native", "completed", "deferred", "background")),
+        "async": Scalar(str, ("native", "completed", "deferred", "background", "progress")),
         "source": TEXT,
     },
     optional={

@@ -31,8 +31,6 @@ what it chooses otherwise.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import hashlib
 import mmap
 import os
@@ -50,7 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from compat.backoff import Backoff
 from compat.errors import CollectiveTimeout
+from compat.mailbox import Mailbox
 
 if TYPE_CHECKING:
     from compat.adapter import Adapter, GroupHandle, Tensor
@@ -81,14 +81,32 @@ FLAG_BYTES = 64
 #: all_reduce 1K-64M 0.05-0.84 of native sleeping at once against 0.11-0.80 polling; scatter at
 #: 1M 1.33 against 1.42).
 _YIELDS = 2000
-_SHORTEST_SLEEP, _LONGEST_SLEEP = 1e-5, 1e-3
-#: The timer slack (ns) of a thread while its wait sleeps. Linux lets a sleep overrun by the
-#: thread's slack, 50 us by default: time.sleep(1e-5) took 63 us, and 13.5 us at 1 us of slack
-#: (measured). The thread's own slack is put back when the wait ends.
-_SLEEP_SLACK_NS = 1000
 #: Bytes kept at the start of a slot for the word an algorithm publishes
 #: (:meth:`SharedWindow.write_word`), so that what follows stays aligned for any dtype.
 HEADER_BYTES = 64
+#: Point to point (compat.mailbox): the most bytes of one rank's channel to one peer, and what a
+#: rank's channels to all its peers take together at most (each channel at least
+#: _SMALLEST_CHANNEL): 1 MB to each peer up to 3 ranks, 2 MB shared out beyond.
+CHANNEL_BYTES = 1 * 2**20
+_CHANNELS_BYTES = 2 * 2**20
+_SMALLEST_CHANNEL = 64 * 2**10
+
+
+def channel_bytes(ranks: int) -> int:
+    """The data bytes of each point-to-point channel of a window of ``ranks`` ranks (a multiple
+    of 64; 0 for one rank)."""
+    if ranks < 2:
+        return 0
+    share = min(CHANNEL_BYTES, max(_SMALLEST_CHANNEL, _CHANNELS_BYTES // (ranks - 1)))
+    return share - share % 64
+
+
+def file_bytes(ranks: int, slot_bytes: int, channel: int) -> int:
+    """The size of each rank's file: the count of rounds, two slots, then the point-to-point
+    area (:class:`compat.mailbox.Mailbox`): a 64-byte count per peer of what this rank has read
+    from the peer's channel, and a channel to each peer (a 64-byte count of what was written,
+    then ``channel`` bytes of data)."""
+    return FLAG_BYTES + 2 * slot_bytes + ranks * 64 + ranks * (64 + channel)
 
 
 def host_identity() -> str:
@@ -113,11 +131,21 @@ class SharedWindow:
         maps: list[mmap.mmap],
         me: int,
         names: Sequence[str] = (),
+        slot_bytes: int | None = None,
+        channel: int = 0,
     ):
         #: the files' names in DIRECTORY, removed once every rank had mapped them
         self.names = list(names)
         #: the bytes of one slot (:data:`SLOT_BYTES` when the window was made)
-        self.slot_bytes = (len(maps[0]) - FLAG_BYTES) // 2
+        self.slot_bytes = (len(maps[0]) - FLAG_BYTES) // 2 if slot_bytes is None else slot_bytes
+        #: the data bytes of each point-to-point channel (0: none; see file_bytes)
+        self.channel_bytes = channel
+        #: True for a window made when its group was (compat.init, compat.new_group): every rank
+        #: of the group has it before any point-to-point call, so sender and receiver both take
+        #: its channels (a window made on a later collective is not used for point to point: a
+        #: send issued before it and a receive issued after it would take different paths)
+        self.point_to_point = False
+        self._mailbox: Mailbox | None = None
         #: this rank's index in the group
         self.me = me
         #: True: ranks wait for each other on counters in the shared memory; False: on the
@@ -193,27 +221,23 @@ class SharedWindow:
     def _wait_until(self, waiting: list[int], arrival: int) -> None:
         """Wait until each of ``waiting`` (group ranks) has counted ``arrival`` rounds: poll,
         yielding the CPU, then sleep ever longer, up to the backend's timeout (then
-        CollectiveTimeout)."""
-        polls, deadline, slack = 0, time.monotonic() + self.timeout, None
-        try:
+        CollectiveTimeout). Meanwhile point-to-point messages from peers are taken in (a peer
+        may be blocked sending to this rank before it joins the collective, as a backend's
+        receiving thread would take them)."""
+        deadline = time.monotonic() + self.timeout
+        with Backoff(self._yields) as backoff:
             while True:
                 waiting = [rank for rank in waiting if self._arrivals[rank][0] < arrival]
                 if not waiting:
                     return
-                polls += 1
-                if polls <= self._yields:
-                    os.sched_yield()
-                    continue
-                if slack is None:
-                    slack = _timer_slack(_SLEEP_SLACK_NS)
-                self._sleep_or_give_up(waiting, polls, deadline)
-        finally:
-            if slack:
-                _timer_slack(slack)
+                if self.point_to_point:
+                    self.mailbox().take_in()
+                self._give_up_if_late(waiting, deadline)
+                backoff.pause()
 
-    def _sleep_or_give_up(self, waiting: list[int], polls: int, deadline: float) -> None:
-        """Sleep before the next poll (longer each time), or raise CollectiveTimeout when the
-        group is being destroyed or the deadline has passed."""
+    def _give_up_if_late(self, waiting: list[int], deadline: float) -> None:
+        """Raise CollectiveTimeout when the group is being destroyed or the deadline has
+        passed."""
         closing = self._closing
         if closing or time.monotonic() > deadline:
             missing = f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))}"
@@ -227,7 +251,21 @@ class SharedWindow:
                 f"{self.timeout:g} s (the backend's bound): group {missing} did not reach it "
                 f"(group rank {self.me} waited); a rank missed the call, or died"
             )
-        time.sleep(min(_LONGEST_SLEEP, _SHORTEST_SLEEP * (polls - self._yields)))
+
+    def mailbox(self) -> Mailbox:
+        """The point-to-point channels of this window (made on first use)."""
+        if self._mailbox is None:
+            self._mailbox = Mailbox(
+                self._views,
+                self.me,
+                FLAG_BYTES + 2 * self.slot_bytes,
+                self.channel_bytes,
+                self._fence,
+                self.timeout,
+                self._yields,
+                self._adapter.group_ranks(self._group),
+            )
+        return self._mailbox
 
     def read(self, slot: memoryview, numel: int, like: Tensor, offset: int = 0) -> Tensor:
         """A 1-d tensor of ``numel`` elements of ``like``'s dtype over a published slot."""
@@ -277,6 +315,8 @@ class SharedWindow:
             if not self._issue_order.drain(_CLOSING_GRACE):
                 self._closing = True
             self._issue_order.stop()
+        if self._mailbox is not None:
+            self._mailbox.close()
         self._arrivals = []
         for view in self._views:
             try:
@@ -394,31 +434,6 @@ def in_issue_order(algorithm: Callable[..., Any], adapter: Adapter, *args: Any) 
     return found.run(partial(algorithm, adapter, *arguments, group), async_op)
 
 
-def _timer_slack(nanoseconds: int) -> int:
-    """Set the calling thread's timer slack; return the one it had (0 where it cannot be set:
-    not Linux). Linux's prctl, through ctypes."""
-    prctl = _prctl()
-    if prctl is None:
-        return 0
-    previous: int = prctl(_PR_GET_TIMERSLACK, 0, 0, 0, 0)
-    prctl(_PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0)
-    return previous if previous > 0 else 0
-
-
-_PR_SET_TIMERSLACK, _PR_GET_TIMERSLACK = 29, 30  # linux/prctl.h
-
-
-@functools.cache
-def _prctl() -> Callable[..., int] | None:
-    if platform.system() != "Linux":
-        return None
-    try:
-        prctl: Callable[..., int] = ctypes.CDLL(None).prctl
-    except (OSError, AttributeError):
-        return None
-    return prctl
-
-
 def _cores() -> int:
     """The cores this process may run on."""
     try:
@@ -465,7 +480,8 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     if len(ranks) == 1:
         return None  # nothing to share: the backend's own call copies at most
     me = ranks.index(adapter.rank())
-    size = FLAG_BYTES + 2 * SLOT_BYTES
+    slot, channel = SLOT_BYTES, channel_bytes(len(ranks))
+    size = file_bytes(len(ranks), slot, channel)
     # A rank that opts out offers no file: every rank then sees a missing name, and none maps.
     path, own = (None, None) if os.environ.get(ENVIRONMENT) == "0" else _create(size)
     maps: list[mmap.mmap] = []
@@ -484,7 +500,7 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
         if path is not None:
             os.unlink(path)
     if all(answer == "1" for answer in agreed):
-        return SharedWindow(adapter, group, maps, me, names)
+        return SharedWindow(adapter, group, maps, me, names, slot, channel)
     for mapped in maps or ([own] if own is not None else []):
         mapped.close()
     return None

@@ -111,7 +111,9 @@ class State:
         set-up is a collective that an asynchronous call would make synchronous: a rank that
         then sends a peer what it waits for before that collective would wait for ever."""
         if any(self._wants_one_host(name) for name in capabilities.COLLECTIVES):
-            shared_memory.window(self.adapter, group)
+            found = shared_memory.window(self.adapter, group)
+            if found is not None:
+                found.point_to_point = True
 
     def _wants_one_host(self, collective: str) -> bool:
         """Whether the table has a one_host choice for ``collective`` (looked up once)."""
@@ -139,6 +141,13 @@ class State:
             return 0
         if not self._wants_one_host(collective) or not self.adapter.in_host_memory(like):
             return 0
+        if collective in capabilities.POINT_TO_POINT:
+            # Only a window made with the group, never made here: making one is a collective,
+            # and a sender and its receiver must take the same path (SharedWindow.point_to_point).
+            made = self.adapter.windows.get(group)
+            if made is None or not made.point_to_point or not made.waits_in_memory:
+                return 0
+            return made.size
         found = shared_memory.window(self.adapter, group)
         return 0 if found is None else found.size
 

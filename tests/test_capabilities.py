@@ -177,7 +177,16 @@ def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() ->
         for choice in entry.get("choose", ()):
             if choice["algorithm"].startswith("shared_memory_"):
                 found = capabilities.choice("gloo", collective, "float32", 0, True)
-                assert found == (choice["algorithm"], "background"), (collective, found)
+                # Point to point moves on as waits make progress (compat.mailbox), no thread.
+                how = "progress" if collective in capabilities.POINT_TO_POINT else "background"
+                assert found == (choice["algorithm"], how), (collective, found)
+    for backend in ("gloo", "mccl"):
+        for collective in capabilities.POINT_TO_POINT:
+            found = capabilities.choice(backend, collective, "float32", 0, True)
+            assert found == (f"shared_memory_{collective}", "progress"), (backend, found)
+            inline = capabilities.bind(object(), collective, found[0], found[1])  # type: ignore[arg-type]
+            assert isinstance(inline, partial)
+            assert inline.func is getattr(algorithms, found[0]), (collective, inline)
     assert capabilities.choice("mccl", "all_reduce", "float32", 0, True) == (
         "shared_memory_all_reduce",
         "completed",

@@ -7,8 +7,11 @@ test of its own.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from tests.jobs import run_job
 from tests.ranks.cases import case_names
 
 WORLDS = {"torch": (1, 2, 3), "mindspore": (2, 3)}
@@ -26,3 +29,20 @@ def test_case(jobs, framework: str, world: int, case: str) -> None:
     failure = jobs.get(framework, world).failure(case)
     if failure is not None:
         pytest.fail(failure, pytrace=False)
+
+
+#: The point-to-point cases, and the object ones built on them.
+POINT_TO_POINT = re.compile(r"(send_recv|p2p|objects_send_recv)")
+#: Every group without a shared-memory window (compat.shared_memory.ENVIRONMENT).
+BACKEND_TRANSPORT = {"COMPAT_SHARED_MEMORY": "0"}
+
+
+@pytest.mark.parametrize("framework", ["torch", "mindspore"])
+def test_point_to_point_on_the_backends_own_transport(framework: str) -> None:
+    """The point-to-point cases with COMPAT_SHARED_MEMORY=0: the backend's own path (Gloo's
+    send/recv; MCCL's sends with deferred receives), which ranks on several hosts take, while
+    the suite above runs through shared memory (compat.mailbox)."""
+    names = [name for name in case_names(framework, 2) if POINT_TO_POINT.match(name)]
+    job = run_job(framework, 2, "tests.ranks.cases", names, 300, env=BACKEND_TRANSPORT)
+    failures = [failure for name in names if (failure := job.failure(name)) is not None]
+    assert not failures, failures[0]

@@ -10,7 +10,7 @@ import platform
 
 import pytest
 
-from compat import shared_memory
+from compat import backoff, shared_memory
 from compat.shared_memory import FLAG_BYTES, SharedWindow
 
 pytestmark = pytest.mark.skipif(
@@ -33,12 +33,12 @@ def _window() -> SharedWindow:
 
 
 def test_timer_slack_is_set_and_the_previous_returned() -> None:
-    before = shared_memory._timer_slack(2000)
+    before = backoff.timer_slack(2000)
     try:
         assert before > 0
-        assert shared_memory._timer_slack(before) == 2000
+        assert backoff.timer_slack(before) == 2000
     finally:
-        shared_memory._timer_slack(before)
+        backoff.timer_slack(before)
 
 
 def test_a_sleeping_wait_tightens_the_timer_slack_and_puts_it_back(
@@ -52,29 +52,29 @@ def test_a_sleeping_wait_tightens_the_timer_slack_and_puts_it_back(
     seen: list[int] = []
 
     def sleep(seconds: float) -> None:
-        seen.append(shared_memory._timer_slack(shared_memory._SLEEP_SLACK_NS))
+        seen.append(backoff.timer_slack(backoff.SLEEP_SLACK_NS))
         if len(seen) == 3:
             peer_arrivals[0] = 1  # the peer arrives while this rank sleeps
 
-    monkeypatch.setattr(shared_memory.time, "sleep", sleep)
-    own = shared_memory._timer_slack(40_000)
+    monkeypatch.setattr(backoff.time, "sleep", sleep)
+    own = backoff.timer_slack(40_000)
     try:
         slots = window.publish()
         assert len(slots) == 2
-        assert seen == [shared_memory._SLEEP_SLACK_NS] * 3, seen
-        assert shared_memory._timer_slack(own) == 40_000, "the thread's slack was not put back"
+        assert seen == [backoff.SLEEP_SLACK_NS] * 3, seen
+        assert backoff.timer_slack(own) == 40_000, "the thread's slack was not put back"
     finally:
-        shared_memory._timer_slack(own)
+        backoff.timer_slack(own)
 
 
 def test_a_wait_that_times_out_puts_the_timer_slack_back(monkeypatch: pytest.MonkeyPatch) -> None:
     window = _window()
     window.timeout = 0.0  # the peer never arrives: the first sleep's check gives up
-    monkeypatch.setattr(shared_memory.time, "sleep", lambda seconds: None)
-    own = shared_memory._timer_slack(30_000)
+    monkeypatch.setattr(backoff.time, "sleep", lambda seconds: None)
+    own = backoff.timer_slack(30_000)
     try:
         with pytest.raises(shared_memory.CollectiveTimeout, match="did not reach it"):
             window.publish()
-        assert shared_memory._timer_slack(own) == 30_000
+        assert backoff.timer_slack(own) == 30_000
     finally:
-        shared_memory._timer_slack(own)
+        backoff.timer_slack(own)

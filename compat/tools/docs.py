@@ -410,8 +410,8 @@ def _choice_text(choice: Table) -> str:
     ]
     if bounds:
         text += f" ({', '.join(bounds)})"
-    if choice.get("async") == "completed":
-        text += ", async: completed"
+    if choice.get("async") in ("completed", "progress"):
+        text += f", async: {choice['async']}"
     return text
 
 
@@ -428,7 +428,9 @@ def capabilities_page() -> str:
         "",
         "Per backend and collective: `native` (the framework's call), `emulated (algorithm)` "
         "(compat.algorithms runs it) or `unsupported`. `async: completed` means `async_op=True` "
-        "returns an already completed Work. `from N: algorithm` is a choice by the input's size "
+        "returns an already completed Work; `async: progress`, that the data moves as far as "
+        "the channel has room at the call, and the rest as `wait()` makes progress. "
+        "`from N: algorithm` is a choice by the input's size "
         "(measured with `compat bench`): from that size up, that algorithm runs instead.",
         "",
         "| collective | " + " | ".join(header) + " |",

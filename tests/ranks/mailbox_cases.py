@@ -1,0 +1,269 @@
+"""Point to point through shared memory (compat.mailbox) on real ranks: messages larger than the
+channel (streamed around its ring), blocking sends on every rank before any receive, many
+messages outstanding and waited out of order, tags matched out of order (torch), views inside
+sentinel-filled bases (the whole base checked), a size mismatch and a timeout (refused on the
+receiving rank, the next message unaffected), a collective while a peer's send waits for room,
+a group destroyed under a pending receive, and the capability table's choice.
+
+The other point-to-point cases (p2p_cases.py, object_cases.py) run through the same channels
+wherever the table chooses them: every group compat made, on one host.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+import compat
+from compat import algorithms, shared_memory, state
+from tests.ranks.cases import register, values, world
+from tests.ranks.layout_cases import Placed, sentinel_out
+from tests.ranks.p2p_cases import data, ring_peers
+
+#: A channel this small (4 headers' worth of data) makes every message below but the smallest
+#: go around its ring several times.
+SMALL_CHANNEL = 256
+
+
+def _small_channel_group() -> compat.Group:
+    """A group of every rank whose window, made with it, has channels of SMALL_CHANNEL bytes."""
+    kept = shared_memory.CHANNEL_BYTES
+    shared_memory.CHANNEL_BYTES = SMALL_CHANNEL
+    try:
+        group = compat.new_group(list(range(world())))
+    finally:
+        shared_memory.CHANNEL_BYTES = kept
+    window = state.current().adapter.windows.get(group.handle)
+    assert window is not None and window.point_to_point, window
+    assert window.channel_bytes == SMALL_CHANNEL, window.channel_bytes
+    return group
+
+
+#: (rows, dtype, layout) of the messages streamed: 1 to 1000 elements, every layout.
+STREAMED = [
+    ((1,), "float32", "dense"),
+    ((7, 10), "float32", "strided"),
+    ((50, 20), "float64", "interior"),
+    ((9, 13), "int32", "transposed"),
+    ((33, 5), "bfloat16", "column"),
+    ((1000,), "uint8", "offset0"),
+]
+
+
+def case_streams(kit: Any) -> None:
+    """A ring (isend right, irecv left) of each message in STREAMED through 256-byte channels,
+    received into views of sentinel-filled bases; then blocking sends on every rank before any
+    receive, which complete because every rank's wait takes in what arrives for it."""
+    group = _small_channel_group()
+    right, left = ring_peers(list(range(world())))
+    me = compat.get_rank()
+    for receive_first in (False, True):
+        for shape, dtype, layout in STREAMED:
+            seed = f"mailbox-stream-{dtype}-{receive_first}"
+            source = Placed(kit, data(seed, me, shape, dtype), dtype, layout)
+            target = sentinel_out(kit, shape, dtype, layout)
+            if receive_first:
+                works = [
+                    compat.irecv(target.view, left, group),
+                    compat.isend(source.view, right, group),
+                ]
+            else:
+                works = [
+                    compat.isend(source.view, right, group),
+                    compat.irecv(target.view, left, group),
+                ]
+            for work in works:
+                work.wait()
+            target.result(data(seed, left, shape, dtype))
+            target.check(f"ring {shape} {dtype} {layout}, receive first: {receive_first}")
+            source.check(f"ring {shape} {dtype} {layout}: the sent view changed")
+    # Every rank sends 4000 bytes (16 channels' worth) before it receives.
+    outgoing = kit.tensor(values("mailbox-blocking", me, (1000,)), "float32")
+    received = sentinel_out(kit, (1000,), "float32", "interior")
+    compat.send(outgoing, right, group)
+    compat.recv(received.view, left, group)
+    received.result(values("mailbox-blocking", left, (1000,)))
+    received.check("blocking sends first on every rank")
+    compat.destroy(group)
+
+
+def case_outstanding(kit: Any) -> None:
+    """Six messages of different sizes and dtypes outstanding each way, the receives posted
+    before the sends on odd ranks, every Work waited in reverse order; then a batch."""
+    group = _small_channel_group()
+    right, left = ring_peers(list(range(world())))
+    me = compat.get_rank()
+    kinds = ((3, "float32"), (200, "int64"), (1, "int8"), (90, "float16"), (17, "float64"))
+    shapes = [((n,), dtype) for n, dtype in (*kinds, (64, "int32"))]
+    targets = [sentinel_out(kit, shape, dtype, "strided") for shape, dtype in shapes]
+    sources = [
+        kit.tensor(data(f"mailbox-out-{i}", me, shape, dtype), dtype)
+        for i, (shape, dtype) in enumerate(shapes)
+    ]
+    receives = [partial(compat.irecv, target.view, left, group) for target in targets]
+    sends = [partial(compat.isend, source, right, group) for source in sources]
+    issued = receives + sends if me % 2 else sends + receives
+    works = [issue() for issue in issued]
+    for work in reversed(works):
+        work.wait()
+        assert work.is_completed()
+    for i, ((shape, dtype), target) in enumerate(zip(shapes, targets, strict=True)):
+        target.result(data(f"mailbox-out-{i}", left, shape, dtype))
+        target.check(f"outstanding message {i}")
+    received = sentinel_out(kit, (30, 10), "float32", "column")
+    batch = compat.batch_isend_irecv(
+        [
+            compat.P2POp(compat.irecv, received.view, left, group),
+            compat.P2POp(
+                compat.isend, kit.tensor(values("mailbox-batch", me, (30, 10)), "float32"), right,
+                group,
+            ),
+        ]
+    )  # fmt: skip
+    for work in reversed(batch):
+        work.wait()
+    received.result(values("mailbox-batch", left, (30, 10)))
+    received.check("batch through the channels")
+    compat.destroy(group)
+
+
+def case_tags(kit: Any) -> None:
+    """Rank 0 sends tags 1, 2, 3 to rank 1, which receives them as 3, 1, 2: each receive takes
+    the message of its tag (the earlier ones are kept aside meanwhile)."""
+    group = _small_channel_group()
+    me = compat.get_rank()
+    sizes = {1: 100, 2: 7, 3: 150}
+    if me == 0:
+        for tag in (1, 2, 3):
+            compat.send(kit.tensor(np.full(sizes[tag], tag * 10.0), "float32"), 1, group, tag)
+    elif me == 1:
+        for tag in (3, 1, 2):
+            out = sentinel_out(kit, (sizes[tag],), "float32", "interior")
+            compat.recv(out.view, 0, group, tag)
+            out.result(np.full(sizes[tag], tag * 10.0))
+            out.check(f"tag {tag}")
+    compat.barrier(group)
+    compat.destroy(group)
+
+
+def case_mismatch_and_timeout(kit: Any) -> None:
+    """A receive whose tensor is larger than the message sent raises CollectiveMismatchError on
+    the receiving rank, its tensor untouched; a receive nobody sends to raises CollectiveTimeout
+    within Work.wait's timeout, and a message sent afterwards goes to the next receive, not the
+    abandoned one."""
+    group = _small_channel_group()
+    me = compat.get_rank()
+    if me == 0:
+        compat.send(kit.tensor(np.arange(10.0), "float32"), 1, group)
+    elif me == 1:
+        out = sentinel_out(kit, (12,), "float32", "dense")
+        try:
+            compat.recv(out.view, 0, group)
+        except compat.CollectiveMismatchError as error:
+            assert "40 bytes" in str(error) and "48 bytes" in str(error), str(error)
+        else:
+            raise AssertionError("a receive of 48 bytes took a message of 40")
+        out.check("the tensor of a refused receive")
+    if me == 1:
+        abandoned = sentinel_out(kit, (5,), "float32", "dense")
+        work = compat.irecv(abandoned.view, 0, group)
+        try:
+            work.wait(timedelta(seconds=0.5))
+        except compat.CollectiveTimeout as error:
+            assert "group rank 0" in str(error), str(error)
+        else:
+            raise AssertionError("a receive nobody sent to completed")
+    compat.barrier(group)
+    if me == 0:
+        compat.send(kit.tensor(np.full(5, 7.0), "float32"), 1, group)
+    elif me == 1:
+        later = sentinel_out(kit, (5,), "float32", "dense")
+        compat.recv(later.view, 0, group)
+        later.result(np.full(5, 7.0))
+        later.check("the receive after a timed-out one")
+        abandoned.check("the timed-out receive's tensor")
+    compat.barrier(group)
+    compat.destroy(group)
+
+
+def case_collective_meanwhile(kit: Any) -> None:
+    """Rank 0 sends rank 1 sixteen channels' worth, blocking, then joins an all_reduce; rank 1
+    joins the all_reduce first and receives after it: the all_reduce's wait takes the message
+    in, so rank 0's send completes and reaches the all_reduce."""
+    group = _small_channel_group()
+    me, n = compat.get_rank(), world()
+    x = kit.tensor(np.full(4, me + 1.0), "float32")
+    if me == 0:
+        compat.send(kit.tensor(values("mailbox-meanwhile", 0, (1000,)), "float32"), 1, group)
+        compat.all_reduce(x, group=group)
+    elif me == 1:
+        compat.all_reduce(x, group=group)
+        out = sentinel_out(kit, (1000,), "float32", "strided")
+        compat.recv(out.view, 0, group)
+        out.result(values("mailbox-meanwhile", 0, (1000,)))
+        out.check("received after the collective")
+    else:
+        compat.all_reduce(x, group=group)
+    np.testing.assert_allclose(kit.numpy(x), np.full(4, n * (n + 1) / 2))
+    compat.destroy(group)
+
+
+def case_destroyed(kit: Any) -> None:
+    """A receive still pending when its group is destroyed raises CollectiveTimeout saying so
+    from wait(); the world's channels still work afterwards."""
+    group = _small_channel_group()
+    me = compat.get_rank()
+    pending = None
+    if me == 0:
+        pending = compat.irecv(kit.tensor(np.zeros(3), "float32"), 1, group)
+    compat.barrier()
+    compat.destroy(group)
+    if pending is not None:
+        try:
+            pending.wait()
+        except compat.CollectiveTimeout as error:
+            assert "destroyed" in str(error), str(error)
+        else:
+            raise AssertionError("a receive on a destroyed group completed")
+    right, left = ring_peers(list(range(world())))
+    out = sentinel_out(kit, (3,), "float32", "interior")
+    works = [
+        compat.isend(kit.tensor(np.full(3, me), "float32"), right),
+        compat.irecv(out.view, left),
+    ]
+    for work in works:
+        work.wait()
+    out.result(np.full(3, left))
+    out.check("the world's channels after a group was destroyed")
+
+
+def case_chosen(kit: Any) -> None:
+    """The table's choice: every point-to-point call on the world (whose window compat.init
+    made) and on a compat.new_group runs through the channels; the world's window has them."""
+    runtime = state.current()
+    x = kit.tensor(np.zeros(4), "float32")
+    for name in ("send", "recv", "isend", "irecv", "batch_isend_irecv"):
+        chosen = runtime.implementation(name, x, group=None)
+        assert getattr(chosen, "func", None) is getattr(algorithms, f"shared_memory_{name}"), (
+            name,
+            chosen,
+        )
+    window = runtime.adapter.windows.get(None)
+    assert window is not None and window.point_to_point, window
+    assert window.channel_bytes == shared_memory.channel_bytes(world()), window.channel_bytes
+
+
+for _name, _case in (
+    ("mailbox-streams", case_streams),
+    ("mailbox-outstanding", case_outstanding),
+    ("mailbox-mismatch-timeout", case_mismatch_and_timeout),
+    ("mailbox-collective-meanwhile", case_collective_meanwhile),
+    ("mailbox-destroyed", case_destroyed),
+    ("mailbox-chosen", case_chosen),
+):
+    register(_name, _case, min_world=2)
+# MindSpore's tag is a reserved parameter (any tag but 0 is an UnsupportedError).
+register("mailbox-tags", case_tags, 2, ("torch",))
