@@ -8,7 +8,8 @@ other ranks read, and the backend moves nothing.
 
 Each rank of the group maps one file of ``/dev/shm`` per rank: its own, which only it writes, and
 its peers', which it only reads. A file holds a count of the rounds its rank has published, then
-two slots of :data:`SLOT_BYTES`. Round after round a rank writes its slot, then
+two slots of :data:`SLOT_BYTES`, then the point-to-point channels (:func:`file_bytes`,
+:mod:`compat.mailbox`). Round after round a rank writes its slot, then
 :meth:`SharedWindow.publish` counts its arrival and waits for every peer's, after which every
 rank's slot of that round is readable: on x86 the ranks poll each other's counts in the shared
 memory (microseconds); elsewhere they meet in the backend's barrier (see :func:`waits_in_memory`).
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 #: The bytes one rank publishes in one round. 1 MB: rounds cost a few microseconds where ranks
 #: wait in memory, and smaller pieces stay in cache (2 ranks, 64 MB on Gloo: all_reduce 8.2 ms
 #: with 1 MB slots, 9.8 ms with 4 MB; all_gather_into_tensor 8.1 and 11.1 ms); each rank's file
-#: holds two, so a group of n ranks takes 2n MB of /dev/shm.
+#: holds two, so a group of n ranks takes 2n MB of /dev/shm for them (its rings: file_bytes).
 SLOT_BYTES = 1 * 2**20
 #: Where the files are made: a memory-backed file system on Linux.
 DIRECTORY = "/dev/shm"
