@@ -858,8 +858,19 @@ def barrier(
     call = Call(group, async_op)
     devices = _device_ids(device_ids)
     call.agree(lambda: Description("barrier"))
-    pending = call.adapter.barrier(call.group.handle, call.async_op, devices)
+    handle = call.group.handle
+    if devices is None:
+        # No tensor: what the table chooses for the group alone (on one host, a round of its
+        # shared-memory window).
+        run = call.state.implementation("barrier", None, 0, handle, BARRIER_DTYPE)
+        pending = run(handle, call.async_op)
+    else:  # device_ids name NCCL's device (torch reads device_ids[0]): the backend's own call
+        pending = call.adapter.barrier(handle, call.async_op, devices)
     return call.done(pending, call.async_op)
+
+
+#: What barrier's capability entry is looked up with: it carries no tensor, so no dtype.
+BARRIER_DTYPE = "uint8"
 
 
 def _device_ids(device_ids: object) -> list[int] | None:

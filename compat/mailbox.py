@@ -32,6 +32,7 @@ import ctypes
 import struct
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Sequence
 from datetime import timedelta
@@ -55,6 +56,8 @@ class _Message:
     """A send or a receive issued through a mailbox: the pending handle of its Work."""
 
     __slots__ = ("_mailbox", "address", "done", "error", "keep", "nbytes", "offset", "peer", "tag")
+    #: how a timeout names the message: "a send of N bytes to group rank P ... did not receive it"
+    _KIND, _TOWARD, _PEER_MISSED = "a message", "with", "take part"
 
     def __init__(
         self, mailbox: Mailbox, address: int, nbytes: int, peer: int, tag: int, keep: object
@@ -80,9 +83,17 @@ class _Message:
             self._mailbox.progress()
         return self.done
 
+    def timed_out(self, seconds: float) -> CollectiveTimeout:
+        return CollectiveTimeout(
+            f"{self._KIND} of {self.nbytes} bytes {self._TOWARD} group rank {self.peer} (tag "
+            f"{self.tag}) through shared memory did not complete within {seconds:g} s: group "
+            f"rank {self.peer} did not {self._PEER_MISSED}"
+        )
+
 
 class _Send(_Message):
     __slots__ = ("started",)
+    _KIND, _TOWARD, _PEER_MISSED = "a send", "to", "receive it"
 
     def __init__(
         self, mailbox: Mailbox, address: int, nbytes: int, peer: int, tag: int, keep: object
@@ -90,15 +101,10 @@ class _Send(_Message):
         super().__init__(mailbox, address, nbytes, peer, tag, keep)
         self.started = False  # header written
 
-    def describe(self) -> str:
-        return f"a send of {self.nbytes} bytes to group rank {self.peer} (tag {self.tag})"
-
 
 class _Receive(_Message):
     __slots__ = ()
-
-    def describe(self) -> str:
-        return f"a receive of {self.nbytes} bytes from group rank {self.peer} (tag {self.tag})"
+    _KIND, _TOWARD, _PEER_MISSED = "a receive", "from", "send it"
 
     def fill(self, stashed: _Stashed) -> None:
         """Take a message kept aside, once it has arrived whole."""
@@ -192,6 +198,7 @@ class Mailbox:
         self._reading: list[_Receive | _Stashed | None] = [None] * count
         self._stashed: dict[tuple[int, int], deque[_Stashed]] = {}
         self._closed = False
+        _OPEN.add(self)
 
     # -- issuing ---------------------------------------------------------------------------------
     def isend(self, address: int, nbytes: int, peer: int, tag: int, keep: object) -> _Send:
@@ -244,7 +251,8 @@ class Mailbox:
 
     def wait(self, message: _Message, seconds: float | None) -> None:
         """Make progress until ``message`` is done, within ``seconds`` (default the backend's
-        timeout; then CollectiveTimeout)."""
+        timeout; then CollectiveTimeout); meanwhile take in what arrives on the process's other
+        mailboxes too (a peer may be blocked sending there before it sends this one)."""
         bound = self.timeout if seconds is None else seconds
         deadline = time.monotonic() + bound
         with Backoff(self._yields) as backoff:
@@ -252,25 +260,22 @@ class Mailbox:
                 self.progress()
                 if message.done:
                     return
+                take_in_everywhere(self)
                 if time.monotonic() > deadline:
-                    assert isinstance(message, (_Send, _Receive))
                     self._withdraw(message)
-                    raise CollectiveTimeout(
-                        f"{message.describe()} through shared memory did not complete within "
-                        f"{bound:g} s: group rank {message.peer} did not "
-                        f"{'receive it' if isinstance(message, _Send) else 'send it'}"
-                    )
+                    raise message.timed_out(bound)
                 backoff.pause()
 
-    def _withdraw(self, message: _Send | _Receive) -> None:
+    def _withdraw(self, message: _Message) -> None:
         """Take back a message that timed out, if none of it has moved: a later message of
         the peer then goes to a later receive, not to this abandoned one."""
         with self._lock:
             if isinstance(message, _Receive):
                 if message in self._receives[message.peer]:
                     self._receives[message.peer].remove(message)
-            elif not message.started and message in self._sends[message.peer]:
-                self._sends[message.peer].remove(message)
+            elif isinstance(message, _Send) and not message.started:
+                if message in self._sends[message.peer]:
+                    self._sends[message.peer].remove(message)
 
     def _progress(self) -> None:
         for peer in range(len(self._sends)):
@@ -373,7 +378,21 @@ class Mailbox:
 
     def close(self) -> None:
         """Drop the views of the files (the window unmaps them); pending calls then fail."""
+        _OPEN.discard(self)
         with self._lock:
             self._closed = True
             self._outbox, self._inbox = [], []
             self._written, self._peer_read, self._peer_written, self._read = [], [], [], []
+
+
+#: The mailboxes of this process that are open (one per window made with its group).
+_OPEN: weakref.WeakSet[Mailbox] = weakref.WeakSet()
+
+
+def take_in_everywhere(besides: Mailbox | None = None) -> None:
+    """Let every open mailbox of the process (but ``besides``) take in what has arrived and move
+    its pending sends on: what a rank does while it waits, for a point-to-point message or a
+    shared-memory collective, so that a peer blocked sending to it on any group completes."""
+    for mailbox in tuple(_OPEN):
+        if mailbox is not besides:
+            mailbox.take_in()

@@ -51,7 +51,7 @@ import numpy as np
 
 from compat.backoff import Backoff
 from compat.errors import CollectiveTimeout
-from compat.mailbox import Mailbox
+from compat.mailbox import Mailbox, take_in_everywhere
 
 if TYPE_CHECKING:
     from compat.adapter import Adapter, GroupHandle, Tensor
@@ -224,15 +224,14 @@ class SharedWindow:
         yielding the CPU, then sleep ever longer, up to the backend's timeout (then
         CollectiveTimeout). Meanwhile point-to-point messages from peers are taken in (a peer
         may be blocked sending to this rank before it joins the collective, as a backend's
-        receiving thread would take them)."""
+        receiving thread would take them, on any group)."""
         deadline = time.monotonic() + self.timeout
         with Backoff(self._yields) as backoff:
             while True:
                 waiting = [rank for rank in waiting if self._arrivals[rank][0] < arrival]
                 if not waiting:
                     return
-                if self.point_to_point:
-                    self.mailbox().take_in()
+                take_in_everywhere()
                 self._give_up_if_late(waiting, deadline)
                 backoff.pause()
 

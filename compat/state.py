@@ -72,7 +72,8 @@ class State:
             dtype = self.adapter.dtype(like)
         # Keyed by the group itself: whether it has a window, and its size, are settled on its
         # first call, so later calls skip finding them (0.25 us a call, measured).
-        in_host = group is not NO_GROUP and self.adapter.in_host_memory(like)
+        # No tensor (barrier): nothing that is not in host memory.
+        in_host = group is not NO_GROUP and (like is None or self.adapter.in_host_memory(like))
         key = (collective, dtype, group, in_host)
         by_size = self._implementations.get(key)
         if by_size is None:
@@ -114,6 +115,7 @@ class State:
             found = shared_memory.window(self.adapter, group)
             if found is not None:
                 found.point_to_point = True
+                found.mailbox()  # made now: every wait of the process takes in its messages
 
     def _wants_one_host(self, collective: str) -> bool:
         """Whether the table has a one_host choice for ``collective`` (looked up once)."""
@@ -139,7 +141,9 @@ class State:
         which is a collective of the group: compat.shared_memory)."""
         if group is NO_GROUP:
             return 0
-        if not self._wants_one_host(collective) or not self.adapter.in_host_memory(like):
+        if not self._wants_one_host(collective):
+            return 0
+        if like is not None and not self.adapter.in_host_memory(like):
             return 0
         if collective in capabilities.POINT_TO_POINT:
             # Only a window made with the group, never made here: making one is a collective,

@@ -56,6 +56,7 @@ from typing import Any
 import compat
 from compat import algorithms, state, tables
 from compat.adapter import Adapter
+from compat.collectives import BARRIER_DTYPE
 from compat.tools._sizes import format_size
 
 # -- the ops -----------------------------------------------------------------------------------
@@ -115,7 +116,8 @@ SPECS: dict[str, OpSpec] = {
     "all_to_all_single": OpSpec(_parts_factor, ("all_to_all_single",), ("all_to_all_single",)),
     "all_to_all": OpSpec(_parts_factor, ("all_to_all",), ("all_to_all",)),
     "isend_irecv": OpSpec(_whole_factor, ("isend", "irecv"), ("isend", "irecv"), peers=True),
-    "barrier": OpSpec(None, ("barrier",), ("barrier",)),
+    # barrier carries no tensor: its capability entry is looked up with compat's stand-in.
+    "barrier": OpSpec(None, ("barrier",), ("barrier",), BARRIER_DTYPE),
     "all_gather_object": OpSpec(
         _parts_factor, ("all_gather_into_tensor",), (), "uint8", gathered=True
     ),
@@ -672,7 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         else:
             noops = [collective_of(name, joins) for name in spec.noop]
-            warm, after = own_work(first, noops, args.dtype)
+            warm, after = own_work(first, noops, spec.dtype or args.dtype)
             for values in op_rows:
                 values["own_work_us"] = round(warm * 1e6, 2)
                 values["own_work_after_collective_us"] = round(after * 1e6, 2)

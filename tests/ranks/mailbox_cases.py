@@ -192,7 +192,8 @@ def case_mismatch_and_timeout(kit: Any) -> None:
 def case_collective_meanwhile(kit: Any) -> None:
     """Rank 0 sends rank 1 sixteen channels' worth, blocking, then joins an all_reduce; rank 1
     joins the all_reduce first and receives after it: the all_reduce's wait takes the message
-    in, so rank 0's send completes and reaches the all_reduce."""
+    in, so rank 0's send completes and reaches the all_reduce. Then the same with a receive on
+    another group in place of the all_reduce."""
     group = _small_channel_group()
     me, n = compat.get_rank(), world()
     x = kit.tensor(np.full(4, me + 1.0), "float32")
@@ -208,6 +209,23 @@ def case_collective_meanwhile(kit: Any) -> None:
     else:
         compat.all_reduce(x, group=group)
     np.testing.assert_allclose(kit.numpy(x), np.full(4, n * (n + 1) / 2))
+    # The same across groups: rank 1 waits for a message on another group, which rank 0 sends
+    # only once its blocking send on the first group is through.
+    other = _small_channel_group()
+    if me == 0:
+        compat.send(kit.tensor(values("mailbox-across", 0, (1000,)), "float32"), 1, group)
+        compat.send(kit.tensor(np.full(3, 5.0), "float32"), 1, other)
+    elif me == 1:
+        small = sentinel_out(kit, (3,), "float32", "interior")
+        compat.recv(small.view, 0, other)
+        small.result(np.full(3, 5.0))
+        small.check("the message on the other group")
+        big = sentinel_out(kit, (1000,), "float32", "strided")
+        compat.recv(big.view, 0, group)
+        big.result(values("mailbox-across", 0, (1000,)))
+        big.check("the message taken in while waiting on the other group")
+    compat.barrier()
+    compat.destroy(other)
     compat.destroy(group)
 
 

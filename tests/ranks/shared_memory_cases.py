@@ -537,6 +537,33 @@ def case_background_abandoned(kit: Any) -> None:
     )
 
 
+def case_barrier(kit: Any) -> None:
+    """barrier on one host is a round of the group's window (the table's choice), and still
+    waits for every rank: the last rank arrives 0.3 s late, sync and async, on the world and on
+    a group compat made; with device_ids it is the backend's own call."""
+    runtime = state.current()
+    chosen = runtime.implementation("barrier", None, 0, None, "uint8")
+    assert _runs(chosen, "shared_memory_barrier"), chosen
+    late = world() - 1
+    group = compat.new_group(list(range(world())))
+    for on, async_op in ((None, False), (None, True), (group, False), (group, True)):
+        if compat.get_rank() == late:
+            time.sleep(0.3)
+        started = time.monotonic()
+        work = compat.barrier(on, async_op=async_op)
+        if async_op:
+            assert work is not None
+            work.wait()
+        else:
+            assert work is None
+        waited = time.monotonic() - started
+        if compat.get_rank() != late:
+            assert waited >= 0.25, f"left the barrier after {waited:.2f} s (async={async_op})"
+    assert compat.barrier(None, False, [0]) is None
+    compat.destroy(group)
+
+
+register("shared_memory-barrier", case_barrier, min_world=2)
 register("shared_memory-rounds", case_rounds, min_world=2)
 register("shared_memory-opt-out", case_opt_out, min_world=2)
 register("shared_memory-stale-files", case_stale_files, min_world=2)
