@@ -52,6 +52,28 @@ def _padded(nbytes: int) -> int:
     return -(-nbytes // HEADER) * HEADER
 
 
+def _move(
+    message: _Message | _Stashed, base: int, size: int, position: int, room: int, to_ring: bool
+) -> int:
+    """Copy the next bytes of ``message`` (its padded length), at most ``room`` of them,
+    between its memory and the ring of ``size`` bytes at address ``base``, from the ring's
+    ``position`` on (wrapping at its end); the bytes moved."""
+    padded, moved = _padded(message.nbytes), 0
+    while message.offset < padded and moved < room:
+        at = (position + moved) % size
+        step = min(padded - message.offset, room - moved, size - at)
+        real = min(step, message.nbytes - message.offset)  # the padding is not copied
+        if real > 0:
+            own = message.address + message.offset
+            if to_ring:
+                ctypes.memmove(base + at, own, real)
+            else:
+                ctypes.memmove(own, base + at, real)
+        message.offset += step
+        moved += step
+    return moved
+
+
 class _Message:
     """A send or a receive issued through a mailbox: the pending handle of its Work."""
 
@@ -297,16 +319,9 @@ class Mailbox:
             if not message.started:
                 _HEADER_STRUCT.pack_into(ring, sent % size, message.nbytes, message.tag)
                 sent, room, message.started = sent + HEADER, room - HEADER, True
-            padded = _padded(message.nbytes)
-            while message.offset < padded and room:
-                at = sent % size
-                step = min(padded - message.offset, room, size - at)
-                real = min(step, message.nbytes - message.offset)
-                if real > 0:
-                    ctypes.memmove(base + at, message.address + message.offset, real)
-                message.offset += step
-                sent, room = sent + step, room - step
-            if message.offset < padded:
+            moved = _move(message, base, size, sent, room, True)
+            sent, room = sent + moved, room - moved
+            if message.offset < _padded(message.nbytes):
                 break
             finished.append(queue.popleft())
         if sent != self._sent[peer]:
@@ -331,16 +346,9 @@ class Mailbox:
                 nbytes, tag = _HEADER_STRUCT.unpack_from(ring, taken % size)
                 taken, arrived = taken + HEADER, arrived - HEADER
                 target = self._reading[peer] = self._match(peer, nbytes, tag)
-            padded = _padded(target.nbytes)
-            while target.offset < padded and arrived:
-                at = taken % size
-                step = min(padded - target.offset, arrived, size - at)
-                real = min(step, target.nbytes - target.offset)
-                if real > 0:
-                    ctypes.memmove(target.address + target.offset, base + at, real)
-                target.offset += step
-                taken, arrived = taken + step, arrived - step
-            if target.offset < padded:
+            moved = _move(target, base, size, taken, arrived, False)
+            taken, arrived = taken + moved, arrived - moved
+            if target.offset < _padded(target.nbytes):
                 break
             self._reading[peer] = None
             if isinstance(target, _Stashed):
