@@ -463,10 +463,14 @@ def window(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
 
 
 def close(adapter: Adapter, group: GroupHandle) -> None:
-    """Close ``group``'s window (when the group is destroyed)."""
-    found = adapter.windows.pop(group, None)
+    """Close ``group``'s window (when the group is destroyed). It stays registered until closed:
+    an asynchronous collective its thread starts meanwhile must find it, not make another (a
+    set-up its peers never join: a hang, seen once the world's barrier went through shared
+    memory and no longer gave that thread time to start first)."""
+    found = adapter.windows.get(group)
     if found is not None:
         found.close()
+    adapter.windows.pop(group, None)
 
 
 def close_all(adapter: Adapter) -> None:
