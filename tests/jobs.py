@@ -1,6 +1,12 @@
 """Run rank-side cases as real multi-process jobs (through compat.launch) and read the results.
 
 One job per (framework, world size) runs many cases, since starting ranks is the slow part.
+
+The suite's large jobs are :class:`JobSpec` values run by :data:`BACKGROUND`: tests that read
+one carry ``pytest.mark.job(spec)``, and conftest.py moves them to the end of the session and
+starts their jobs when collection ends. The jobs then run one at a time in a thread while the
+other tests run (most of which wait on ranks of their own: on two cores, the suite ran 9.5 of
+its 14.5 minutes with a core idle).
 """
 
 from __future__ import annotations
@@ -10,12 +16,17 @@ import json
 import os
 import sys
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from typing import Any, overload
 
 import numpy as np
 
 from compat.tools.launch import launch
+from tests.processes import run_bounded
+from tests.ranks.cases import case_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,3 +102,92 @@ def run_job(
                     results[record["case"]] = record["error"]
             ranks.append(results)
         return JobResult(framework, world, code, sink.getvalue(), ranks, records)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job :func:`run_job` runs: which cases, where, how long it may take."""
+
+    framework: str
+    world: int
+    module: str
+    cases: tuple[str, ...]
+    timeout: float
+    env: tuple[tuple[str, str], ...] = ()
+
+    def run(self) -> JobResult:
+        return run_job(
+            self.framework, self.world, self.module, list(self.cases), self.timeout,
+            env=dict(self.env),
+        )  # fmt: skip
+
+
+@dataclass
+class CommandResult:
+    """A command's exit code and output, and the files it wrote."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    #: file name -> text, for each of :attr:`CommandSpec.outputs` the command wrote
+    files: dict[str, str]
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """A command run to its end (killed after ``timeout`` seconds) in an empty directory of its
+    own, from which the files named in ``outputs`` are read back."""
+
+    argv: tuple[str, ...]
+    timeout: float
+    outputs: tuple[str, ...] = ()
+
+    def run(self) -> CommandResult:
+        with tempfile.TemporaryDirectory(prefix="compat-command-") as directory:
+            done = run_bounded(self.argv, self.timeout, cwd=directory)
+            files = {
+                name: Path(directory, name).read_text(encoding="utf-8")
+                for name in self.outputs
+                if Path(directory, name).exists()
+            }
+        return CommandResult(done.returncode, done.stdout, done.stderr, files)
+
+
+class JobQueue:
+    """Runs jobs (anything with a ``run()``: :class:`JobSpec`, :class:`CommandSpec`) in one
+    background thread, one at a time, each once, in the order started."""
+
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="compat-test-jobs")
+        self._futures: dict[JobSpec | CommandSpec, Future[Any]] = {}
+
+    def start(self, spec: JobSpec | CommandSpec) -> None:
+        if spec not in self._futures:
+            self._futures[spec] = self._executor.submit(spec.run)
+
+    @overload
+    def result(self, spec: JobSpec) -> JobResult: ...
+    @overload
+    def result(self, spec: CommandSpec) -> CommandResult: ...
+    def result(self, spec: JobSpec | CommandSpec) -> JobResult | CommandResult:
+        """The job's result, once it has run (started now if it was not)."""
+        self.start(spec)
+        return self._futures[spec].result()
+
+    def stop(self) -> None:
+        """Drop the jobs not yet started (the one running ends within its timeout)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+#: The queue the suite's large jobs run in.
+BACKGROUND = JobQueue()
+
+#: Seconds a collective job may take before it is stopped (no test can hang).
+JOB_TIMEOUT = {"torch": 300.0, "mindspore": 600.0}
+
+
+@cache
+def collective_job(framework: str, world: int) -> JobSpec:
+    """Every collective case of ``framework`` at ``world`` ranks, in one job."""
+    cases = tuple(case_names(framework, world))
+    return JobSpec(framework, world, "tests.ranks.cases", cases, JOB_TIMEOUT[framework])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import csv
 import inspect
+import io
 import re
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from compat.adapters import torch as torch_adapter
 
 from compat import algorithms, tables
 from compat.tools import bench
+from tests.jobs import BACKGROUND, CommandSpec
 
 EXPECTED_COLUMNS = ["framework", "backend", "world_size", "dtype", *bench.COLUMNS, "native"]
 
@@ -142,15 +144,25 @@ def _check_rows(records: list[dict[str, str]], framework: str, sizes: list[int])
                 assert (float(own) > 0) if op in MEASURED_OWN_WORK else own == "", where
 
 
-def test_bench_every_op_on_both_frameworks_side_by_side(tmp_path: Path) -> None:
+#: Every op on both frameworks, run in the background while other tests run (tests/jobs.py).
+BOTH_RUN = CommandSpec(
+    (
+        sys.executable, "-m", "compat", "bench", "--timeout", "380", "-n", "2",
+        "--framework", "both", "--sizes", "1K..2K", "--factor", "2", "--rounds", "1",
+        "--budget", "0.001", "--control", "--csv", "bench.csv",
+    ),
+    timeout=400,
+    outputs=("bench.csv",),
+)  # fmt: skip
+
+
+@pytest.mark.job(BOTH_RUN)
+def test_bench_every_op_on_both_frameworks_side_by_side() -> None:
     """One torch/Gloo job and one MindSpore/MCCL job of 2 ranks, every op, two sizes each."""
-    table = tmp_path / "bench.csv"
-    out = _bench(
-        tmp_path, "-n", "2", "--framework", "both", "--sizes", "1K..2K", "--factor", "2",
-        "--rounds", "1", "--budget", "0.001", "--control", "--csv", str(table), timeout=400,
-    ).stdout  # fmt: skip
-    with open(table, newline="", encoding="utf-8") as handle:
-        records = list(csv.DictReader(handle))
+    run = BACKGROUND.result(BOTH_RUN)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = run.stdout
+    records = list(csv.DictReader(io.StringIO(run.files["bench.csv"], newline="")))
     assert list(records[0]) == EXPECTED_COLUMNS
     for framework in ("torch", "mindspore"):
         _check_rows(records, framework, [1024, 2048])

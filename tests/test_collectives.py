@@ -11,13 +11,19 @@ import re
 
 import pytest
 
-from tests.jobs import run_job
+from tests.jobs import BACKGROUND, JobSpec, collective_job
 from tests.ranks.cases import case_names
 
 WORLDS = {"torch": (1, 2, 3), "mindspore": (2, 3)}
 
 PARAMS = [
-    pytest.param(framework, world, name, id=f"{framework}-ws{world}-{name}")
+    pytest.param(
+        framework,
+        world,
+        name,
+        id=f"{framework}-ws{world}-{name}",
+        marks=pytest.mark.job(collective_job(framework, world)),
+    )
     for framework, worlds in WORLDS.items()
     for world in worlds
     for name in case_names(framework, world)
@@ -37,12 +43,20 @@ POINT_TO_POINT = re.compile(r"(send_recv|p2p|objects_send_recv)")
 BACKEND_TRANSPORT = {"COMPAT_SHARED_MEMORY": "0"}
 
 
-@pytest.mark.parametrize("framework", ["torch", "mindspore"])
+def own_transport_job(framework: str) -> JobSpec:
+    names = tuple(name for name in case_names(framework, 2) if POINT_TO_POINT.match(name))
+    return JobSpec(framework, 2, "tests.ranks.cases", names, 300, tuple(BACKEND_TRANSPORT.items()))
+
+
+@pytest.mark.parametrize(
+    "framework",
+    [pytest.param(f, marks=pytest.mark.job(own_transport_job(f))) for f in ("torch", "mindspore")],
+)
 def test_point_to_point_on_the_backends_own_transport(framework: str) -> None:
     """The point-to-point cases with COMPAT_SHARED_MEMORY=0: the backend's own path (Gloo's
     send/recv; MCCL's sends with deferred receives), which ranks on several hosts take, while
     the suite above runs through shared memory (compat.mailbox)."""
-    names = [name for name in case_names(framework, 2) if POINT_TO_POINT.match(name)]
-    job = run_job(framework, 2, "tests.ranks.cases", names, 300, env=BACKEND_TRANSPORT)
-    failures = [failure for name in names if (failure := job.failure(name)) is not None]
+    spec = own_transport_job(framework)
+    job = BACKGROUND.result(spec)
+    failures = [failure for name in spec.cases if (failure := job.failure(name)) is not None]
     assert not failures, failures[0]

@@ -9,15 +9,22 @@ import re
 import sys
 from pathlib import Path
 
-from tests.processes import run_bounded
+import pytest
+
+from tests.jobs import BACKGROUND, CommandSpec
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "train_demo.py"
 #: Framework logging ("[WARNING] DISTRIBUTED(...", "[ERROR] ME(...") or a Python warning.
 NOISE = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] [A-Z_]+\(|Warning\b")
 
 
+#: The demo, run in the background while other tests run (tests/jobs.py).
+DEMO_RUN = CommandSpec((sys.executable, str(DEMO), "--steps", "8"), timeout=400)
+
+
+@pytest.mark.job(DEMO_RUN)
 def test_the_demo_checks_both_styles_and_the_training_and_prints_only_its_own_lines() -> None:
-    result = run_bounded([sys.executable, str(DEMO), "--steps", "8"], timeout=400)
+    result = BACKGROUND.result(DEMO_RUN)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     lines = result.stdout.splitlines()
     noise = [line for line in lines + result.stderr.splitlines() if NOISE.search(line)]

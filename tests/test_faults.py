@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from compat.tools.launch import launch
-from tests.jobs import run_job
+from tests.jobs import BACKGROUND, JobSpec
 from tests.ranks import fault_cases
 from tests.ranks.cases import case_names
 
@@ -22,30 +22,28 @@ FRAMEWORKS = ["torch", "mindspore"]
 CHECK_ON = {"COMPAT_CHECK": "1"}
 
 
-@pytest.fixture(scope="module")
-def mismatch_jobs():
-    results = {}
-
-    def get(framework: str, world: int):
-        if (framework, world) not in results:
-            results[framework, world] = run_job(
-                framework,
-                world,
-                "tests.ranks.fault_cases",
-                list(fault_cases.CASES),
-                300,
-                env=CHECK_ON,
-            )
-        return results[framework, world]
-
-    return get
+def mismatch_job(framework: str, world: int) -> JobSpec:
+    cases = tuple(fault_cases.CASES)
+    return JobSpec(framework, world, "tests.ranks.fault_cases", cases, 300, tuple(CHECK_ON.items()))
 
 
-@pytest.mark.parametrize("world", [2, 3])
-@pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("case", list(fault_cases.CASES))
-def test_mismatch_is_named_on_every_rank(mismatch_jobs, framework: str, world: int, case: str):
-    failure = mismatch_jobs(framework, world).failure(case)
+@pytest.mark.parametrize(
+    ("case", "framework", "world"),
+    [
+        pytest.param(
+            case,
+            framework,
+            world,
+            id=f"{case}-{framework}-{world}",
+            marks=pytest.mark.job(mismatch_job(framework, world)),
+        )
+        for case in fault_cases.CASES
+        for framework in FRAMEWORKS
+        for world in (2, 3)
+    ],
+)
+def test_mismatch_is_named_on_every_rank(case: str, framework: str, world: int) -> None:
+    failure = BACKGROUND.result(mismatch_job(framework, world)).failure(case)
     if failure is not None:
         pytest.fail(failure, pytrace=False)
 
@@ -65,20 +63,28 @@ NOT_UNDER_THE_CHECK = {
 
 # The MindSpore run (a minute and a half: every case, each with the check's extra exchange) is
 # under make test-long; the mismatch tests above run the check on MindSpore in make test.
+def check_on_job(framework: str, world: int) -> JobSpec:
+    names = tuple(
+        name
+        for name in case_names(framework, world)
+        if not name.startswith("bad_input") and name not in NOT_UNDER_THE_CHECK
+    )
+    return JobSpec(framework, world, "tests.ranks.cases", names, 600, tuple(CHECK_ON.items()))
+
+
 @pytest.mark.parametrize(
     ("framework", "world"),
-    [("torch", 3), pytest.param("mindspore", 2, marks=pytest.mark.long)],
+    [
+        pytest.param("torch", 3, marks=pytest.mark.job(check_on_job("torch", 3))),
+        pytest.param("mindspore", 2, marks=pytest.mark.long),
+    ],
 )
 def test_the_whole_suite_passes_with_the_check_on(framework: str, world: int) -> None:
     """No false alarms: every collective case agrees with itself across ranks (but the cases
     of NOT_UNDER_THE_CHECK)."""
-    names = [
-        name
-        for name in case_names(framework, world)
-        if not name.startswith("bad_input") and name not in NOT_UNDER_THE_CHECK
-    ]
-    job = run_job(framework, world, "tests.ranks.cases", names, 600, env=CHECK_ON)
-    failures = [failure for name in names if (failure := job.failure(name)) is not None]
+    spec = check_on_job(framework, world)
+    job = BACKGROUND.result(spec)
+    failures = [failure for name in spec.cases if (failure := job.failure(name)) is not None]
     assert not failures, failures[0]
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import compat
-from tests.jobs import JobResult, run_job
+from tests.jobs import JobResult, collective_job, run_job
 from tests.ranks.cases import case_names
 from tests.ranks.fuzz_cases import COMM_SPECS, REPORT_PREFIX, SPECS, Tally, run_spec
 
@@ -111,13 +111,18 @@ def check_job(job: JobResult, framework: str, world: int) -> str:
 
 @pytest.mark.parametrize(
     ("framework", "world"),
-    [pytest.param(f, w, id=f"{f}-ws{w}") for f, worlds in WORLDS.items() for w in worlds],
+    [
+        pytest.param(f, w, id=f"{f}-ws{w}", marks=pytest.mark.job(collective_job(f, w)))
+        for f, worlds in WORLDS.items()
+        for w in worlds
+    ],
 )
 def test_fuzz_counts(jobs, framework: str, world: int) -> None:
     """The counts of the fuzz cases of the collective jobs (which test_collectives runs)."""
     check_job(jobs.get(framework, world), framework, world)
 
 
+@pytest.mark.job(*(collective_job(f, w) for f, worlds in WORLDS.items() for w in worlds))
 def test_fuzz_summary(jobs) -> None:
     """One table for both frameworks (the README's): bad calls tried per function, summed over
     the jobs' ranks (torch at world sizes 1-3, MindSpore at 2 and 3), and what went wrong."""

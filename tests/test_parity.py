@@ -10,10 +10,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.jobs import collective_job
 from tests.ranks.cases import case_names
 
 
-@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize(
+    "world",
+    [
+        pytest.param(
+            w, marks=pytest.mark.job(collective_job("torch", w), collective_job("mindspore", w))
+        )
+        for w in (2, 3)
+    ],
+)
 def test_torch_and_mindspore_agree(jobs, world: int) -> None:
     torch_job, ms_job = jobs.get("torch", world), jobs.get("mindspore", world)
     shared = set(case_names("torch", world)) & set(case_names("mindspore", world))
