@@ -278,14 +278,14 @@ class MindSporeAdapter(Adapter):
             except RuntimeError:
                 pass  # a peer has gone: leaving is all that is left to do
         dist.destroy_process_group()
-        if self._scheduler is not None:
-            # It ends once every worker has left; a worker that died leaves it waiting.
-            try:
-                self._scheduler.wait(timeout=SCHEDULER_EXIT_SECONDS)
-            except subprocess.TimeoutExpired:
-                self._scheduler.kill()
-                self._scheduler.wait()
-            self._scheduler = None
+        # The scheduler this rank started (rank 0 of a tcp:// or env:// init) is not waited for:
+        # it ends once every worker's node has left the cluster, this one's included, which
+        # MindSpore does at the process's exit, not in destroy_process_group. Waited for here,
+        # it never ended (rank 0 sat out the whole wait, 10 s, and then killed it, and its node
+        # logged "Failed to unregister from the meta server node" at exit; measured). It ends
+        # with this process at the latest (_END_WITH_PARENT), reaped by the thread that started
+        # it.
+        self._scheduler = None
 
     def rank(self) -> int:
         rank: int = communication.get_rank()
@@ -931,9 +931,6 @@ _NOT_TAKEN_AT_INIT = {
     "reserved)",
 }
 
-#: How long destroy() waits for the scheduler it started to end by itself.
-SCHEDULER_EXIT_SECONDS = 10.0
-
 
 def _check_made(name: str, ranks: list[int], size: int) -> None:
     """A group the framework made is the group asked for: a failed creation that left a name
@@ -1037,8 +1034,7 @@ def _start_scheduler(common: dict[str, str]) -> subprocess.Popen[bytes]:
     def start_and_stay() -> None:
         # The parent-death signal follows the thread that started the child, not the process:
         # started from compat.init's thread, a scheduler would be killed when that thread ends
-        # (an init from a worker thread). This thread stays until the scheduler has exited;
-        # waitid(WNOWAIT) leaves the reaping to destroy()'s wait.
+        # (an init from a worker thread). This thread stays until the scheduler has exited.
         try:
             popen = subprocess.Popen(
                 argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -1049,10 +1045,7 @@ def _start_scheduler(common: dict[str, str]) -> subprocess.Popen[bytes]:
             return
         started.append(popen)
         ready.set()
-        try:
-            os.waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOWAIT)
-        except ChildProcessError:
-            pass  # destroy() has reaped it already
+        popen.wait()  # reaped here: destroy() does not wait for it
 
     threading.Thread(target=start_and_stay, name="compat-mindspore-scheduler", daemon=True).start()
     ready.wait()
