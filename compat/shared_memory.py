@@ -252,6 +252,13 @@ class SharedWindow:
                 f"(group rank {self.me} waited); a rank missed the call, or died"
             )
 
+    def open_point_to_point(self) -> None:
+        """Carry the group's point-to-point calls from now on (a window made with its group;
+        see :attr:`point_to_point`). The mailbox is made now, so that every wait of the process
+        takes in its messages from the first one on."""
+        self.point_to_point = True
+        self.mailbox()
+
     def mailbox(self) -> Mailbox:
         """The point-to-point channels of this window (made on first use)."""
         if self._mailbox is None:

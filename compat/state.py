@@ -77,7 +77,7 @@ class State:
         key = (collective, dtype, group, in_host)
         by_size = self._implementations.get(key)
         if by_size is None:
-            ranks = self._one_host_ranks(collective, like, group)
+            ranks = self._one_host_ranks(collective, in_host, group)
             by_size = self._implementations[key] = self._by_size(collective, dtype, ranks)
         if len(by_size) == 1:
             return by_size[0][1]
@@ -114,8 +114,7 @@ class State:
         if any(self._wants_one_host(name) for name in capabilities.COLLECTIVES):
             found = shared_memory.window(self.adapter, group)
             if found is not None:
-                found.point_to_point = True
-                found.mailbox()  # made now: every wait of the process takes in its messages
+                found.open_point_to_point()
 
     def _wants_one_host(self, collective: str) -> bool:
         """Whether the table has a one_host choice for ``collective`` (looked up once)."""
@@ -134,16 +133,13 @@ class State:
             del self._implementations[key]
         shared_memory.close(self.adapter, group)
 
-    def _one_host_ranks(self, collective: str, like: Any, group: Any) -> int:
+    def _one_host_ranks(self, collective: str, in_host: bool, group: Any) -> int:
         """The size of ``group`` (a handle) where ``collective``'s one_host choices apply, else
-        0. They apply where the table has one, ``like`` is in host memory and the group has a
-        shared-memory window (made at compat.init and compat.new_group, else on first use,
-        which is a collective of the group: compat.shared_memory)."""
-        if group is NO_GROUP:
-            return 0
-        if not self._wants_one_host(collective):
-            return 0
-        if like is not None and not self.adapter.in_host_memory(like):
+        0. They apply where the table has one, the call's tensors are in host memory
+        (``in_host``, False without a group) and the group has a shared-memory window (made at
+        compat.init and compat.new_group, else on first use, which is a collective of the
+        group: compat.shared_memory)."""
+        if not in_host or not self._wants_one_host(collective):
             return 0
         if collective in capabilities.POINT_TO_POINT:
             # Only a window made with the group, never made here: making one is a collective,
