@@ -74,6 +74,9 @@ def main(scenario: str) -> None:
         # One rank skips a monitored_barrier(timeout=5): every rank that waited must raise
         # CollectiveTimeout naming it within about 5 s (MCCL's own bound is a fixed 30 s).
         skipper = int(scenario.rsplit("_", 1)[1])
+        # Every rank has started before the timed part: a rank that started seconds late (three
+        # ranks importing torch beside other jobs on two cores) would be named too, rightly.
+        compat.barrier()
         if rank == skipper:
             time.sleep(20)
             return
