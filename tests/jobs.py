@@ -4,7 +4,7 @@ One job per (framework, world size) runs many cases, since starting ranks is the
 
 The suite's large jobs are :class:`JobSpec` values run by :data:`BACKGROUND`: tests that read
 one carry ``pytest.mark.job(spec)``, and conftest.py moves them to the end of the session and
-starts their jobs when collection ends. The jobs then run one at a time in a thread while the
+starts their jobs as the first test starts. The jobs then run one at a time in a thread while the
 other tests run, most of which wait on ranks of their own: run one after another, the suite
 kept two cores busy 58 % of its 15 minutes (17.4 CPU minutes); with the jobs beside the other
 tests, 87 % of 10.8 minutes.

@@ -10,7 +10,6 @@ import csv
 import inspect
 import io
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from compat.adapters import torch as torch_adapter
 
 from compat import algorithms, tables
 from compat.tools import bench
-from tests.jobs import BACKGROUND, CommandSpec
+from tests.jobs import BACKGROUND, CommandResult, CommandSpec
 
 EXPECTED_COLUMNS = ["framework", "backend", "world_size", "dtype", *bench.COLUMNS, "native"]
 
@@ -104,16 +103,15 @@ def test_every_chosen_algorithm_exists() -> None:
                     assert params[2] == forms[op], f"{backend}.{op}: {name} takes {params}"
 
 
-def _bench(tmp_path: Path, *options: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "compat", "bench", "--timeout", str(timeout - 20), *options],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
+def bench_command(*options: str, timeout: float, outputs: tuple[str, ...] = ()) -> CommandSpec:
+    """``compat bench`` with ``options``, stopped by its own --timeout 20 s before ours."""
+    argv = (sys.executable, "-m", "compat", "bench", "--timeout", str(timeout - 20), *options)
+    return CommandSpec(argv, timeout, outputs)
+
+
+def succeeded(run: CommandResult) -> CommandResult:
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run
 
 
 def _check_rows(records: list[dict[str, str]], framework: str, sizes: list[int]) -> None:
@@ -145,22 +143,16 @@ def _check_rows(records: list[dict[str, str]], framework: str, sizes: list[int])
 
 
 #: Every op on both frameworks, run in the background while other tests run (tests/jobs.py).
-BOTH_RUN = CommandSpec(
-    (
-        sys.executable, "-m", "compat", "bench", "--timeout", "380", "-n", "2",
-        "--framework", "both", "--sizes", "1K..2K", "--factor", "2", "--rounds", "1",
-        "--budget", "0.001", "--control", "--csv", "bench.csv",
-    ),
-    timeout=400,
-    outputs=("bench.csv",),
+BOTH_RUN = bench_command(
+    "-n", "2", "--framework", "both", "--sizes", "1K..2K", "--factor", "2", "--rounds", "1",
+    "--budget", "0.001", "--control", "--csv", "bench.csv", timeout=400, outputs=("bench.csv",),
 )  # fmt: skip
 
 
 @pytest.mark.job(BOTH_RUN)
 def test_bench_every_op_on_both_frameworks_side_by_side() -> None:
     """One torch/Gloo job and one MindSpore/MCCL job of 2 ranks, every op, two sizes each."""
-    run = BACKGROUND.result(BOTH_RUN)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    run = succeeded(BACKGROUND.result(BOTH_RUN))
     out = run.stdout
     records = list(csv.DictReader(io.StringIO(run.files["bench.csv"], newline="")))
     assert list(records[0]) == EXPECTED_COLUMNS
@@ -182,11 +174,11 @@ def test_bench_every_op_on_both_frameworks_side_by_side() -> None:
         assert all(len(row.split()) == 10 for row in block), block
 
 
-def test_bench_at_world_size_one_measures_compat_own_work(tmp_path: Path) -> None:
-    out = _bench(
-        tmp_path, "-n", "1", "--framework", "torch", "--sizes", "1K", "--rounds", "1",
-        "--budget", "0.001", timeout=120,
-    ).stdout  # fmt: skip
+def test_bench_at_world_size_one_measures_compat_own_work() -> None:
+    out = succeeded(bench_command(
+        "-n", "1", "--framework", "torch", "--sizes", "1K", "--rounds", "1", "--budget", "0.001",
+        timeout=120,
+    ).run()).stdout  # fmt: skip
     assert "# isend_irecv: needs 2 ranks or more; skipped" in out
     for op in (op for op in MEASURED_OWN_WORK if not bench.SPECS[op].peers):
         line = next(line for line in out.splitlines() if line.startswith(f"# {op}: compat's own"))

@@ -61,8 +61,6 @@ NOT_UNDER_THE_CHECK = {
 }
 
 
-# The MindSpore run (a minute and a half: every case, each with the check's extra exchange) is
-# under make test-long; the mismatch tests above run the check on MindSpore in make test.
 def check_on_job(framework: str, world: int) -> JobSpec:
     names = tuple(
         name
@@ -72,6 +70,8 @@ def check_on_job(framework: str, world: int) -> JobSpec:
     return JobSpec(framework, world, "tests.ranks.cases", names, 600, tuple(CHECK_ON.items()))
 
 
+# The MindSpore run (a minute and a half: every case, each with the check's extra exchange) is
+# under make test-long; the mismatch tests above run the check on MindSpore in make test.
 @pytest.mark.parametrize(
     ("framework", "world"),
     [

@@ -28,6 +28,17 @@ from tests.ranks.p2p_cases import data, ring_peers
 SMALL_CHANNEL = 256
 
 
+def _receive_checked(
+    kit: Any, expected: np.ndarray, layout: str, src: int, group: Any, what: str, tag: int = 0
+) -> None:
+    """Receive ``expected`` (float32) from ``src`` into a ``layout`` view inside a
+    sentinel-filled base, and check the whole base."""
+    out = sentinel_out(kit, expected.shape, "float32", layout)
+    compat.recv(out.view, src, group, tag)
+    out.result(expected)
+    out.check(what)
+
+
 def _small_channel_group() -> compat.Group:
     """A group of every rank whose window, made with it, has channels of SMALL_CHANNEL bytes."""
     kept = shared_memory.CHANNEL_BYTES
@@ -82,11 +93,9 @@ def case_streams(kit: Any) -> None:
             source.check(f"ring {shape} {dtype} {layout}: the sent view changed")
     # Every rank sends 4000 bytes (16 channels' worth) before it receives.
     outgoing = kit.tensor(values("mailbox-blocking", me, (1000,)), "float32")
-    received = sentinel_out(kit, (1000,), "float32", "interior")
     compat.send(outgoing, right, group)
-    compat.recv(received.view, left, group)
-    received.result(values("mailbox-blocking", left, (1000,)))
-    received.check("blocking sends first on every rank")
+    expected = values("mailbox-blocking", left, (1000,))
+    _receive_checked(kit, expected, "interior", left, group, "blocking sends first on every rank")
     compat.destroy(group)
 
 
@@ -141,10 +150,8 @@ def case_tags(kit: Any) -> None:
             compat.send(kit.tensor(np.full(sizes[tag], tag * 10.0), "float32"), 1, group, tag)
     elif me == 1:
         for tag in (3, 1, 2):
-            out = sentinel_out(kit, (sizes[tag],), "float32", "interior")
-            compat.recv(out.view, 0, group, tag)
-            out.result(np.full(sizes[tag], tag * 10.0))
-            out.check(f"tag {tag}")
+            expected = np.full(sizes[tag], tag * 10.0)
+            _receive_checked(kit, expected, "interior", 0, group, f"tag {tag}", tag)
     compat.barrier(group)
     compat.destroy(group)
 
@@ -180,10 +187,9 @@ def case_mismatch_and_timeout(kit: Any) -> None:
     if me == 0:
         compat.send(kit.tensor(np.full(5, 7.0), "float32"), 1, group)
     elif me == 1:
-        later = sentinel_out(kit, (5,), "float32", "dense")
-        compat.recv(later.view, 0, group)
-        later.result(np.full(5, 7.0))
-        later.check("the receive after a timed-out one")
+        _receive_checked(
+            kit, np.full(5, 7.0), "dense", 0, group, "the receive after a timed-out one"
+        )
         abandoned.check("the timed-out receive's tensor")
     compat.barrier(group)
     compat.destroy(group)
@@ -202,10 +208,8 @@ def case_collective_meanwhile(kit: Any) -> None:
         compat.all_reduce(x, group=group)
     elif me == 1:
         compat.all_reduce(x, group=group)
-        out = sentinel_out(kit, (1000,), "float32", "strided")
-        compat.recv(out.view, 0, group)
-        out.result(values("mailbox-meanwhile", 0, (1000,)))
-        out.check("received after the collective")
+        expected = values("mailbox-meanwhile", 0, (1000,))
+        _receive_checked(kit, expected, "strided", 0, group, "received after the collective")
     else:
         compat.all_reduce(x, group=group)
     np.testing.assert_allclose(kit.numpy(x), np.full(4, n * (n + 1) / 2))
@@ -216,14 +220,13 @@ def case_collective_meanwhile(kit: Any) -> None:
         compat.send(kit.tensor(values("mailbox-across", 0, (1000,)), "float32"), 1, group)
         compat.send(kit.tensor(np.full(3, 5.0), "float32"), 1, other)
     elif me == 1:
-        small = sentinel_out(kit, (3,), "float32", "interior")
-        compat.recv(small.view, 0, other)
-        small.result(np.full(3, 5.0))
-        small.check("the message on the other group")
-        big = sentinel_out(kit, (1000,), "float32", "strided")
-        compat.recv(big.view, 0, group)
-        big.result(values("mailbox-across", 0, (1000,)))
-        big.check("the message taken in while waiting on the other group")
+        _receive_checked(
+            kit, np.full(3, 5.0), "interior", 0, other, "the message on the other group"
+        )
+        _receive_checked(
+            kit, values("mailbox-across", 0, (1000,)), "strided", 0, group,
+            "the message taken in while waiting on the other group",
+        )  # fmt: skip
     compat.barrier()
     compat.destroy(other)
     compat.destroy(group)
