@@ -37,25 +37,26 @@ def test_case(jobs, framework: str, world: int, case: str) -> None:
         pytest.fail(failure, pytrace=False)
 
 
-#: The point-to-point cases, and the object ones built on them.
-POINT_TO_POINT = re.compile(r"(send_recv|p2p|objects_send_recv)")
+#: The cases about shared memory itself (its algorithms, the mailbox, its windows).
+NEEDS_WINDOW = re.compile(r"(algorithm\[shared_memory|mailbox-|shared_memory-)")
 #: Every group without a shared-memory window (compat.shared_memory.ENVIRONMENT).
 BACKEND_TRANSPORT = {"COMPAT_SHARED_MEMORY": "0"}
 
 
 def own_transport_job(framework: str) -> JobSpec:
-    names = tuple(name for name in case_names(framework, 2) if POINT_TO_POINT.match(name))
-    return JobSpec(framework, 2, "tests.ranks.cases", names, 300, tuple(BACKEND_TRANSPORT.items()))
+    names = tuple(name for name in case_names(framework, 2) if not NEEDS_WINDOW.match(name))
+    return JobSpec(framework, 2, "tests.ranks.cases", names, 600, tuple(BACKEND_TRANSPORT.items()))
 
 
 @pytest.mark.parametrize(
     "framework",
     [pytest.param(f, marks=pytest.mark.job(own_transport_job(f))) for f in ("torch", "mindspore")],
 )
-def test_point_to_point_on_the_backends_own_transport(framework: str) -> None:
-    """The point-to-point cases with COMPAT_SHARED_MEMORY=0: the backend's own path (Gloo's
-    send/recv; MCCL's sends with deferred receives), which ranks on several hosts take, while
-    the suite above runs through shared memory (compat.mailbox)."""
+def test_every_case_on_the_backends_own_transport(framework: str) -> None:
+    """Every case but those about shared memory, with COMPAT_SHARED_MEMORY=0: the backend's own
+    calls (torch: the process group's methods, Gloo's send/recv; MCCL's collectives, its sends
+    with deferred receives), which ranks on several hosts take, and NCCL and HCCL always, while
+    the suite above runs through shared memory wherever the capability table chooses it."""
     spec = own_transport_job(framework)
     job = BACKGROUND.result(spec)
     failures = [failure for name in spec.cases if (failure := job.failure(name)) is not None]

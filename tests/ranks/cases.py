@@ -711,6 +711,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     interop_cases,
     layout_cases,
     mailbox_cases,
+    native_call_cases,
     object_cases,
     p2p_cases,
     port_api_cases,
