@@ -397,7 +397,9 @@ class Checks:
         """all_to_all's lists: one tensor per rank of ``group`` each, every one with the dtype
         and the dims after dim 0 of ``input_tensor_list[0]``; this rank's part to itself has the
         same dim 0 on both sides. Returns the lists, the first input's dtype and shape, and
-        whether every input has that shape."""
+        whether every tensor of both lists has that shape (then every rank's do: an output is
+        what its rank's input holds, so all this rank's having one shape means every rank's
+        inputs have it; with a call that is right on every rank, every rank says the same)."""
         ins = check_list(inputs, "input_tensor_list", group.size())
         outs = check_list(outputs, "output_tensor_list", group.size())
         first, first_param = ins[0], "input_tensor_list[0]"
@@ -420,7 +422,7 @@ class Checks:
                     f"this rank's part to itself, input_tensor_list[{me}]",
                 )  # fmt: skip
         self.dtype(dtype, first_param)
-        return outs, ins, dtype, shape, bool(inputs_even)
+        return outs, ins, dtype, shape, bool(inputs_even and outputs_even)
 
     @staticmethod
     def seconds(value: object, param: str, default: float) -> float:

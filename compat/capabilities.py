@@ -29,9 +29,10 @@ BACKGROUND = "background"
 
 #: The collectives a capability entry exists for, each run with the arguments of this Adapter
 #: method (an uneven all_gather takes all_gather's: a list of outputs of different dim 0; an
-#: uneven reduce_scatter takes reduce_scatter's: a list of inputs of different dim 0). The uneven
-#: forms have entries of their own because a backend can do one shape and not the other (HCCL's
-#: reduce_scatter kernel: equal parts only, see capabilities.toml).
+#: uneven reduce_scatter takes reduce_scatter's: a list of inputs of different dim 0; an uneven
+#: all_to_all, lists whose tensors do not all have one shape). The uneven forms have entries of
+#: their own because a backend can do one shape and not the other (HCCL's reduce_scatter kernel
+#: and Gloo's alltoall: equal parts only, see capabilities.toml).
 COLLECTIVES: dict[str, str] = {
     "all_reduce": "all_reduce",
     "all_gather": "all_gather",
@@ -46,6 +47,7 @@ COLLECTIVES: dict[str, str] = {
     "reduce": "reduce",
     "all_to_all_single": "all_to_all_single",
     "all_to_all": "all_to_all",
+    "all_to_all_uneven": "all_to_all",
     "send": "send",
     "recv": "recv",
     "isend": "isend",

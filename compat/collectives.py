@@ -822,8 +822,10 @@ def all_to_all(
         receive=[adapter.shape(item)[0] for item in outputs],
     )  # fmt: skip
     targets, sources = call.write_all(outputs), call.read_all(inputs)
+    # Tensors of different shapes have a capability entry of their own (Gloo's alltoall takes
+    # equal ones only).
     return call.issue(
-        "all_to_all", first, targets, sources,
+        "all_to_all" if even else "all_to_all_uneven", first, targets, sources,
         nbytes=adapter.nbytes(first) * len(inputs) if even else sum(map(adapter.nbytes, inputs)),
         agree=agree,
         # The trailing dims agree on every rank: with a 0 among them, every part is empty.

@@ -51,6 +51,8 @@ def _rows(sender: int, receiver: int, pattern: str) -> int:
     """Rows group rank ``sender`` sends group rank ``receiver``."""
     if pattern == "even":
         return 2
+    if pattern == "by_sender":  # each rank's inputs of one shape, its outputs of several
+        return sender + 1
     return (sender + 2 * receiver) % 3  # uneven, with empty pairs (0 rows)
 
 
@@ -80,7 +82,7 @@ def check_all_to_all(
 for _dtype in DTYPES:
     register(f"a2a_all_to_all[{_dtype}]", partial(check_all_to_all, dtype=_dtype, async_op=False,
                                                   use_group=False))  # fmt: skip
-for _pattern in ("even", "uneven"):
+for _pattern in ("even", "by_sender", "uneven"):
     for _async in (False, True):
         for _use_group in (False, True):
             _name = f"a2a_all_to_all[{_pattern}{'-group' if _use_group else ''}"
@@ -91,6 +93,45 @@ for _pattern in ("even", "uneven"):
                     pattern=_pattern,
                 ),
             )  # fmt: skip
+
+
+def case_all_to_all_dispatch(kit: Any) -> None:
+    """compat.all_to_all runs lists whose tensors all have one shape through the capability
+    table's all_to_all entry (Gloo's alltoall, which refuses any other), and every other call
+    through all_to_all_uneven: also inputs of one shape whose outputs differ (each rank sending
+    its own row count), where each rank's inputs alone look even."""
+    from compat import state
+
+    runtime = state.current()
+    like = kit.tensor([0.0], "float32")
+    ran: list[str] = []
+
+    def recording(key: str) -> Any:
+        table_choice = runtime.implementation(key, like)
+
+        def record(*args: Any) -> Any:
+            ran.append(key)
+            return table_choice(*args)
+
+        return record
+
+    keys = ("all_to_all", "all_to_all_uneven")
+    for key in keys:
+        runtime.force(key, "float32", ("recording", recording(key)))
+    try:
+        for pattern, expected in (
+            ("even", "all_to_all"), ("by_sender", "all_to_all_uneven"),
+            ("uneven", "all_to_all_uneven"),
+        ):  # fmt: skip
+            ran.clear()
+            check_all_to_all(kit, "float32", False, False, pattern)
+            assert ran == [expected], f"{pattern}: ran {ran}, expected {expected}"
+    finally:
+        for key in keys:
+            runtime.force(key, "float32", None)
+
+
+register("a2a_all_to_all_dispatch", case_all_to_all_dispatch, min_world=2)
 
 
 def case_all_to_all_views(kit: Any, layout: str, async_op: bool) -> None:
