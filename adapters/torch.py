@@ -827,19 +827,9 @@ def _bench_all_to_all_single(new: _New, rows: int, world: int, itemsize: int) ->
 
 
 def _bench_all_to_all(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    # Gloo's alltoall takes lists of tensors of one shape, as the bench's are (torch 2.13).
     ins, outs = [new(rows, True) for _ in range(world)], [new(rows) for _ in range(world)]
-    flat_in, flat_out = new(rows * world), new(rows * world)
-
-    def cat_all_to_all_single() -> None:
-        # Gloo has no all_to_all of lists ("ProcessGroupGloo does not support alltoall"): the
-        # plain approach concatenates, exchanges with all_to_all_single, and copies out.
-        torch.cat(ins, out=flat_in)
-        dist.all_to_all_single(flat_out, flat_in)
-        for part, received in zip(outs, flat_out.chunk(world), strict=True):
-            part.copy_(received)
-
-    native = "torch.cat + torch.distributed.all_to_all_single + copies (Gloo has no all_to_all)"
-    return ins, outs, cat_all_to_all_single, native
+    return ins, outs, lambda: dist.all_to_all(outs, ins), "torch.distributed.all_to_all"
 
 
 def _bench_isend_irecv(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
