@@ -162,12 +162,14 @@ def all_gather_reduce_to_dst(
 def reduce_keep_input(
     adapter: Adapter, tensor: Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
 ) -> Handle | None:
-    """reduce that leaves the other ranks' tensors unchanged: they reduce from a copy."""
+    """reduce that leaves the other ranks' tensors unchanged: they reduce from a copy (in a
+    scratch buffer reused across calls)."""
     if adapter.rank() == dst:
         return adapter.reduce(tensor, dst, op, group, async_op)
-    scratch = adapter.empty(adapter.shape(tensor), tensor)
+    scratch, key = adapter.scratch.take(adapter.shape(tensor), tensor)
     adapter.copy_(scratch, tensor)
-    return adapter.reduce(scratch, dst, op, group, async_op)
+    pending = adapter.reduce(scratch, dst, op, group, async_op)
+    return _complete([pending], async_op, lambda: adapter.scratch.give(scratch, key))
 
 
 def scatter_reduce(

@@ -402,7 +402,32 @@ def case_uneven_dispatch(kit: Any) -> None:
         runtime.force("reduce_scatter_uneven", "float32", None)
 
 
+def case_reduce_keep_input_concurrent(kit: Any) -> None:
+    """reduce_keep_input's copies on the non-root ranks come from the scratch pool: two async
+    calls in flight, waited for in reverse order, then a synchronous one, each gives the root
+    its reduction and leaves every other rank's tensor as it was (a copy given back to the pool
+    before its call completed would be reused by the next)."""
+    n, me, dst = world(), rank(), world() - 1
+    seeds = [f"keep-input-{i}" for i in range(3)]
+    mine = [values(seed, me, (3, 4)) for seed in seeds]
+    tensors = [kit.tensor(values_, "float32") for values_ in mine]
+    first = algorithms.reduce_keep_input(adapter(), tensors[0], dst, ReduceOp.SUM, None, True)
+    second = algorithms.reduce_keep_input(adapter(), tensors[1], dst, ReduceOp.SUM, None, True)
+    second.wait()
+    first.wait()
+    finish(
+        algorithms.reduce_keep_input(adapter(), tensors[2], dst, ReduceOp.SUM, None, False), False
+    )
+    for seed, tensor, values_ in zip(seeds, tensors, mine, strict=True):
+        if me == dst:
+            expected = reduce_np([values(seed, r, (3, 4)) for r in range(n)], "sum")
+            assert_close(kit.numpy(tensor), expected, "float32", seed)
+        else:
+            assert_close(kit.numpy(tensor), values_, "float32", f"{seed}: a non-root's tensor")
+
+
 register("algorithm-join", case_join)
+register("algorithm-reduce-keep-input-concurrent", case_reduce_keep_input_concurrent, 2, ("torch",))
 register("algorithm-dense-dtype", case_dense_dtype)
 for _async in (False, True):
     register(
