@@ -6,6 +6,10 @@ tests/ranks/cases.py (a tensor on another device is refused before any communica
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -224,3 +228,64 @@ def test_bench_makes_its_buffers_on_the_home_device(clean_env: pytest.MonkeyPatc
         x, out, _, _ = adapter.bench_native(op, 4, "float32")
         assert x.device.type == "meta", op
         assert out is None or out.device.type == "meta", op
+
+
+#: Every adapter collective, sync and async, on torch's fake process group (another C++
+#: backend than Gloo) with tensors on the meta device; prints what reached torch's functions.
+FAKE_BACKEND_SCRIPT = """
+import torch, torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+import compat.adapters.torch as T
+from compat.types import ReduceOp
+called = []
+for name in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "scatter", "gather",
+             "reduce", "all_to_all_single", "all_to_all"):
+    original = getattr(dist, name)
+    setattr(dist, name, lambda *a, _n=name, _f=original, **k: (called.append(_n), _f(*a, **k))[1])
+for name in ("_all_gather_single", "_reduce_scatter_single"):
+    original = getattr(T, name)
+    setattr(T, name, lambda *a, _n=name, _f=original, **k: (called.append(_n), _f(*a, **k))[1])
+adapter = T.ADAPTER_CLASS()
+meta = lambda n: torch.empty(n, device="meta")
+for group in (None, dist.new_group([0, 1])):
+    for async_op in (False, True):
+        results = [
+            adapter.all_reduce(meta(4), ReduceOp.SUM, group, async_op),
+            adapter.all_gather([meta(4), meta(4)], meta(4), group, async_op),
+            adapter.all_gather_into_tensor(meta(8), meta(4), group, async_op),
+            adapter.reduce_scatter(meta(4), [meta(4), meta(4)], ReduceOp.SUM, group, async_op),
+            adapter.reduce_scatter_tensor(meta(4), meta(8), ReduceOp.SUM, group, async_op),
+            adapter.broadcast(meta(4), 1, group, async_op),
+            adapter.scatter(meta(4), [meta(4), meta(4)], 0, group, async_op),
+            adapter.scatter(meta(4), None, 1, group, async_op),
+            adapter.gather(meta(4), [meta(4), meta(4)], 0, group, async_op),
+            adapter.gather(meta(4), None, 1, group, async_op),
+            adapter.reduce(meta(4), 1, ReduceOp.SUM, group, async_op),
+            adapter.all_to_all_single(meta(8), meta(8), [4, 4], [4, 4], group, async_op),
+            adapter.all_to_all([meta(4), meta(4)], [meta(4), meta(4)], group, async_op),
+        ]
+        for result in results:
+            assert (result is not None) == async_op, result
+            if async_op:
+                assert result.wait() is True
+print("torch functions called:", called)
+"""
+
+
+def test_the_collectives_call_another_backends_process_group_with_device_tensors(
+    tmp_path: Path,
+) -> None:
+    """The adapter's direct calls of the process group's methods (the path NCCL takes), on
+    torch's fake backend with tensors on the meta device standing in for a GPU: every
+    collective, sync and async, on the world and on a group torch made, with the root given as
+    a global rank, is accepted and returns what torch's function returns, without torch's
+    function for the collective being called."""
+    from tests.jobs import ROOT
+
+    found = subprocess.run(
+        [sys.executable, "-c", FAKE_BACKEND_SCRIPT], capture_output=True, text=True,
+        timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr[-3000:]
+    assert "torch functions called: []" in found.stdout, found.stdout
