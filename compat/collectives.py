@@ -103,6 +103,18 @@ class Call(Staging):
         return (tensor, work) if self.async_op else tensor
 
 
+def _plain(tensor: object, group: object, async_op: object) -> tuple[state.State, str] | None:
+    """The process state and ``tensor``'s dtype where a collective on ``tensor`` alone can skip
+    :class:`Call`: every argument :meth:`compat._validate.Checks.plain_tensor` checks is the
+    common case, and no deferred receive waits (:meth:`Call.issue`'s check). None: the call
+    takes the full path (Call, every check, the stand-ins of views)."""
+    current = state.current()
+    dtype = current.checks.plain_tensor(tensor, group, async_op)
+    if dtype is None or deferred_sources(current.adapter):
+        return None
+    return current, dtype
+
+
 class _DefaultRank(int):
     """The default ``src=0``/``dst=0`` of scatter, scatter_tensor and gather: 0, but told apart
     from a 0 the caller passed, so that ``group_src=``/``group_dst=`` alone is accepted and both
@@ -369,6 +381,16 @@ def all_reduce(
         >>> t
         tensor([3., 6.])   # ranks 0 and 1
     """
+    plain = _plain(tensor, group, async_op)
+    if plain is not None:
+        current, dtype = plain
+        known = current.checks.known_reduction(op, dtype)
+        if known is not None:
+            world = current.world.handle
+            current.implementation("all_reduce", tensor, None, world, dtype)(
+                tensor, known, world, False
+            )
+            return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
     adapter = call.adapter
@@ -581,6 +603,12 @@ def broadcast(
 ) -> Work | None:
     """Copy ``tensor`` of global rank ``src`` (or of group rank ``group_src``; exactly one of
     the two) into ``tensor`` on every rank of the group."""
+    plain = _plain(tensor, group, async_op)
+    if plain is not None and plain[0].checks.plain_root(src, group_src):
+        current, dtype = plain
+        world = current.world.handle
+        current.implementation("broadcast", tensor, None, world, dtype)(tensor, src, world, False)
+        return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
     root = call.checks.root(src, "src", group_src, "group_src", call.group)

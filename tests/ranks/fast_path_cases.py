@@ -1,0 +1,160 @@
+"""all_reduce and broadcast skip compat.collectives.Call where every argument is the common case
+(a synchronous call on the world, a dense, non-empty tensor, a root given as a global rank, an
+op seen before with the dtype) and take the full path otherwise: both give numpy's results, in
+tensors framed by sentinels and checked whole."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+import compat
+from compat import collectives
+from tests.ranks.cases import (
+    SENTINEL,
+    assert_close,
+    rank,
+    register,
+    subgroup,
+    values,
+    wait_if,
+    world,
+)
+
+
+@contextmanager
+def calls_counted() -> Iterator[list[int]]:
+    """How many compat.collectives.Call were made meanwhile (the full path's)."""
+    made = [0]
+    original = collectives.Call
+
+    class Counting(original):  # type: ignore[misc, valid-type]
+        __slots__ = ()
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made[0] += 1
+            super().__init__(*args, **kwargs)
+
+    collectives.Call = Counting  # type: ignore[misc]
+    try:
+        yield made
+    finally:
+        collectives.Call = original  # type: ignore[misc]
+
+
+def _framed(kit: Any, inner: np.ndarray) -> tuple[Any, Any]:
+    """A sentinel-filled tensor one row larger on each side, and its middle rows holding
+    ``inner``: a contiguous view at an offset (dense for torch; MindSpore stages any view)."""
+    edge = np.full((1, *inner.shape[1:]), SENTINEL)
+    base = kit.tensor(np.concatenate([edge, inner, edge]), "float32")
+    return base, base[1 : inner.shape[0] + 1]
+
+
+def _check(kit: Any, base: Any, inner: np.ndarray, what: str) -> None:
+    """The whole base; not recorded for the parity test (which path a view takes differs by
+    framework, so these checks run on one framework each)."""
+    edge = np.full((1, *inner.shape[1:]), SENTINEL)
+    np.testing.assert_array_equal(kit.numpy(base), np.concatenate([edge, inner, edge]), what)
+
+
+def case_plain_calls_skip_call(kit: Any) -> None:
+    n, me = world(), rank()
+    everyone = [values("fast-path", r, (2, 3)) for r in range(n)]
+    for op in (compat.ReduceOp.SUM, "sum"):  # the first call with an op and dtype: full path
+        compat.all_reduce(kit.tensor(everyone[me], "float32"), op)
+    whole = kit.tensor(everyone[me], "float32")
+    with calls_counted() as made:
+        compat.all_reduce(whole)
+        assert_close(kit.numpy(whole), np.sum(everyone, axis=0), "float32", "all_reduce")
+        for op in (compat.ReduceOp.SUM, "sum"):
+            again = kit.tensor(everyone[me], "float32")
+            compat.all_reduce(again, op)
+            assert_close(kit.numpy(again), np.sum(everyone, axis=0), "float32", repr(op))
+        root_tensor = kit.tensor(everyone[me], "float32")
+        compat.broadcast(root_tensor, n - 1)
+        assert_close(kit.numpy(root_tensor), everyone[-1], "float32", "broadcast")
+        if kit.framework == "torch":
+            base, middle = _framed(kit, everyone[me])
+            compat.all_reduce(middle, group=compat.WORLD)
+            _check(kit, base, np.sum(everyone, axis=0), "all_reduce of a dense view")
+    assert made[0] == 0, f"plain calls made {made[0]} Call(s)"
+
+
+def case_other_calls_take_the_full_path(kit: Any) -> None:
+    n, me = world(), rank()
+    everyone = [values("full-path", r, (2, 3)) for r in range(n)]
+    total = np.sum(everyone, axis=0)
+    compat.all_reduce(kit.tensor(everyone[me], "float32"))
+    cases: list[tuple[str, Callable[[], None]]] = []
+
+    def async_all_reduce() -> None:
+        tensor = kit.tensor(everyone[me], "float32")
+        wait_if(compat.all_reduce(tensor, async_op=True), True)
+        assert_close(kit.numpy(tensor), total, "float32", "async all_reduce")
+
+    def group_root_broadcast() -> None:
+        tensor = kit.tensor(everyone[me], "float32")
+        compat.broadcast(tensor, group_src=n - 1)
+        assert_close(kit.numpy(tensor), everyone[-1], "float32", "group_src")
+
+    def strided_broadcast() -> None:  # a view the backend cannot serve: staged
+        wide = np.concatenate([everyone[me], np.full((2, 3), SENTINEL)], axis=1)
+        base = kit.tensor(wide, "float32")
+        compat.broadcast(base[:, :3], 0)
+        expected = np.concatenate([everyone[0], np.full((2, 3), SENTINEL)], axis=1)
+        assert_close(kit.numpy(base), expected, "float32", "strided broadcast, whole base")
+
+    def view_all_reduce() -> None:  # MindSpore stages every view: the full path
+        base, middle = _framed(kit, everyone[me])
+        compat.all_reduce(middle)
+        _check(kit, base, total, "all_reduce of a view")
+
+    def empty_all_reduce() -> None:
+        tensor = kit.tensor(np.zeros((0, 3)), "float32")
+        compat.all_reduce(tensor)
+        assert kit.numpy(tensor).shape == (0, 3)
+
+    cases += [
+        ("async", async_all_reduce), ("group_src", group_root_broadcast),
+        ("strided", strided_broadcast), ("empty", empty_all_reduce),
+    ]  # fmt: skip
+    if kit.framework == "mindspore":
+        cases.append(("view", view_all_reduce))
+    if n >= 3:
+        group = subgroup()
+
+        def group_all_reduce() -> None:
+            if me not in group.ranks:
+                return
+            tensor = kit.tensor(everyone[me], "float32")
+            compat.all_reduce(tensor, group=group)
+            expected = np.sum([everyone[r] for r in group.ranks], axis=0)
+            assert_close(kit.numpy(tensor), expected, "float32", "subgroup all_reduce")
+
+        cases.append(("subgroup", group_all_reduce))
+    for name, run in cases:
+        with calls_counted() as made:
+            run()
+        if name != "subgroup" or me in subgroup().ranks:
+            assert made[0] == 1, f"{name}: {made[0]} Call(s) made, expected the full path's 1"
+
+
+def case_unseen_op_takes_the_full_path(kit: Any) -> None:
+    """An op the process has not passed with the tensor's dtype goes through the full checks
+    (which raise for an unsupported one) before any call of it is one look-up."""
+    from compat import state
+
+    checks = state.current().checks
+    assert checks.known_reduction(object(), "float32") is None
+    assert checks.known_reduction([], "float32") is None  # unhashable: no look-up
+    tensor = kit.tensor(values("unseen-op", rank(), (2, 3)), "float32")
+    compat.all_reduce(tensor, compat.ReduceOp.SUM)
+    assert checks.known_reduction(compat.ReduceOp.SUM, "float32") is compat.ReduceOp.SUM
+
+
+register("fast_path-plain", case_plain_calls_skip_call, 1)
+register("fast_path-unseen_op", case_unseen_op_takes_the_full_path, 1)
+register("fast_path-full", case_other_calls_take_the_full_path, 1)
