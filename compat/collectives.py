@@ -115,6 +115,20 @@ def _plain(tensor: object, group: object, async_op: object) -> tuple[state.State
     return current, dtype
 
 
+def _plain_output(
+    current: state.State, out: object, shape: tuple[int, ...], like: Tensor, dtype: str
+) -> Tensor | None:
+    """``out`` if it is a plain tensor (:meth:`compat._validate.Checks.plain_tensor`) of
+    ``dtype`` and ``shape``; a new tensor of them when ``out`` is None; else None (the full
+    path, which says what is wrong)."""
+    if out is None:
+        return current.adapter.empty(shape, like)
+    checks = current.checks
+    if checks.plain_tensor(out, None, False) != dtype or current.adapter.shape(out) != shape:
+        return None
+    return out
+
+
 class _DefaultRank(int):
     """The default ``src=0``/``dst=0`` of scatter, scatter_tensor and gather: 0, but told apart
     from a 0 the caller passed, so that ``group_src=``/``group_dst=`` alone is accepted and both
@@ -334,6 +348,24 @@ def _reduce_scatter_tensor(
 ) -> Any:
     """reduce_scatter_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
+    plain = _plain(tensor, group, async_op)
+    if (
+        plain is not None
+        and input_split_sizes is None
+        and type(dim) is int
+        and dim == 0
+        and (out is not None or not out_required)
+    ):
+        current, dtype = plain
+        reduce_op = current.checks.known_reduction(op, dtype)
+        shape, count = current.adapter.shape(tensor), current.world_size
+        if reduce_op is not None and shape and shape[0] % count == 0:
+            result = _plain_output(current, out, (shape[0] // count, *shape[1:]), tensor, dtype)
+            if result is not None:
+                world = current.world.handle
+                run = current.implementation("reduce_scatter_tensor", tensor, None, world, dtype)
+                run(result, tensor, reduce_op, world, False)
+                return result
     tensor_param, out_param = names
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -565,6 +597,24 @@ def _all_gather_into_tensor(
 ) -> Any:
     """all_gather_into_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
+    plain = _plain(tensor, group, async_op)
+    if (
+        plain is not None
+        and output_split_sizes is None
+        and type(dim) is int
+        and dim == 0
+        and (out is not None or not out_required)
+    ):
+        current, dtype = plain
+        shape = current.adapter.shape(tensor)
+        if shape:
+            gathered = (shape[0] * current.world_size, *shape[1:])
+            result = _plain_output(current, out, gathered, tensor, dtype)
+            if result is not None:
+                world = current.world.handle
+                run = current.implementation("all_gather_into_tensor", tensor, None, world, dtype)
+                run(result, tensor, world, False)
+                return result
     tensor_param, out_param = names
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter

@@ -1,7 +1,8 @@
-"""all_reduce and broadcast skip compat.collectives.Call where every argument is the common case
-(a synchronous call on the world, a dense, non-empty tensor, a root given as a global rank, an
-op seen before with the dtype) and take the full path otherwise: both give numpy's results, in
-tensors framed by sentinels and checked whole."""
+"""all_reduce, broadcast, all_gather_into_tensor and reduce_scatter_tensor (both forms each)
+skip compat.collectives.Call where every argument is the common case (a synchronous call on the
+world, dense, non-empty tensors, a root given as a global rank, an op seen before with the
+dtype, dim 0 without split sizes) and take the full path otherwise: both give numpy's results,
+outputs framed by sentinels and checked whole."""
 
 from __future__ import annotations
 
@@ -76,6 +77,18 @@ def case_plain_calls_skip_call(kit: Any) -> None:
         root_tensor = kit.tensor(everyone[me], "float32")
         compat.broadcast(root_tensor, n - 1)
         assert_close(kit.numpy(root_tensor), everyone[-1], "float32", "broadcast")
+        gathered = compat.all_gather_into_tensor(kit.tensor(everyone[me], "float32"))
+        assert_close(kit.numpy(gathered), np.concatenate(everyone), "float32", "all_gather")
+        out = kit.tensor(np.full((2 * n, 3), SENTINEL), "float32")
+        compat.all_gather_into(out, kit.tensor(everyone[me], "float32"))
+        assert_close(kit.numpy(out), np.concatenate(everyone), "float32", "all_gather_into")
+        whole = [values("fast-path-rs", r, (2 * n, 3)) for r in range(n)]
+        part = np.sum(whole, axis=0)[2 * me : 2 * me + 2]
+        scattered = compat.reduce_scatter_tensor(kit.tensor(whole[me], "float32"))
+        assert_close(kit.numpy(scattered), part, "float32", "reduce_scatter_tensor")
+        out = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+        compat.reduce_scatter_into(out, kit.tensor(whole[me], "float32"))
+        assert_close(kit.numpy(out), part, "float32", "reduce_scatter_into")
         if kit.framework == "torch":
             base, middle = _framed(kit, everyone[me])
             compat.all_reduce(middle, group=compat.WORLD)
@@ -107,6 +120,30 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
         expected = np.concatenate([everyone[0], np.full((2, 3), SENTINEL)], axis=1)
         assert_close(kit.numpy(base), expected, "float32", "strided broadcast, whole base")
 
+    def gather_along_dim_1() -> None:
+        gathered = compat.all_gather_into_tensor(kit.tensor(everyone[me], "float32"), dim=1)
+        assert_close(kit.numpy(gathered), np.concatenate(everyone, axis=1), "float32", "dim=1")
+
+    def gather_wrong_out() -> None:  # the full path says what is wrong, out untouched
+        out = kit.tensor(np.full((2 * n + 1, 3), SENTINEL), "float32")
+        try:
+            compat.all_gather_into_tensor(kit.tensor(everyone[me], "float32"), out=out)
+        except ValueError as error:
+            assert "out" in str(error), error
+        else:
+            raise AssertionError("an out of the wrong shape was accepted")
+        np.testing.assert_array_equal(kit.numpy(out), np.full((2 * n + 1, 3), SENTINEL))
+
+    def scatter_uneven_splits() -> None:
+        sizes = [1] * (n - 1) + [n + 1]  # 2n rows in all
+        whole = [values("fast-path-split", r, (2 * n, 3)) for r in range(n)]
+        start = sum(sizes[:me])
+        part = np.sum(whole, axis=0)[start : start + sizes[me]]
+        result = compat.reduce_scatter_tensor(
+            kit.tensor(whole[me], "float32"), input_split_sizes=sizes
+        )
+        assert_close(kit.numpy(result), part, "float32", "input_split_sizes")
+
     def view_all_reduce() -> None:  # MindSpore stages every view: the full path
         base, middle = _framed(kit, everyone[me])
         compat.all_reduce(middle)
@@ -120,6 +157,8 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
     cases += [
         ("async", async_all_reduce), ("group_src", group_root_broadcast),
         ("strided", strided_broadcast), ("empty", empty_all_reduce),
+        ("dim=1", gather_along_dim_1), ("wrong out", gather_wrong_out),
+        ("split sizes", scatter_uneven_splits),
     ]  # fmt: skip
     if kit.framework == "mindspore":
         cases.append(("view", view_all_reduce))
