@@ -1,8 +1,8 @@
-"""all_reduce, broadcast, all_gather_into_tensor and reduce_scatter_tensor (both forms each)
-skip compat.collectives.Call where every argument is the common case (a synchronous call on the
-world, dense, non-empty tensors, a root given as a global rank, an op seen before with the
-dtype, dim 0 without split sizes) and take the full path otherwise: both give numpy's results,
-outputs framed by sentinels and checked whole."""
+"""all_reduce, broadcast, all_gather_into_tensor and reduce_scatter_tensor (both forms each) and
+all_to_all_single skip compat.collectives.Call where every argument is the common case (a
+synchronous call on the world, dense, non-empty tensors, a root given as a global rank, an op
+seen before with the dtype, dim 0 without split sizes) and take the full path otherwise: both
+give numpy's results, outputs framed by sentinels and checked whole."""
 
 from __future__ import annotations
 
@@ -89,6 +89,10 @@ def case_plain_calls_skip_call(kit: Any) -> None:
         out = kit.tensor(np.full((2, 3), SENTINEL), "float32")
         compat.reduce_scatter_into(out, kit.tensor(whole[me], "float32"))
         assert_close(kit.numpy(out), part, "float32", "reduce_scatter_into")
+        received = np.concatenate([w[2 * me : 2 * me + 2] for w in whole])
+        out = kit.tensor(np.full((2 * n, 3), SENTINEL), "float32")
+        compat.all_to_all_single(out, kit.tensor(whole[me], "float32"))
+        assert_close(kit.numpy(out), received, "float32", "all_to_all_single")
         if kit.framework == "torch":
             base, middle = _framed(kit, everyone[me])
             compat.all_reduce(middle, group=compat.WORLD)
@@ -144,6 +148,14 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
         )
         assert_close(kit.numpy(result), part, "float32", "input_split_sizes")
 
+    def exchange_with_split_sizes() -> None:
+        whole = [values("fast-path-a2a", r, (2 * n, 3)) for r in range(n)]
+        received = np.concatenate([w[2 * me : 2 * me + 2] for w in whole])
+        out = kit.tensor(np.full((2 * n, 3), SENTINEL), "float32")
+        sizes = [2] * n
+        compat.all_to_all_single(out, kit.tensor(whole[me], "float32"), sizes, sizes)
+        assert_close(kit.numpy(out), received, "float32", "all_to_all_single with sizes")
+
     def view_all_reduce() -> None:  # MindSpore stages every view: the full path
         base, middle = _framed(kit, everyone[me])
         compat.all_reduce(middle)
@@ -158,7 +170,7 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
         ("async", async_all_reduce), ("group_src", group_root_broadcast),
         ("strided", strided_broadcast), ("empty", empty_all_reduce),
         ("dim=1", gather_along_dim_1), ("wrong out", gather_wrong_out),
-        ("split sizes", scatter_uneven_splits),
+        ("split sizes", scatter_uneven_splits), ("a2a split sizes", exchange_with_split_sizes),
     ]  # fmt: skip
     if kit.framework == "mindspore":
         cases.append(("view", view_all_reduce))
