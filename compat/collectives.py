@@ -115,6 +115,24 @@ def _plain(tensor: object, group: object, async_op: object) -> tuple[state.State
     return current, dtype
 
 
+def _plain_tensor_form(
+    tensor: object,
+    group: object,
+    async_op: object,
+    split_sizes: object,
+    dim: object,
+    out: object,
+    out_required: bool,
+) -> tuple[state.State, str] | None:
+    """:func:`_plain` for the tensor forms of all_gather and reduce_scatter: also no split
+    sizes, dim 0, and an ``out`` where the form requires one."""
+    if split_sizes is not None or type(dim) is not int or dim != 0:
+        return None
+    if out is None and out_required:
+        return None
+    return _plain(tensor, group, async_op)
+
+
 def _plain_output(
     current: state.State, out: object, shape: tuple[int, ...], like: Tensor, dtype: str
 ) -> Tensor | None:
@@ -348,14 +366,8 @@ def _reduce_scatter_tensor(
 ) -> Any:
     """reduce_scatter_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
-    plain = _plain(tensor, group, async_op)
-    if (
-        plain is not None
-        and input_split_sizes is None
-        and type(dim) is int
-        and dim == 0
-        and (out is not None or not out_required)
-    ):
+    plain = _plain_tensor_form(tensor, group, async_op, input_split_sizes, dim, out, out_required)
+    if plain is not None:
         current, dtype = plain
         reduce_op = current.checks.known_reduction(op, dtype)
         shape, count = current.adapter.shape(tensor), current.world_size
@@ -597,14 +609,8 @@ def _all_gather_into_tensor(
 ) -> Any:
     """all_gather_into_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
-    plain = _plain(tensor, group, async_op)
-    if (
-        plain is not None
-        and output_split_sizes is None
-        and type(dim) is int
-        and dim == 0
-        and (out is not None or not out_required)
-    ):
+    plain = _plain_tensor_form(tensor, group, async_op, output_split_sizes, dim, out, out_required)
+    if plain is not None:
         current, dtype = plain
         shape = current.adapter.shape(tensor)
         if shape:
