@@ -539,9 +539,10 @@ class TorchAdapter(Adapter):
     def broadcast(
         self, tensor: torch.Tensor, src: int, group: GroupHandle, async_op: bool
     ) -> Handle | None:
-        if self._direct(group, (tensor,)) is None:
+        process_group = self._direct(group, (tensor,))
+        if process_group is None:
             return dist.broadcast(tensor, src, group=group, async_op=async_op)
-        process_group, root = self._peer(group, src)
+        root = self._group_rank(group, src)
         options = _options.BroadcastOptions()
         options.rootRank, options.rootTensor, options.asyncOp = root, 0, async_op
         return _returned(process_group.broadcast([tensor], options), async_op)
@@ -554,9 +555,10 @@ class TorchAdapter(Adapter):
         group: GroupHandle,
         async_op: bool,
     ) -> Handle | None:
-        if self._direct(group, (tensor,)) is None:
+        process_group = self._direct(group, (tensor,))
+        if process_group is None:
             return dist.scatter(tensor, scatter_list, src, group=group, async_op=async_op)
-        process_group, root = self._peer(group, src)
+        root = self._group_rank(group, src)
         options = _options.ScatterOptions()
         options.rootRank, options.asyncOp = root, async_op
         # The list is given on the root only (compat's checks); the root's input is the list.
@@ -573,9 +575,10 @@ class TorchAdapter(Adapter):
     ) -> Handle | None:
         # With torchcomms, torch passes a non-root's outputs as [[]] (its backend requires one
         # entry); its function keeps track of that.
-        if self._direct(group, (tensor,)) is None or (not gather_list and _torchcomms()):
+        process_group = self._direct(group, (tensor,))
+        if process_group is None or (not gather_list and _torchcomms()):
             return dist.gather(tensor, gather_list, dst, group=group, async_op=async_op)
-        process_group, root = self._peer(group, dst)
+        root = self._group_rank(group, dst)
         options = _options.GatherOptions()
         options.rootRank, options.asyncOp = root, async_op
         outputs = [gather_list] if gather_list else []  # the root's only (compat's checks)
@@ -584,9 +587,10 @@ class TorchAdapter(Adapter):
     def reduce(
         self, tensor: torch.Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
     ) -> Handle | None:
-        if self._direct(group, (tensor,)) is None:
+        process_group = self._direct(group, (tensor,))
+        if process_group is None:
             return dist.reduce(tensor, dst, op=self._ops[op], group=group, async_op=async_op)
-        process_group, root = self._peer(group, dst)
+        root = self._group_rank(group, dst)
         options = _options.ReduceOptions()
         options.reduceOp, options.rootRank, options.asyncOp = self._ops[op], root, async_op
         return _returned(process_group.reduce([tensor], options), async_op)
@@ -658,6 +662,10 @@ class TorchAdapter(Adapter):
 
     isend = _send
     irecv = _recv
+
+    def _group_rank(self, group: GroupHandle, rank: int) -> int:
+        """Global ``rank``'s rank in ``group`` (None: the world, where the two are one)."""
+        return rank if group is None else self._peer(group, rank)[1]
 
     def _peer(self, group: GroupHandle, rank: int) -> tuple[dist.ProcessGroup, int]:
         """The process group of ``group`` and global ``rank``'s rank in it."""

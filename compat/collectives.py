@@ -849,7 +849,8 @@ def all_to_all_single(
         current, dtype = plain
         shape, count = current.adapter.shape(input), current.world_size
         if (
-            shape
+            output is not None  # else the full path says so (_plain_output would make one)
+            and shape
             and shape[0] % count == 0
             and _plain_output(current, output, shape, input, dtype) is output
         ):
