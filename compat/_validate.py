@@ -104,6 +104,25 @@ class Checks:
         dtype = self.adapter.dense_dtype(tensor)
         return dtype if dtype in self._dtypes_ok else None
 
+    def plain_list(
+        self, value: object, dtype: str, shape: tuple[int, ...], checked: object = None
+    ) -> list[Tensor] | None:
+        """``value`` as a list if it is the common case of the list forms: one tensor per rank
+        of the world, each as :meth:`plain_tensor` checks a tensor (dense, non-empty, of a type
+        seen before, on this rank's device) and of ``dtype`` and ``shape``; ``checked``, a
+        tensor of them checked before, is not read again. None sends the call to the full
+        checks."""
+        if not isinstance(value, (list, tuple)) or len(value) != self.state.world_size:
+            return None
+        known, adapter = self._tensor_types, self.adapter
+        dense_dtype, shape_of = adapter.dense_dtype, adapter.shape
+        for item in value:
+            if item is checked:
+                continue
+            if type(item) not in known or dense_dtype(item) != dtype or shape_of(item) != shape:
+                return None
+        return list(value)
+
     def plain_root(self, root: object, group_root: object) -> bool:
         """Whether a rooted call's root is given as a global rank of the world, the common
         case (``group_root`` absent)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from compat import state
 from compat._checks import check_bool, check_dtype, check_int, describe, even_split
@@ -147,6 +147,32 @@ def _plain_output(
     return out
 
 
+def _run_plain(
+    current: state.State,
+    collective: str,
+    like: Tensor,
+    dtype: str,
+    *args: Any,
+    nbytes: int | None = None,
+) -> None:
+    """A common-case call's run: ``collective`` with ``args`` on the world, synchronously,
+    through what the capability table chooses for ``like`` (of ``dtype``) and ``nbytes``."""
+    world = current.world.handle
+    current.implementation(collective, like, nbytes, world, dtype)(*args, world, False)
+
+
+def _plain_root_list(
+    current: state.State, value: object, root: int, like: Tensor, dtype: str
+) -> list[Tensor] | Literal[False] | None:
+    """scatter_list / gather_list in the common case: on the root a list that
+    :meth:`compat._validate.Checks.plain_list` takes for ``like``'s shape, elsewhere None.
+    False: the full path, which says what is wrong."""
+    if current.rank != root:
+        return None if value is None else False
+    items = current.checks.plain_list(value, dtype, current.adapter.shape(like))
+    return False if items is None else items
+
+
 class _DefaultRank(int):
     """The default ``src=0``/``dst=0`` of scatter, scatter_tensor and gather: 0, but told apart
     from a 0 the caller passed, so that ``group_src=``/``group_dst=`` alone is accepted and both
@@ -236,6 +262,22 @@ def reduce_scatter(
         tensor([3., 6.])   # rank 0
         tensor([9., 12.])  # rank 1
     """
+    plain = _plain(output, group, async_op)
+    if plain is not None:
+        current, dtype = plain
+        known = current.checks.known_reduction(op, dtype)
+        shape = current.adapter.shape(output)
+        inputs = None if known is None else current.checks.plain_list(input_list, dtype, shape)
+        if inputs is not None:
+            whole = current.adapter.joined(inputs)
+            if whole is not None:  # as below
+                _run_plain(current, "reduce_scatter_tensor", whole, dtype, output, whole, known)
+            else:
+                nbytes = current.adapter.nbytes(output) * len(inputs)
+                _run_plain(
+                    current, "reduce_scatter", output, dtype, output, inputs, known, nbytes=nbytes
+                )
+            return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(output, "output")
@@ -374,9 +416,9 @@ def _reduce_scatter_tensor(
         if reduce_op is not None and shape and shape[0] % count == 0:
             result = _plain_output(current, out, (shape[0] // count, *shape[1:]), tensor, dtype)
             if result is not None:
-                world = current.world.handle
-                run = current.implementation("reduce_scatter_tensor", tensor, None, world, dtype)
-                run(result, tensor, reduce_op, world, False)
+                _run_plain(
+                    current, "reduce_scatter_tensor", tensor, dtype, result, tensor, reduce_op
+                )
                 return result
     tensor_param, out_param = names
     call = Call(group, async_op)
@@ -430,10 +472,7 @@ def all_reduce(
         current, dtype = plain
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
-            world = current.world.handle
-            current.implementation("all_reduce", tensor, None, world, dtype)(
-                tensor, known, world, False
-            )
+            _run_plain(current, "all_reduce", tensor, dtype, tensor, known)
             return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -513,6 +552,13 @@ def all_gather(
         >>> out
         [tensor([1., 2.]), tensor([11., 12.])]   # ranks 0 and 1
     """
+    plain = _plain(tensor, group, async_op)
+    if plain is not None:
+        current, dtype = plain
+        outputs = current.checks.plain_list(tensor_list, dtype, current.adapter.shape(tensor))
+        if outputs is not None:
+            _run_plain(current, "all_gather", tensor, dtype, outputs, tensor)
+            return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
@@ -617,9 +663,7 @@ def _all_gather_into_tensor(
             gathered = (shape[0] * current.world_size, *shape[1:])
             result = _plain_output(current, out, gathered, tensor, dtype)
             if result is not None:
-                world = current.world.handle
-                run = current.implementation("all_gather_into_tensor", tensor, None, world, dtype)
-                run(result, tensor, world, False)
+                _run_plain(current, "all_gather_into_tensor", tensor, dtype, result, tensor)
                 return result
     tensor_param, out_param = names
     call = Call(group, async_op)
@@ -662,8 +706,7 @@ def broadcast(
     plain = _plain(tensor, group, async_op)
     if plain is not None and plain[0].checks.plain_root(src, group_src):
         current, dtype = plain
-        world = current.world.handle
-        current.implementation("broadcast", tensor, None, world, dtype)(tensor, src, world, False)
+        _run_plain(current, "broadcast", tensor, dtype, tensor, src)
         return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -706,6 +749,14 @@ def scatter(
         tensor([1., 2.])   # rank 0
         tensor([3., 4.])   # rank 1
     """
+    plain = _plain(tensor, group, async_op)
+    root = 0 if src is DEFAULT_ROOT else src
+    if plain is not None and plain[0].checks.plain_root(root, group_src):
+        current, dtype = plain
+        parts = _plain_root_list(current, scatter_list, root, tensor, dtype)
+        if parts is not False:
+            _run_plain(current, "scatter", tensor, dtype, tensor, parts, root)
+            return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
@@ -779,6 +830,14 @@ def gather(
     ``gather_list`` is given on ``dst`` only (one tensor per rank, each like ``tensor``). The
     root is global rank ``dst`` (default 0) or group rank ``group_dst``, not both.
     """
+    plain = _plain(tensor, group, async_op)
+    root = 0 if dst is DEFAULT_ROOT else dst
+    if plain is not None and plain[0].checks.plain_root(root, group_dst):
+        current, dtype = plain
+        parts = _plain_root_list(current, gather_list, root, tensor, dtype)
+        if parts is not False:
+            _run_plain(current, "gather", tensor, dtype, tensor, parts, root)
+            return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
@@ -807,6 +866,13 @@ def reduce(
 ) -> Work | None:
     """Reduce ``tensor`` across ranks into ``tensor`` on global rank ``dst`` (or group rank
     ``group_dst``; exactly one of the two). Other ranks' tensors are left as they were."""
+    plain = _plain(tensor, group, async_op)
+    if plain is not None and plain[0].checks.plain_root(dst, group_dst):
+        current, dtype = plain
+        known = current.checks.known_reduction(op, dtype)
+        if known is not None:
+            _run_plain(current, "reduce", tensor, dtype, tensor, dst, known)
+            return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
     root = call.checks.root(dst, "dst", group_dst, "group_dst", call.group)
@@ -855,9 +921,7 @@ def all_to_all_single(
             and _plain_output(current, output, shape, input, dtype) is output
         ):
             sizes = [shape[0] // count] * count
-            world = current.world.handle
-            run = current.implementation("all_to_all_single", input, None, world, dtype)
-            run(output, input, sizes, sizes, world, False)
+            _run_plain(current, "all_to_all_single", input, dtype, output, input, sizes, sizes)
             return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -909,6 +973,18 @@ def all_to_all(
         [tensor([0.]), tensor([10., 10.])]             # rank 0
         [tensor([1., 1.]), tensor([11., 11., 11.])]    # rank 1
     """
+    listed = isinstance(input_tensor_list, (list, tuple)) and len(input_tensor_list) > 0
+    plain = _plain(input_tensor_list[0], group, async_op) if listed else None
+    if plain is not None:
+        current, dtype = plain
+        first, checks = input_tensor_list[0], current.checks
+        shape = current.adapter.shape(first)
+        inputs = checks.plain_list(input_tensor_list, dtype, shape, first) if shape else None
+        outputs = checks.plain_list(output_tensor_list, dtype, shape) if inputs else None
+        if inputs and outputs:
+            nbytes = current.adapter.nbytes(first) * len(inputs)
+            _run_plain(current, "all_to_all", first, dtype, outputs, inputs, nbytes=nbytes)
+            return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     outputs, inputs, dtype, shape, even = checks.exchange_lists(

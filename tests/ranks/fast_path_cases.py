@@ -1,8 +1,10 @@
-"""all_reduce, broadcast, all_gather_into_tensor and reduce_scatter_tensor (both forms each) and
-all_to_all_single skip compat.collectives.Call where every argument is the common case (a
-synchronous call on the world, dense, non-empty tensors, a root given as a global rank, an op
-seen before with the dtype, dim 0 without split sizes) and take the full path otherwise: both
-give numpy's results, outputs framed by sentinels and checked whole."""
+"""all_reduce, broadcast, reduce, all_gather_into_tensor and reduce_scatter_tensor (both forms
+each), all_to_all_single and the list forms (all_gather, reduce_scatter, scatter, gather,
+all_to_all) skip compat.collectives.Call where every argument is the common case (a synchronous
+call on the world, dense, non-empty tensors, lists of one such tensor per rank of one shape, a
+root given as a global rank, an op seen before with the dtype, dim 0 without split sizes) and
+take the full path otherwise: both give numpy's results, outputs framed by sentinels and checked
+whole."""
 
 from __future__ import annotations
 
@@ -93,14 +95,68 @@ def case_plain_calls_skip_call(kit: Any) -> None:
         out = kit.tensor(np.full((2 * n, 3), SENTINEL), "float32")
         compat.all_to_all_single(out, kit.tensor(whole[me], "float32"))
         assert_close(kit.numpy(out), received, "float32", "all_to_all_single")
+        _plain_list_forms(kit, everyone, whole)
         if kit.framework == "torch":
             base, middle = _framed(kit, everyone[me])
             compat.all_reduce(middle, group=compat.WORLD)
             _check(kit, base, np.sum(everyone, axis=0), "all_reduce of a dense view")
+            _dense_views_in_lists(kit, everyone, whole)
     if state.current().check:  # the pre-flight check (COMPAT_CHECK=1) runs in Call.issue
         assert made[0] > 0, "with the pre-flight check on, plain calls skipped it"
     else:
         assert made[0] == 0, f"plain calls made {made[0]} Call(s)"
+
+
+def _sentinels(kit: Any, count: int, shape: tuple[int, ...]) -> list[Any]:
+    return [kit.tensor(np.full(shape, SENTINEL), "float32") for _ in range(count)]
+
+
+def _plain_list_forms(kit: Any, everyone: list[np.ndarray], whole: list[np.ndarray]) -> None:
+    """The list forms and reduce, each rank's tensors (2, 3) and its whole (2n, 3)."""
+    n, me = world(), rank()
+    rows = [slice(2 * r, 2 * r + 2) for r in range(n)]
+    out = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+    compat.reduce_scatter(out, [kit.tensor(whole[me][part], "float32") for part in rows])
+    assert_close(kit.numpy(out), np.sum(whole, axis=0)[rows[me]], "float32", "reduce_scatter")
+    outs = _sentinels(kit, n, (2, 3))
+    compat.all_gather(outs, kit.tensor(everyone[me], "float32"))
+    for r in range(n):
+        assert_close(kit.numpy(outs[r]), everyone[r], "float32", f"all_gather[{r}]")
+    reduced = kit.tensor(everyone[me], "float32")
+    compat.reduce(reduced, n - 1)
+    expected = np.sum(everyone, axis=0) if me == n - 1 else everyone[me]
+    assert_close(kit.numpy(reduced), expected, "float32", "reduce")
+    out = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+    parts = [kit.tensor(whole[0][part], "float32") for part in rows] if me == 0 else None
+    compat.scatter(out, parts)  # the default root
+    assert_close(kit.numpy(out), whole[0][rows[me]], "float32", "scatter")
+    outs = _sentinels(kit, n, (2, 3))
+    compat.gather(kit.tensor(everyone[me], "float32"), outs if me == n - 1 else None, n - 1)
+    for r in range(n):
+        expected = everyone[r] if me == n - 1 else np.full((2, 3), SENTINEL)
+        assert_close(kit.numpy(outs[r]), expected, "float32", f"gather[{r}]")
+    outs = _sentinels(kit, n, (2, 3))
+    compat.all_to_all(outs, tuple(kit.tensor(whole[me][part], "float32") for part in rows))
+    for r in range(n):
+        assert_close(kit.numpy(outs[r]), whole[r][rows[me]], "float32", f"all_to_all[{r}]")
+
+
+def _dense_views_in_lists(kit: Any, everyone: list[np.ndarray], whole: list[np.ndarray]) -> None:
+    """torch: parts of one sentinel-framed buffer are dense views, which the common case
+    takes (reduce_scatter's as the tensor form); every base is checked whole."""
+    n, me = world(), rank()
+    base, middle = _framed(kit, whole[me])
+    out_base, out = _framed(kit, np.full((2, 3), SENTINEL))
+    compat.reduce_scatter(out, list(middle.chunk(n)))
+    _check(kit, base, whole[me], "reduce_scatter's input, whole base")
+    _check(kit, out_base, np.sum(whole, axis=0)[2 * me : 2 * me + 2], "reduce_scatter, base")
+    base, middle = _framed(kit, np.full((2 * n, 3), SENTINEL))
+    compat.all_gather(list(middle.chunk(n)), kit.tensor(everyone[me], "float32"))
+    _check(kit, base, np.concatenate(everyone), "all_gather into chunks, whole base")
+    base, middle = _framed(kit, np.full((2 * n, 3), SENTINEL))
+    compat.all_to_all(list(middle.chunk(n)), list(kit.tensor(whole[me], "float32").chunk(n)))
+    received = np.concatenate([w[2 * me : 2 * me + 2] for w in whole])
+    _check(kit, base, received, "all_to_all into chunks, whole base")
 
 
 def case_other_calls_take_the_full_path(kit: Any) -> None:
@@ -169,12 +225,55 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
         compat.all_reduce(tensor)
         assert kit.numpy(tensor).shape == (0, 3)
 
+    def strided_all_gather() -> None:  # a part the backend cannot serve: staged
+        bases = [kit.tensor(np.full((2, 6), SENTINEL), "float32") for _ in range(n)]
+        compat.all_gather([b[:, :3] for b in bases], kit.tensor(everyone[me], "float32"))
+        for r in range(n):
+            expected = np.concatenate([everyone[r], np.full((2, 3), SENTINEL)], axis=1)
+            assert_close(kit.numpy(bases[r]), expected, "float32", f"strided all_gather[{r}]")
+
+    def all_gather_wrong_dtype() -> None:  # refused on this rank, every output untouched
+        outs = _sentinels(kit, n, (2, 3))
+        outs[-1] = kit.tensor(np.full((2, 3), SENTINEL), "int32")
+        try:
+            compat.all_gather(outs, kit.tensor(everyone[me], "float32"))
+        except (TypeError, ValueError) as error:
+            assert f"tensor_list[{n - 1}]" in str(error), error
+        else:
+            raise AssertionError("an output of another dtype was accepted")
+        for r in range(n):
+            np.testing.assert_array_equal(kit.numpy(outs[r]), np.full((2, 3), SENTINEL))
+
+    def scatter_group_src() -> None:
+        out = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+        parts = [kit.tensor(everyone[r], "float32") for r in range(n)] if me == n - 1 else None
+        compat.scatter(out, parts, group_src=n - 1)
+        assert_close(kit.numpy(out), everyone[me], "float32", "scatter group_src")
+
+    def reduce_group_dst() -> None:
+        tensor = kit.tensor(everyone[me], "float32")
+        compat.reduce(tensor, group_dst=0)
+        expected = total if me == 0 else everyone[me]
+        assert_close(kit.numpy(tensor), expected, "float32", "reduce group_dst")
+
+    def uneven_all_to_all() -> None:  # rank r sends r + i + 1 rows to rank i
+        sent = [[values("fast-path-a2a-uneven", r * n + i, (r + i + 1, 3)) for i in range(n)]
+                for r in range(n)]  # fmt: skip
+        outs = [kit.tensor(np.full((r + me + 1, 3), SENTINEL), "float32") for r in range(n)]
+        compat.all_to_all(outs, [kit.tensor(part, "float32") for part in sent[me]])
+        for r in range(n):
+            assert_close(kit.numpy(outs[r]), sent[r][me], "float32", f"uneven all_to_all[{r}]")
+
     cases += [
+        ("strided all_gather", strided_all_gather), ("wrong dtype", all_gather_wrong_dtype),
+        ("scatter group_src", scatter_group_src), ("reduce group_dst", reduce_group_dst),
         ("async", async_all_reduce), ("group_src", group_root_broadcast),
         ("strided", strided_broadcast), ("empty", empty_all_reduce),
         ("dim=1", gather_along_dim_1), ("wrong out", gather_wrong_out),
         ("split sizes", scatter_uneven_splits), ("a2a split sizes", exchange_with_split_sizes),
     ]  # fmt: skip
+    if n >= 2:  # with one rank every list has one shape
+        cases.append(("uneven all_to_all", uneven_all_to_all))
     if kit.framework == "mindspore":
         cases.append(("view", view_all_reduce))
     if n >= 3:
