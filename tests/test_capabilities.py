@@ -143,7 +143,7 @@ def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
 
 
 def test_choices_bounded_by_the_groups_size() -> None:
-    """Gloo's scatter on one host: through shared memory, but from 256 KB per rank at 4 ranks
+    """Gloo's scatter on one host: through shared memory, but from 256 KB per rank at 3 ranks
     and more Gloo's own (measured faster there); min_ranks/max_ranks bound a choice by the
     group's size."""
     for ranks in (2, 3, 4, 8):
@@ -151,9 +151,9 @@ def test_choices_bounded_by_the_groups_size() -> None:
             "shared_memory_scatter"
         )
         large = capabilities.resolve("gloo", "scatter", "float32", 2**18, True, ranks)
-        assert large == ("native" if ranks >= 4 else "shared_memory_scatter"), (ranks, large)
-    assert capabilities.size_thresholds("gloo", "scatter", "float32", True, 3) == [0]
-    assert capabilities.size_thresholds("gloo", "scatter", "float32", True, 4) == [0, 2**18]
+        assert large == ("native" if ranks >= 3 else "shared_memory_scatter"), (ranks, large)
+    assert capabilities.size_thresholds("gloo", "scatter", "float32", True, 2) == [0]
+    assert capabilities.size_thresholds("gloo", "scatter", "float32", True, 3) == [0, 2**18]
     entry = {"impl": "native", "async": "native", "choose": [
         {"algorithm": "a", "min_bytes": 0, "max_ranks": 2, "reason": "r"},
         {"algorithm": "b", "min_bytes": 0, "min_ranks": 3, "max_ranks": 5, "reason": "r"},

@@ -253,8 +253,8 @@ def case_chosen(kit: Any) -> None:
     assert runtime.algorithm("all_reduce", "float32", 1024, one_host=True) == (
         "shared_memory_all_reduce"
     )
-    # A choice's min_ranks/max_ranks count the group's ranks (Gloo's scatter: native from 1 MB
-    # at 4 ranks and more).
+    # A choice's min_ranks/max_ranks count the group's ranks (Gloo's scatter: native from 256 KB
+    # per rank at 3 ranks and more).
     for nbytes in (1024, 2**20):
         expected = capabilities.resolve(
             runtime.capability_key, "scatter", "float32", nbytes, True, n
