@@ -147,20 +147,6 @@ def _plain_output(
     return out
 
 
-def _run_plain(
-    current: state.State,
-    collective: str,
-    like: Tensor,
-    dtype: str,
-    *args: Any,
-    nbytes: int | None = None,
-) -> None:
-    """A common-case call's run: ``collective`` with ``args`` on the world, synchronously,
-    through what the capability table chooses for ``like`` (of ``dtype``) and ``nbytes``."""
-    world = current.world.handle
-    current.implementation(collective, like, nbytes, world, dtype)(*args, world, False)
-
-
 def _plain_root_list(
     current: state.State, value: object, root: int, like: Tensor, dtype: str
 ) -> list[Tensor] | Literal[False] | None:
@@ -269,14 +255,14 @@ def reduce_scatter(
         shape = current.adapter.shape(output)
         inputs = None if known is None else current.checks.plain_list(input_list, dtype, shape)
         if inputs is not None:
-            whole = current.adapter.joined(inputs)
+            whole, world = current.adapter.joined(inputs), current.world.handle
             if whole is not None:  # as below
-                _run_plain(current, "reduce_scatter_tensor", whole, dtype, output, whole, known)
+                run = current.implementation("reduce_scatter_tensor", whole, None, world, dtype)
+                run(output, whole, known, world, False)
             else:
                 nbytes = current.adapter.nbytes(output) * len(inputs)
-                _run_plain(
-                    current, "reduce_scatter", output, dtype, output, inputs, known, nbytes=nbytes
-                )
+                run = current.implementation("reduce_scatter", output, nbytes, world, dtype)
+                run(output, inputs, known, world, False)
             return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -416,9 +402,9 @@ def _reduce_scatter_tensor(
         if reduce_op is not None and shape and shape[0] % count == 0:
             result = _plain_output(current, out, (shape[0] // count, *shape[1:]), tensor, dtype)
             if result is not None:
-                _run_plain(
-                    current, "reduce_scatter_tensor", tensor, dtype, result, tensor, reduce_op
-                )
+                world = current.world.handle
+                run = current.implementation("reduce_scatter_tensor", tensor, None, world, dtype)
+                run(result, tensor, reduce_op, world, False)
                 return result
     tensor_param, out_param = names
     call = Call(group, async_op)
@@ -472,7 +458,9 @@ def all_reduce(
         current, dtype = plain
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
-            _run_plain(current, "all_reduce", tensor, dtype, tensor, known)
+            world = current.world.handle
+            run = current.implementation("all_reduce", tensor, None, world, dtype)
+            run(tensor, known, world, False)
             return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -557,7 +545,9 @@ def all_gather(
         current, dtype = plain
         outputs = current.checks.plain_list(tensor_list, dtype, current.adapter.shape(tensor))
         if outputs is not None:
-            _run_plain(current, "all_gather", tensor, dtype, outputs, tensor)
+            world = current.world.handle
+            run = current.implementation("all_gather", tensor, None, world, dtype)
+            run(outputs, tensor, world, False)
             return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -663,7 +653,9 @@ def _all_gather_into_tensor(
             gathered = (shape[0] * current.world_size, *shape[1:])
             result = _plain_output(current, out, gathered, tensor, dtype)
             if result is not None:
-                _run_plain(current, "all_gather_into_tensor", tensor, dtype, result, tensor)
+                world = current.world.handle
+                run = current.implementation("all_gather_into_tensor", tensor, None, world, dtype)
+                run(result, tensor, world, False)
                 return result
     tensor_param, out_param = names
     call = Call(group, async_op)
@@ -706,7 +698,8 @@ def broadcast(
     plain = _plain(tensor, group, async_op)
     if plain is not None and plain[0].checks.plain_root(src, group_src):
         current, dtype = plain
-        _run_plain(current, "broadcast", tensor, dtype, tensor, src)
+        world = current.world.handle
+        current.implementation("broadcast", tensor, None, world, dtype)(tensor, src, world, False)
         return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -755,7 +748,9 @@ def scatter(
         current, dtype = plain
         parts = _plain_root_list(current, scatter_list, root, tensor, dtype)
         if parts is not False:
-            _run_plain(current, "scatter", tensor, dtype, tensor, parts, root)
+            world = current.world.handle
+            run = current.implementation("scatter", tensor, None, world, dtype)
+            run(tensor, parts, root, world, False)
             return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -836,7 +831,9 @@ def gather(
         current, dtype = plain
         parts = _plain_root_list(current, gather_list, root, tensor, dtype)
         if parts is not False:
-            _run_plain(current, "gather", tensor, dtype, tensor, parts, root)
+            world = current.world.handle
+            run = current.implementation("gather", tensor, None, world, dtype)
+            run(tensor, parts, root, world, False)
             return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -871,7 +868,9 @@ def reduce(
         current, dtype = plain
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
-            _run_plain(current, "reduce", tensor, dtype, tensor, dst, known)
+            world = current.world.handle
+            run = current.implementation("reduce", tensor, None, world, dtype)
+            run(tensor, dst, known, world, False)
             return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -921,7 +920,9 @@ def all_to_all_single(
             and _plain_output(current, output, shape, input, dtype) is output
         ):
             sizes = [shape[0] // count] * count
-            _run_plain(current, "all_to_all_single", input, dtype, output, input, sizes, sizes)
+            world = current.world.handle
+            run = current.implementation("all_to_all_single", input, None, world, dtype)
+            run(output, input, sizes, sizes, world, False)
             return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -983,7 +984,9 @@ def all_to_all(
         outputs = checks.plain_list(output_tensor_list, dtype, shape) if inputs else None
         if inputs and outputs:
             nbytes = current.adapter.nbytes(first) * len(inputs)
-            _run_plain(current, "all_to_all", first, dtype, outputs, inputs, nbytes=nbytes)
+            world = current.world.handle
+            run = current.implementation("all_to_all", first, nbytes, world, dtype)
+            run(outputs, inputs, world, False)
             return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
