@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from compat import state
 from compat._checks import check_bool, check_dtype, check_int, describe, even_split
@@ -147,16 +147,37 @@ def _plain_output(
     return out
 
 
-def _plain_root_list(
-    current: state.State, value: object, root: int, like: Tensor, dtype: str
-) -> list[Tensor] | Literal[False] | None:
-    """scatter_list / gather_list in the common case: on the root a list that
-    :meth:`compat._validate.Checks.plain_list` takes for ``like``'s shape, elsewhere None.
-    False: the full path, which says what is wrong."""
+def _ran_plain_rooted(
+    collective: str,
+    tensor: Tensor,
+    value: object,
+    root: object,
+    group_root: object,
+    group: object,
+    async_op: object,
+) -> bool:
+    """scatter's and gather's common case: :func:`_plain` for ``tensor``, a root given as a
+    global rank, and the list ``value`` one that :meth:`compat._validate.Checks.plain_list`
+    takes on the root and None elsewhere. Runs ``collective`` and says True; False: the call
+    takes the full path, which says what is wrong."""
+    plain = _plain(tensor, group, async_op)
+    root = 0 if root is DEFAULT_ROOT else root
+    if plain is None or not plain[0].checks.plain_root(root, group_root):
+        return False
+    current, dtype = plain
     if current.rank != root:
-        return None if value is None else False
-    items = current.checks.plain_list(value, dtype, current.adapter.shape(like))
-    return False if items is None else items
+        if value is not None:
+            return False
+        parts = None
+    else:
+        parts = current.checks.plain_list(value, dtype, current.adapter.shape(tensor))
+        if parts is None:
+            return False
+    world = current.world.handle
+    current.implementation(collective, tensor, None, world, dtype)(
+        tensor, parts, root, world, False
+    )
+    return True
 
 
 class _DefaultRank(int):
@@ -742,16 +763,8 @@ def scatter(
         tensor([1., 2.])   # rank 0
         tensor([3., 4.])   # rank 1
     """
-    plain = _plain(tensor, group, async_op)
-    root = 0 if src is DEFAULT_ROOT else src
-    if plain is not None and plain[0].checks.plain_root(root, group_src):
-        current, dtype = plain
-        parts = _plain_root_list(current, scatter_list, root, tensor, dtype)
-        if parts is not False:
-            world = current.world.handle
-            run = current.implementation("scatter", tensor, None, world, dtype)
-            run(tensor, parts, root, world, False)
-            return None
+    if _ran_plain_rooted("scatter", tensor, scatter_list, src, group_src, group, async_op):
+        return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
@@ -825,16 +838,8 @@ def gather(
     ``gather_list`` is given on ``dst`` only (one tensor per rank, each like ``tensor``). The
     root is global rank ``dst`` (default 0) or group rank ``group_dst``, not both.
     """
-    plain = _plain(tensor, group, async_op)
-    root = 0 if dst is DEFAULT_ROOT else dst
-    if plain is not None and plain[0].checks.plain_root(root, group_dst):
-        current, dtype = plain
-        parts = _plain_root_list(current, gather_list, root, tensor, dtype)
-        if parts is not False:
-            world = current.world.handle
-            run = current.implementation("gather", tensor, None, world, dtype)
-            run(tensor, parts, root, world, False)
-            return None
+    if _ran_plain_rooted("gather", tensor, gather_list, dst, group_dst, group, async_op):
+        return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
