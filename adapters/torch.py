@@ -322,7 +322,10 @@ class TorchAdapter(Adapter):
         return tensor.numel()
 
     def split(self, tensor: torch.Tensor, sizes: Sequence[int], dim: int = 0) -> list[torch.Tensor]:
-        return list(torch.split(tensor, list(sizes), dim=dim))
+        # The op torch.split calls for a list of sizes: its Python wrapper cost 3 us a call more
+        # (4.4 against 1.5 us, measured); a tensor subclass's override still applies (the
+        # method's binding dispatches it).
+        return list(tensor.split_with_sizes(list(sizes), dim))
 
     def movedim(self, tensor: torch.Tensor, source: int, destination: int) -> torch.Tensor:
         return tensor.movedim(source, destination)
