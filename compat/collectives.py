@@ -804,6 +804,22 @@ def scatter_tensor(
         tensor([1., 2.])   # rank 0
         tensor([3., 4.])   # rank 1
     """
+    plain = _plain(tensor, group, async_op)
+    root = 0 if src is DEFAULT_ROOT else src
+    if plain is not None and plain[0].checks.plain_root(root, group_src):
+        current, dtype = plain
+        shape, count = current.adapter.shape(tensor), current.world_size
+        if shape and shape[0] % count == 0:
+            rows = shape[0] // count
+            result = _plain_output(current, out, (rows, *shape[1:]), tensor, dtype)
+            if result is not None:
+                parts = (
+                    current.adapter.split(tensor, [rows] * count) if current.rank == root else None
+                )
+                world = current.world.handle
+                run = current.implementation("scatter", result, None, world, dtype)
+                run(result, parts, root, world, False)
+                return result
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")

@@ -1,10 +1,10 @@
 """all_reduce, broadcast, reduce, all_gather_into_tensor and reduce_scatter_tensor (both forms
-each), all_to_all_single and the list forms (all_gather, reduce_scatter, scatter, gather,
-all_to_all) skip compat.collectives.Call where every argument is the common case (a synchronous
-call on the world, dense, non-empty tensors, lists of one such tensor per rank of one shape, a
-root given as a global rank, an op seen before with the dtype, dim 0 without split sizes) and
-take the full path otherwise: both give numpy's results, outputs framed by sentinels and checked
-whole."""
+each), scatter_tensor, all_to_all_single and the list forms (all_gather, reduce_scatter,
+scatter, gather, all_to_all) skip compat.collectives.Call where every argument is the common
+case (a synchronous call on the world, dense, non-empty tensors, lists of one such tensor per
+rank of one shape, a root given as a global rank, an op seen before with the dtype, dim 0
+without split sizes) and take the full path otherwise: both give numpy's results, outputs
+framed by sentinels and checked whole."""
 
 from __future__ import annotations
 
@@ -96,6 +96,11 @@ def case_plain_calls_skip_call(kit: Any) -> None:
         compat.all_to_all_single(out, kit.tensor(whole[me], "float32"))
         assert_close(kit.numpy(out), received, "float32", "all_to_all_single")
         _plain_list_forms(kit, everyone, whole)
+        out = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+        compat.scatter_tensor(kit.tensor(whole[me], "float32"), n - 1, out=out)
+        assert_close(kit.numpy(out), whole[-1][2 * me : 2 * me + 2], "float32", "scatter_tensor")
+        part = compat.scatter_tensor(kit.tensor(whole[me], "float32"))  # the default root
+        assert_close(kit.numpy(part), whole[0][2 * me : 2 * me + 2], "float32", "scatter_tensor")
         if kit.framework == "torch":
             base, middle = _framed(kit, everyone[me])
             compat.all_reduce(middle, group=compat.WORLD)
@@ -250,6 +255,11 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
         compat.scatter(out, parts, group_src=n - 1)
         assert_close(kit.numpy(out), everyone[me], "float32", "scatter group_src")
 
+    def scatter_tensor_group_src() -> None:
+        whole = [values("fast-path-st", r, (2 * n, 3)) for r in range(n)]
+        part = compat.scatter_tensor(kit.tensor(whole[me], "float32"), group_src=n - 1)
+        assert_close(kit.numpy(part), whole[-1][2 * me : 2 * me + 2], "float32", "group_src")
+
     def reduce_group_dst() -> None:
         tensor = kit.tensor(everyone[me], "float32")
         compat.reduce(tensor, group_dst=0)
@@ -267,6 +277,7 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
     cases += [
         ("strided all_gather", strided_all_gather), ("wrong dtype", all_gather_wrong_dtype),
         ("scatter group_src", scatter_group_src), ("reduce group_dst", reduce_group_dst),
+        ("scatter_tensor group_src", scatter_tensor_group_src),
         ("async", async_all_reduce), ("group_src", group_root_broadcast),
         ("strided", strided_broadcast), ("empty", empty_all_reduce),
         ("dim=1", gather_along_dim_1), ("wrong out", gather_wrong_out),
