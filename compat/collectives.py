@@ -509,8 +509,9 @@ def all_reduce_coalesced(
 
     Every tensor is checked (a tensor of one dtype, which ``op`` applies to, on this rank's
     device) before anything is sent. compat then issues one :func:`all_reduce` per tensor, all at
-    once, where torch's Gloo flattens them into one buffer: the results are the same (each
-    element is reduced alone either way), the number of calls is not.
+    once (one after another when the call is synchronous, on the world, of dense tensors), where
+    torch's Gloo flattens them into one buffer: the results are the same (each element is
+    reduced alone either way), the number of calls is not.
 
     Examples
     --------
@@ -521,6 +522,20 @@ def all_reduce_coalesced(
         >>> a, b
         (tensor([3.]), tensor([[3., 6.]]))   # ranks 0 and 1
     """
+    if isinstance(tensors, (list, tuple)) and tensors:
+        plain = _plain(tensors[0], group, async_op)
+        if plain is not None:
+            current, dtype = plain
+            known = current.checks.known_reduction(op, dtype)
+            each = current.checks.plain_tensors(tensors, dtype)
+            if known is not None and each is not None:
+                # One synchronous all_reduce after another: the results are those of the
+                # calls issued at once, and no Work is made per tensor.
+                world = current.world.handle
+                for tensor in each:
+                    run = current.implementation("all_reduce", tensor, None, world, dtype)
+                    run(tensor, known, world, False)
+                return None
     current = state.current()
     checks, adapter = current.checks, current.adapter
     if not isinstance(tensors, (list, tuple)) or not tensors:

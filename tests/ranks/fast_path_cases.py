@@ -66,8 +66,8 @@ def _check(kit: Any, base: Any, inner: np.ndarray, what: str) -> None:
 def case_plain_calls_skip_call(kit: Any) -> None:
     n, me = world(), rank()
     everyone = [values("fast-path", r, (2, 3)) for r in range(n)]
-    for op in (compat.ReduceOp.SUM, "sum"):  # the first call with an op and dtype: full path
-        compat.all_reduce(kit.tensor(everyone[me], "float32"), op)
+    for op in (compat.ReduceOp.SUM, "sum", "max"):  # the first call with an op and dtype:
+        compat.all_reduce(kit.tensor(everyone[me], "float32"), op)  # the full path
     whole = kit.tensor(everyone[me], "float32")
     with calls_counted() as made:
         compat.all_reduce(whole)
@@ -144,6 +144,14 @@ def _plain_list_forms(kit: Any, everyone: list[np.ndarray], whole: list[np.ndarr
     compat.all_to_all(outs, tuple(kit.tensor(whole[me][part], "float32") for part in rows))
     for r in range(n):
         assert_close(kit.numpy(outs[r]), whole[r][rows[me]], "float32", f"all_to_all[{r}]")
+    shapes = [(2, 3), (5,), (1, 2, 2)]
+    coalesced = [[values(f"fast-path-co-{i}", r, shape) for r in range(n)]
+                 for i, shape in enumerate(shapes)]  # fmt: skip
+    tensors = [kit.tensor(each[me], "float32") for each in coalesced]
+    compat.all_reduce_coalesced(tensors, "max")  # max: passed with float32 before
+    for i, each in enumerate(coalesced):
+        expected = np.max(each, axis=0)
+        assert_close(kit.numpy(tensors[i]), expected, "float32", f"all_reduce_coalesced[{i}]")
 
 
 def _dense_views_in_lists(kit: Any, everyone: list[np.ndarray], whole: list[np.ndarray]) -> None:
@@ -162,6 +170,9 @@ def _dense_views_in_lists(kit: Any, everyone: list[np.ndarray], whole: list[np.n
     compat.all_to_all(list(middle.chunk(n)), list(kit.tensor(whole[me], "float32").chunk(n)))
     received = np.concatenate([w[2 * me : 2 * me + 2] for w in whole])
     _check(kit, base, received, "all_to_all into chunks, whole base")
+    base, middle = _framed(kit, whole[me])
+    compat.all_reduce_coalesced([middle[:1], middle[1:]])  # two dense views of one buffer
+    _check(kit, base, np.sum(whole, axis=0), "all_reduce_coalesced of chunks, whole base")
 
 
 def case_other_calls_take_the_full_path(kit: Any) -> None:
@@ -274,7 +285,22 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
         for r in range(n):
             assert_close(kit.numpy(outs[r]), sent[r][me], "float32", f"uneven all_to_all[{r}]")
 
+    def coalesced_async() -> None:
+        first, second = kit.tensor(everyone[me], "float32"), kit.tensor(everyone[me], "float32")
+        wait_if(compat.all_reduce_coalesced([first, second], async_op=True), True)
+        for i, tensor in enumerate((first, second)):
+            assert_close(kit.numpy(tensor), total, "float32", f"async coalesced[{i}]")
+
+    def coalesced_strided() -> None:  # one tensor the backend cannot serve: the full path
+        dense = kit.tensor(everyone[me], "float32")
+        wide = kit.tensor(np.concatenate([everyone[me], np.full((2, 3), SENTINEL)], 1), "float32")
+        compat.all_reduce_coalesced([dense, wide[:, :3]])
+        expected = np.concatenate([total, np.full((2, 3), SENTINEL)], axis=1)
+        assert_close(kit.numpy(dense), total, "float32", "coalesced, the dense tensor")
+        assert_close(kit.numpy(wide), expected, "float32", "coalesced, the strided one's base")
+
     cases += [
+        ("coalesced async", coalesced_async), ("coalesced strided", coalesced_strided),
         ("strided all_gather", strided_all_gather), ("wrong dtype", all_gather_wrong_dtype),
         ("scatter group_src", scatter_group_src), ("reduce group_dst", reduce_group_dst),
         ("scatter_tensor group_src", scatter_tensor_group_src),
@@ -303,7 +329,9 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
         with calls_counted() as made:
             run()
         if name != "subgroup" or me in subgroup().ranks:
-            assert made[0] == 1, f"{name}: {made[0]} Call(s) made, expected the full path's 1"
+            # all_reduce_coalesced's full path makes one all_reduce, so one Call, per tensor.
+            expected = 2 if name.startswith("coalesced") else 1
+            assert made[0] == expected, f"{name}: {made[0]} Call(s) made, expected {expected}"
 
 
 def case_unseen_op_takes_the_full_path(kit: Any) -> None:
