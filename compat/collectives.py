@@ -452,7 +452,7 @@ def _reduce_scatter_tensor(
     if input_split_sizes is None or len(set(sizes)) == 1:
         args: tuple[Any, ...] = ("reduce_scatter_tensor", source, target, source, reduce_op)
     else:
-        args = ("reduce_scatter_uneven", source, target, adapter.split(source, sizes), reduce_op)
+        args = ("reduce_scatter_uneven", source, target, adapter.parts(source, sizes), reduce_op)
     work = call.issue(*args, agree=agree, empty=0 in shape, dtype=dtype)
     return call.result(result, work)
 
@@ -716,7 +716,7 @@ def _all_gather_into_tensor(
     if output_split_sizes is None or len(set(sizes)) == 1:
         args: tuple[Any, ...] = ("all_gather_into_tensor", source, target, source)
     else:
-        args = ("all_gather_uneven", source, adapter.split(target, sizes), source)
+        args = ("all_gather_uneven", source, adapter.parts(target, sizes), source)
     work = call.issue(*args, agree=agree, empty=0 in out_shape, dtype=dtype)
     return call.result(result, work)
 
@@ -829,7 +829,7 @@ def scatter_tensor(
             result = _plain_output(current, out, (rows, *shape[1:]), tensor, dtype)
             if result is not None:
                 parts = (
-                    current.adapter.split(tensor, [rows] * count) if current.rank == root else None
+                    current.adapter.parts(tensor, [rows] * count) if current.rank == root else None
                 )
                 world = current.world.handle
                 run = current.implementation("scatter", result, None, world, dtype)
@@ -847,7 +847,7 @@ def scatter_tensor(
     agree = lambda: Description("scatter_tensor", dtype, shape, root=root)  # noqa: E731
     target = call.write(result)
     # Only the root's values are read.
-    parts = adapter.split(call.read(tensor), sizes) if call.state.rank == root else None
+    parts = adapter.parts(call.read(tensor), sizes) if call.state.rank == root else None
     work = call.issue(
         "scatter", target, target, parts, root, agree=agree, empty=adapter.numel(result) == 0,
         dtype=dtype,
