@@ -1222,6 +1222,38 @@ def _bench_scatter(
     return parts, out, scatter, "mindspore.mint.distributed.scatter (src 0)"
 
 
+def _bench_scatter_tensor(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    # comm_func.scatter_tensor is deprecated in 2.10 (its docstring's platforms say so): the
+    # root's tensor sliced on each call, as compat splits it, and mint's list scatter.
+    x, out, root = new(rows * world, True), new(rows), adapter._rank == 0
+
+    def sliced_scatter() -> None:
+        parts = [x[index * rows : (index + 1) * rows] for index in range(world)] if root else []
+        dist.scatter(out, parts, src=0)
+        adapter.synchronize()
+
+    native = "mindspore.mint.distributed.scatter of the root's tensor sliced in n (src 0)"
+    return x, out, sliced_scatter, native
+
+
+def _bench_all_reduce_coalesced(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    # n tensors of their own: compat stages a MindSpore view (the adapter cannot hand MCCL
+    # one), and the plain approach would time that staging, not the calls.
+    parts = [new(rows) for _ in range(world)]
+
+    def each() -> None:
+        for part in parts:
+            dist.all_reduce(part)
+        adapter.synchronize()
+
+    native = "mindspore.mint.distributed.all_reduce per tensor (MindSpore has no coalesced call)"
+    return parts, None, each, native
+
+
 def _bench_gather(
     adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
 ) -> _BenchCase:
@@ -1353,8 +1385,10 @@ _BENCH_CASES: dict[str, _Builder] = {
     "broadcast": _bench_broadcast,
     "reduce": _bench_reduce,
     "scatter": _bench_scatter,
+    "scatter_tensor": _bench_scatter_tensor,
     "gather": _bench_gather,
     "all_to_all_single": _bench_all_to_all_single,
+    "all_reduce_coalesced": _bench_all_reduce_coalesced,
     "all_to_all": _bench_all_to_all,
     "isend_irecv": _bench_isend_irecv,
     "barrier": _bench_barrier,

@@ -832,6 +832,20 @@ def _bench_scatter(new: _New, rows: int, world: int, itemsize: int) -> _BenchCas
     return parts, out, lambda: dist.scatter(out, parts, 0), native
 
 
+def _bench_scatter_tensor(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    # torch has no scatter_tensor: what its users write instead, chunking the root's tensor on
+    # each call as compat splits it on each call.
+    x, out, root = new(rows * world, True), new(rows), _rank() == 0
+    native = "torch.distributed.scatter of x.chunk(n) (src 0; torch has no scatter_tensor)"
+    return x, out, lambda: dist.scatter(out, list(x.chunk(world)) if root else None, 0), native
+
+
+def _bench_all_reduce_coalesced(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    parts = list(new(rows * world).chunk(world))  # n dense views of one buffer
+    native = "torch.distributed.all_reduce_coalesced (n tensors: x.chunk(n))"
+    return parts, None, lambda: dist.all_reduce_coalesced(parts), native
+
+
 def _bench_gather(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
     x = new(rows, True)
     outs = [new(rows) for _ in range(world)] if _rank() == 0 else None
@@ -904,8 +918,10 @@ _BENCH_CASES: dict[str, Callable[[_New, int, int, int], _BenchCase]] = {
     "broadcast": _bench_broadcast,
     "reduce": _bench_reduce,
     "scatter": _bench_scatter,
+    "scatter_tensor": _bench_scatter_tensor,
     "gather": _bench_gather,
     "all_to_all_single": _bench_all_to_all_single,
+    "all_reduce_coalesced": _bench_all_reduce_coalesced,
     "all_to_all": _bench_all_to_all,
     "isend_irecv": _bench_isend_irecv,
     "barrier": _bench_barrier,

@@ -12,9 +12,10 @@ isend/irecv pairs and barrier (:data:`OPS`). What a size is (``--sizes``, in byt
 ``--dtype`` data, rounded down to a multiple of n elements, at least n):
 
 - the whole buffer, as in nccl-tests: all_reduce, broadcast and reduce: the tensor;
-  reduce_scatter and reduce_scatter_tensor: the input (n parts); all_gather and
-  all_gather_into_tensor: the output (n parts); all_to_all_single and all_to_all: each rank's
-  input (n parts); scatter: the root's list, gather: the root's list (n parts each; root 0);
+  all_reduce_coalesced: its n tensors together; reduce_scatter and reduce_scatter_tensor: the
+  input (n parts); all_gather and all_gather_into_tensor: the output (n parts);
+  all_to_all_single and all_to_all: each rank's input (n parts); scatter: the root's list,
+  scatter_tensor: the root's tensor, gather: the root's list (n parts each; root 0);
 - isend_irecv: the message each rank sends to the next rank while receiving one from the
   previous (nccl-tests' sendrecv);
 - object collectives: the bytes they carry, as their tensor counterpart's size (each object a
@@ -23,12 +24,14 @@ isend/irecv pairs and barrier (:data:`OPS`). What a size is (``--sizes``, in byt
 - barrier: no data: one row, size 0, no bandwidth.
 
 Bandwidths follow nccl-tests (``doc/PERFORMANCE.md``): ``algbw = size / time`` and
-``busbw = algbw * factor``: ``2(n-1)/n`` for all_reduce; ``(n-1)/n`` for reduce_scatter,
-all_gather, all_to_all, scatter and gather; 1 for broadcast, reduce and sendrecv (isend_irecv).
-nccl-tests has no object collectives: they take their tensor counterpart's factor.
+``busbw = algbw * factor``: ``2(n-1)/n`` for all_reduce (and all_reduce_coalesced);
+``(n-1)/n`` for reduce_scatter, all_gather, all_to_all, scatter (and scatter_tensor) and
+gather; 1 for broadcast, reduce and sendrecv (isend_irecv). nccl-tests has no object
+collectives: they take their tensor counterpart's factor.
 
 "native" is the framework's own call. Where the backend has none (MindSpore on MCCL:
-reduce_scatter, all_gather_into_tensor, reduce, all_to_all), it is the best-known plain
+reduce_scatter, all_gather_into_tensor, reduce, all_to_all; torch: scatter_tensor; MindSpore:
+all_reduce_coalesced, and scatter_tensor, deprecated there), it is the best-known plain
 approach, and the header says which.
 
 Run time: a size costs about ``rounds * 4 * max(budget, time per call)`` (twice that with
@@ -112,9 +115,11 @@ SPECS: dict[str, OpSpec] = {
     "broadcast": OpSpec(_whole_factor, ("broadcast",), ("broadcast",)),
     "reduce": OpSpec(_whole_factor, ("reduce",), ("reduce",)),
     "scatter": OpSpec(_parts_factor, ("scatter",), ("scatter",), gathered=True),
+    "scatter_tensor": OpSpec(_parts_factor, ("scatter",), ("scatter",), gathered=True),
     "gather": OpSpec(_parts_factor, ("gather",), ("gather",), gathered=True),
     "all_to_all_single": OpSpec(_parts_factor, ("all_to_all_single",), ("all_to_all_single",)),
     "all_to_all": OpSpec(_parts_factor, ("all_to_all",), ("all_to_all",)),
+    "all_reduce_coalesced": OpSpec(_all_reduce_factor, ("all_reduce",), ("all_reduce",)),
     "isend_irecv": OpSpec(_whole_factor, ("isend", "irecv"), ("isend", "irecv"), peers=True),
     # barrier carries no tensor: its capability entry is looked up with compat's stand-in.
     "barrier": OpSpec(None, ("barrier",), ("barrier",), BARRIER_DTYPE),
@@ -360,9 +365,11 @@ COMPAT_CALLS: dict[str, Callable[[Case], Callable[[], object]]] = {
     "broadcast": lambda c: partial(compat.broadcast, c.input, 0),
     "reduce": lambda c: partial(compat.reduce, c.input, 0),
     "scatter": lambda c: partial(compat.scatter, c.output, c.input, 0),
+    "scatter_tensor": lambda c: lambda: compat.scatter_tensor(c.input, 0, out=c.output),
     "gather": lambda c: partial(compat.gather, c.input, c.output, 0),
     "all_to_all_single": lambda c: partial(compat.all_to_all_single, c.output, c.input),
     "all_to_all": lambda c: partial(compat.all_to_all, c.output, c.input),
+    "all_reduce_coalesced": lambda c: partial(compat.all_reduce_coalesced, c.input),
     "isend_irecv": _pairs_compat,
     "barrier": lambda c: compat.barrier,
     "all_gather_object": lambda c: partial(compat.all_gather_object, c.output, c.input),
