@@ -84,6 +84,11 @@ _nbytes_of = _getter("_nbytes", "nbytes")
 _is_contiguous: Callable[[ms.Tensor], bool] = getattr(
     TensorPy, "is_contiguous", ms.Tensor.is_contiguous
 )
+#: A tensor over a C-contiguous array's memory: what Tensor.from_numpy calls once it has made
+#: the array C-contiguous (a copy otherwise), without its Python checks.
+_from_c_contiguous: Callable[[Array], ms.Tensor] = getattr(
+    TensorPy, "from_numpy", ms.Tensor.from_numpy
+)
 
 #: MindSpore's device target names, by their lower-case spelling.
 _DEVICE_TARGETS = {"cpu": "CPU", "gpu": "GPU", "ascend": "Ascend"}
@@ -554,10 +559,10 @@ class MindSporeAdapter(Adapter):
         if bits:
             dtype = _BIT_DTYPES.get(tensor.itemsize)
         else:
-            dtype = self._numpy_dtypes.get(tensor.dtype)
+            dtype = self._numpy_dtypes.get(_dtype_of(tensor))
         if dtype is None:
             return None
-        shape = tuple(tensor.shape)
+        shape = tuple(_shape_of(tensor))
         if 0 in shape:
             return np.empty(shape, dtype)
         _pynative_executor.sync()
@@ -616,12 +621,13 @@ class MindSporeAdapter(Adapter):
         # On CPU, tensors over the parts' memory made from numpy: a view made by slicing is queued
         # on the PyNative executor, and the first access to its memory waits for the queue, about
         # 1.2 ms per call on this machine (measured, MindSpore 2.10, 2 views of a 1 KB tensor).
-        array = self._host_view(tensor, bits=tensor.dtype not in self._numpy_dtypes)
+        dtype = _dtype_of(tensor)
+        array = self._host_view(tensor, bits=dtype not in self._numpy_dtypes)
         if array is None or not array.flags.c_contiguous or not array.ndim:
             return self.split(tensor, sizes)
         starts = [sum(sizes[:index]) for index in range(len(sizes))]
         return [
-            self._over(array[start : start + size], tensor.dtype)
+            self._over(array[start : start + size], dtype)
             for start, size in zip(starts, sizes, strict=True)
         ]
 
@@ -633,9 +639,10 @@ class MindSporeAdapter(Adapter):
         return self._over(array.reshape(-1), tensor.dtype)
 
     def _over(self, array: Array, dtype: Any) -> ms.Tensor:
-        """A tensor of ``dtype`` over ``array``'s memory: ``array`` in its numpy spelling, or as
-        bits where numpy has none (bfloat16: the bits viewed as the dtype, same memory)."""
-        tensor = ms.Tensor.from_numpy(array)
+        """A tensor of ``dtype`` over ``array``'s memory: ``array`` (C-contiguous: every caller's
+        is) in its numpy spelling, or as bits where numpy has none (bfloat16: the bits viewed as
+        the dtype, same memory)."""
+        tensor = _from_c_contiguous(array)
         return tensor if dtype in self._numpy_dtypes else tensor.view(dtype)
 
     # -- staging of views --------------------------------------------------------------------
