@@ -1336,6 +1336,19 @@ def _bench_isend_irecv(
     return x, out, exchange, native
 
 
+def _bench_batch_isend_irecv(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    if adapter._on_cpu:  # 'The kernel DistCommBatchIsendIrecv unregistered' on CPU (measured)
+        x, out, exchange, _ = _bench_isend_irecv(adapter, new, rows, world, itemsize)
+        native = "mindspore.mint.distributed.isend + irecv, then wait (MCCL has no batch kernel)"
+        return x, out, exchange, native
+    x, out, rank = new(rows * world, True), new(rows * world), adapter._rank
+    ops = [dist.P2POp("isend", x, (rank + 1) % world), dist.P2POp("irecv", out, (rank - 1) % world)]
+    batch = _synchronising(adapter, lambda: [work.wait() for work in dist.batch_isend_irecv(ops)])
+    return x, out, batch, "mindspore.mint.distributed.batch_isend_irecv (next rank, previous)"
+
+
 def _bench_barrier(
     adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
 ) -> _BenchCase:
@@ -1398,6 +1411,7 @@ _BENCH_CASES: dict[str, _Builder] = {
     "all_reduce_coalesced": _bench_all_reduce_coalesced,
     "all_to_all": _bench_all_to_all,
     "isend_irecv": _bench_isend_irecv,
+    "batch_isend_irecv": _bench_batch_isend_irecv,
     "barrier": _bench_barrier,
     "all_gather_object": _bench_all_gather_object,
     "broadcast_object_list": _bench_broadcast_object_list,

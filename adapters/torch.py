@@ -879,6 +879,19 @@ def _bench_isend_irecv(new: _New, rows: int, world: int, itemsize: int) -> _Benc
     return x, out, exchange, native
 
 
+def _bench_batch_isend_irecv(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x, out = new(rows * world, True), new(rows * world)
+    following, previous = (_rank() + 1) % world, (_rank() - 1) % world
+    ops = [dist.P2POp(dist.isend, x, following), dist.P2POp(dist.irecv, out, previous)]
+
+    def exchange() -> None:
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
+    native = "torch.distributed.batch_isend_irecv of an isend to the next rank and an irecv"
+    return x, out, exchange, native + " from the previous, then wait"
+
+
 def _bench_barrier(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
     return None, None, lambda: dist.barrier(), "torch.distributed.barrier"
 
@@ -924,6 +937,7 @@ _BENCH_CASES: dict[str, Callable[[_New, int, int, int], _BenchCase]] = {
     "all_reduce_coalesced": _bench_all_reduce_coalesced,
     "all_to_all": _bench_all_to_all,
     "isend_irecv": _bench_isend_irecv,
+    "batch_isend_irecv": _bench_batch_isend_irecv,
     "barrier": _bench_barrier,
     "all_gather_object": _bench_all_gather_object,
     "broadcast_object_list": _bench_broadcast_object_list,

@@ -22,7 +22,8 @@ from tests.jobs import BACKGROUND, CommandResult, CommandSpec
 
 EXPECTED_COLUMNS = ["framework", "backend", "world_size", "dtype", *bench.COLUMNS, "native"]
 
-#: The ops whose own work bench measures (the object collectives' is not separable).
+#: The ops whose own work bench measures (the object collectives' and batch_isend_irecv's are not
+#: separable).
 MEASURED_OWN_WORK = [op for op, spec in bench.SPECS.items() if spec.noop]
 
 

@@ -16,8 +16,8 @@ isend/irecv pairs and barrier (:data:`OPS`). What a size is (``--sizes``, in byt
   input (n parts); all_gather and all_gather_into_tensor: the output (n parts);
   all_to_all_single and all_to_all: each rank's input (n parts); scatter: the root's list,
   scatter_tensor: the root's tensor, gather: the root's list (n parts each; root 0);
-- isend_irecv: the message each rank sends to the next rank while receiving one from the
-  previous (nccl-tests' sendrecv);
+- isend_irecv and batch_isend_irecv: the message each rank sends to the next rank while
+  receiving one from the previous (nccl-tests' sendrecv), as two calls or one batch;
 - object collectives: the bytes they carry, as their tensor counterpart's size (each object a
   ``bytes`` of that many bytes): all_gather_object and gather_object n objects of size/n,
   scatter_object_list n objects of size/n, broadcast_object_list one object of size;
@@ -26,13 +26,13 @@ isend/irecv pairs and barrier (:data:`OPS`). What a size is (``--sizes``, in byt
 Bandwidths follow nccl-tests (``doc/PERFORMANCE.md``): ``algbw = size / time`` and
 ``busbw = algbw * factor``: ``2(n-1)/n`` for all_reduce (and all_reduce_coalesced);
 ``(n-1)/n`` for reduce_scatter, all_gather, all_to_all, scatter (and scatter_tensor) and
-gather; 1 for broadcast, reduce and sendrecv (isend_irecv). nccl-tests has no object
-collectives: they take their tensor counterpart's factor.
+gather; 1 for broadcast, reduce and sendrecv (isend_irecv, batch_isend_irecv). nccl-tests has
+no object collectives: they take their tensor counterpart's factor.
 
 "native" is the framework's own call. Where the backend has none (MindSpore on MCCL:
-reduce_scatter, all_gather_into_tensor, reduce, all_to_all; torch: scatter_tensor; MindSpore:
-all_reduce_coalesced, and scatter_tensor, deprecated there), it is the best-known plain
-approach, and the header says which.
+reduce_scatter, all_gather_into_tensor, reduce, all_to_all, batch_isend_irecv; torch:
+scatter_tensor; MindSpore: all_reduce_coalesced, and scatter_tensor, deprecated there), it is
+the best-known plain approach, and the header says which.
 
 Run time: a size costs about ``rounds * 4 * max(budget, time per call)`` (twice that with
 ``--control``). For one op the default is 10 rounds of 0.1 s; for several ops (``--op all``, the
@@ -89,6 +89,7 @@ class OpSpec:
     ``peers``: the op needs a rank other than this one.
     ``gathered``: the row's size is n times what each rank gives (gathers) or gets (scatters),
     which is what the capability table chooses by.
+    ``unmeasured``: why compat's own work is not measured, where ``noop`` is empty.
     """
 
     bus_factor: Callable[[int], float] | None
@@ -97,6 +98,9 @@ class OpSpec:
     dtype: str | None = None
     peers: bool = False
     gathered: bool = False
+    unmeasured: str = (
+        "pickling and several collectives; compare compat us with native us at world size 1"
+    )
 
 
 SPECS: dict[str, OpSpec] = {
@@ -121,6 +125,11 @@ SPECS: dict[str, OpSpec] = {
     "all_to_all": OpSpec(_parts_factor, ("all_to_all",), ("all_to_all",)),
     "all_reduce_coalesced": OpSpec(_all_reduce_factor, ("all_reduce",), ("all_reduce",)),
     "isend_irecv": OpSpec(_whole_factor, ("isend", "irecv"), ("isend", "irecv"), peers=True),
+    "batch_isend_irecv": OpSpec(
+        _whole_factor, ("batch_isend_irecv",), (), peers=True,
+        unmeasured="its choice returns a Work per op, which a no-op in its place does not; "
+        "isend_irecv's own work is that of the same ops issued one by one",
+    ),
     # barrier carries no tensor: its capability entry is looked up with compat's stand-in.
     "barrier": OpSpec(None, ("barrier",), ("barrier",), BARRIER_DTYPE),
     "all_gather_object": OpSpec(
@@ -351,6 +360,21 @@ def _pairs_compat(case: Case) -> Callable[[], object]:
     return exchange
 
 
+def _batch_compat(case: Case) -> Callable[[], object]:
+    """The same exchange as one batch_isend_irecv, then a wait for each of its Works."""
+    following, previous = (case.rank + 1) % case.world, (case.rank - 1) % case.world
+    ops = [
+        compat.P2POp(compat.isend, case.input, following),
+        compat.P2POp(compat.irecv, case.output, previous),
+    ]
+
+    def exchange() -> None:
+        for work in compat.batch_isend_irecv(ops):
+            work.wait()
+
+    return exchange
+
+
 #: compat's call for each op on the case's buffers (roots: rank 0).
 COMPAT_CALLS: dict[str, Callable[[Case], Callable[[], object]]] = {
     # Keyword arguments through a lambda: a partial that holds them costs 0.07 us more a call
@@ -371,6 +395,7 @@ COMPAT_CALLS: dict[str, Callable[[Case], Callable[[], object]]] = {
     "all_to_all": lambda c: partial(compat.all_to_all, c.output, c.input),
     "all_reduce_coalesced": lambda c: partial(compat.all_reduce_coalesced, c.input),
     "isend_irecv": _pairs_compat,
+    "batch_isend_irecv": _batch_compat,
     "barrier": lambda c: compat.barrier,
     "all_gather_object": lambda c: partial(compat.all_gather_object, c.output, c.input),
     "broadcast_object_list": lambda c: partial(compat.broadcast_object_list, c.output, 0),
@@ -675,8 +700,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not spec.noop:
             if lead:
                 print(
-                    f"# {op}: compat's own work per call is not separable here (pickling and "
-                    "several collectives); compare compat us with native us at world size 1",
+                    f"# {op}: compat's own work per call is not separable here ({spec.unmeasured})",
                     flush=True,
                 )
         else:
