@@ -615,7 +615,7 @@ class MindSporeAdapter(Adapter):
         rows = sum(array.shape[0] for array in arrays)
         start, dtype = arrays[0].ctypes.data, arrays[0].dtype
         whole = _array_at(start, address - start, dtype).reshape((rows, *trailing))
-        return ms.Tensor.from_numpy(whole)
+        return _from_c_contiguous(whole)
 
     def parts(self, tensor: ms.Tensor, sizes: Sequence[int]) -> list[ms.Tensor]:
         # On CPU, tensors over the parts' memory made from numpy: a view made by slicing is queued
@@ -633,10 +633,11 @@ class MindSporeAdapter(Adapter):
 
     def flat_view(self, tensor: ms.Tensor) -> ms.Tensor | None:
         # On CPU, a tensor over the same memory (as joined() makes).
-        array = self._host_view(tensor, bits=tensor.dtype not in self._numpy_dtypes)
+        dtype = _dtype_of(tensor)
+        array = self._host_view(tensor, bits=dtype not in self._numpy_dtypes)
         if array is None or not array.flags.c_contiguous:
             return None
-        return self._over(array.reshape(-1), tensor.dtype)
+        return self._over(array.reshape(-1), dtype)
 
     def _over(self, array: Array, dtype: Any) -> ms.Tensor:
         """A tensor of ``dtype`` over ``array``'s memory: ``array`` (C-contiguous: every caller's
@@ -651,7 +652,7 @@ class MindSporeAdapter(Adapter):
         array = self._host_view(tensor)
         if array is None or not array.flags.c_contiguous:
             return None
-        return ms.Tensor.from_numpy(array)
+        return _from_c_contiguous(array)
 
     def _stage_in(self, tensor: ms.Tensor) -> ms.Tensor:
         return tensor if self.is_dense(tensor) else self.clone(tensor)

@@ -888,8 +888,11 @@ def _bench_batch_isend_irecv(new: _New, rows: int, world: int, itemsize: int) ->
         for work in dist.batch_isend_irecv(ops):
             work.wait()
 
-    native = "torch.distributed.batch_isend_irecv of an isend to the next rank and an irecv"
-    return x, out, exchange, native + " from the previous, then wait"
+    native = (
+        "torch.distributed.batch_isend_irecv of an isend to the next rank and an irecv from the "
+        "previous, then wait"
+    )
+    return x, out, exchange, native
 
 
 def _bench_barrier(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:

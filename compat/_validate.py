@@ -123,14 +123,19 @@ class Checks:
                 return None
         return list(value)
 
-    def plain_tensors(self, value: object, dtype: str) -> list[Tensor] | None:
+    def plain_tensors(
+        self, value: object, dtype: str, checked: object = None
+    ) -> list[Tensor] | None:
         """``value`` as a list if it is a non-empty list of tensors, each as :meth:`plain_tensor`
-        checks a tensor and of ``dtype``, of any shapes (all_reduce_coalesced's common case).
-        None sends the call to the full checks."""
+        checks a tensor and of ``dtype``, of any shapes (all_reduce_coalesced's common case);
+        ``checked``, a tensor of them checked before, is not read again. None sends the call to
+        the full checks."""
         if not isinstance(value, (list, tuple)) or not value:
             return None
         known, dense_dtype = self._tensor_types, self.adapter.dense_dtype
         for item in value:
+            if item is checked:
+                continue
             if type(item) not in known or dense_dtype(item) != dtype:
                 return None
         return list(value)

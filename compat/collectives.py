@@ -526,9 +526,10 @@ def all_reduce_coalesced(
         plain = _plain(tensors[0], group, async_op)
         if plain is not None:
             current, dtype = plain
-            known = current.checks.known_reduction(op, dtype)
-            each = current.checks.plain_tensors(tensors, dtype)
-            if known is not None and each is not None:
+            checks = current.checks
+            known = checks.known_reduction(op, dtype)
+            each = None if known is None else checks.plain_tensors(tensors, dtype, tensors[0])
+            if each is not None:
                 # One synchronous all_reduce after another: the results are those of the
                 # calls issued at once, and no Work is made per tensor.
                 world = current.world.handle
