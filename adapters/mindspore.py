@@ -548,6 +548,18 @@ class MindSporeAdapter(Adapter):
         address: int = tensor.data_ptr()
         return address
 
+    def memory_span(self, tensor: ms.Tensor) -> tuple[int, int] | None:
+        start: int = tensor.data_ptr()  # the first element's: a device address off the CPU
+        nbytes = _nbytes_of(tensor)
+        if not nbytes or _is_contiguous(tensor):
+            return start, start + nbytes
+        strides = tuple(tensor.stride())
+        if any(stride < 0 for stride in strides):
+            return None
+        shape = tuple(_shape_of(tensor))
+        extent = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))
+        return start, start + extent * tensor.itemsize
+
     def _host_view(self, tensor: ms.Tensor, bits: bool = False) -> Array | None:
         """``tensor``'s elements as a numpy array over its memory (any layout: offset and strides
         kept), without a copy; on CPU only, else None. (``asnumpy()`` copies a view.) ``bits``:

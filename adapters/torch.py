@@ -304,6 +304,16 @@ class TorchAdapter(Adapter):
         address: int = tensor.data_ptr()  # the first element's, storage offset included
         return address
 
+    def memory_span(self, tensor: torch.Tensor) -> tuple[int, int]:
+        start: int = tensor.data_ptr()  # the first element's (torch has no negative strides)
+        if tensor.is_contiguous():
+            return start, start + tensor.nbytes
+        if tensor.numel() == 0:
+            return start, start
+        steps = zip(tensor.shape, tensor.stride(), strict=True)
+        extent = 1 + sum((size - 1) * step for size, step in steps)
+        return start, start + extent * tensor.element_size()
+
     def dense_dtype(self, tensor: torch.Tensor) -> str | None:
         if tensor.device != self._home or not tensor.is_contiguous() or tensor.numel() == 0:
             return None

@@ -270,6 +270,12 @@ class Adapter(ABC):
     def shares_memory(self, pieces: Sequence[Tensor], whole: Tensor) -> bool:
         """True if ``pieces`` are consecutive dim-0 views that exactly tile ``whole``."""
 
+    def memory_span(self, tensor: Tensor) -> tuple[int, int] | None:
+        """The addresses ``[start, end)`` that ``tensor``'s elements lie within (its first
+        element's address to one past its last element's), which tells whether two tensors may
+        share memory; None where the framework cannot tell (then callers assume they may)."""
+        return None
+
     # Performance hooks (compat.algorithms): the defaults are correct everywhere; an adapter
     # overrides them where its framework can do better.
     def joined(self, pieces: Sequence[Tensor]) -> Tensor | None:

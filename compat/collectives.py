@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from itertools import pairwise
 from typing import Any
 
 from compat import state
 from compat._checks import check_bool, check_dtype, check_int, describe, even_split
-from compat.adapter import Tensor
+from compat.adapter import Adapter, Tensor
 from compat.algorithms import deferred_sources
 from compat.errors import UnsupportedError
 from compat.layout import Staging, completed
@@ -511,7 +512,9 @@ def all_reduce_coalesced(
     device) before anything is sent. compat then issues one :func:`all_reduce` per tensor, all at
     once (one after another when the call is synchronous, on the world, of dense tensors), where
     torch's Gloo flattens them into one buffer: the results are the same (each element is
-    reduced alone either way), the number of calls is not.
+    reduced alone either way), the number of calls is not. A tensor given twice, or tensors
+    that share memory, are reduced once, as on Gloo: compat reduces copies of them and copies
+    the results back in list order.
 
     Examples
     --------
@@ -529,7 +532,7 @@ def all_reduce_coalesced(
             checks = current.checks
             known = checks.known_reduction(op, dtype)
             each = None if known is None else checks.plain_tensors(tensors, dtype, tensors[0])
-            if each is not None:
+            if each is not None and not _may_share_memory(current.adapter, each):
                 # One synchronous all_reduce after another: the results are those of the
                 # calls issued at once, and no Work is made per tensor.
                 world = current.world.handle
@@ -549,13 +552,41 @@ def all_reduce_coalesced(
     checks.reduction(op, dtype, "tensors")
     checks.group(group)
     check_bool(async_op, "async_op")
+    copy_back = None
+    if _may_share_memory(adapter, tensors):
+        # torch's Gloo reduces a tensor given twice, or elements two tensors share, once: it
+        # flattens the tensors into one buffer and copies the results back. An all_reduce per
+        # tensor in place would reduce them once per tensor, so compat reduces copies.
+        originals, tensors = tensors, [adapter.clone(tensor) for tensor in tensors]
+
+        def copy_back() -> None:
+            for original, reduced in zip(originals, tensors, strict=True):
+                adapter.copy_(original, reduced)
+
     works = [all_reduce(tensor, op, group, async_op=True) for tensor in tensors]
+    pending = [work for work in works if work is not None]
     if async_op:
-        return Work([work for work in works if work is not None])
-    for work in works:
-        if work is not None:
-            work.wait()
+        return Work(pending, copy_back)
+    for work in pending:
+        work.wait()
+    if copy_back is not None:
+        copy_back()
     return None
+
+
+def _may_share_memory(adapter: Adapter, tensors: Sequence[Tensor]) -> bool:
+    """True if two of ``tensors`` may share memory: their spans overlap (interleaved views
+    count too), or the adapter cannot tell."""
+    if len(tensors) < 2:
+        return False
+    spans = []
+    for tensor in tensors:
+        span = adapter.memory_span(tensor)
+        if span is None:
+            return True
+        spans.append(span)
+    spans.sort()
+    return any(later[0] < earlier[1] for earlier, later in pairwise(spans))
 
 
 def all_gather(

@@ -345,6 +345,42 @@ def case_unseen_op_takes_the_full_path(kit: Any) -> None:
     assert checks.known_reduction(compat.ReduceOp.SUM, "float32") is compat.ReduceOp.SUM
 
 
+def case_coalesced_shared_memory_reduced_once(kit: Any) -> None:
+    """all_reduce_coalesced reduces a tensor given twice, and elements tensors share, once, as
+    torch's Gloo does (it flattens the tensors into one buffer and copies the results back):
+    synchronous (where the common case would otherwise take them) and asynchronous, each base
+    framed by sentinels and checked whole. With one rank a second reduction changes nothing,
+    so this tells only from 2 ranks on."""
+    n, me = world(), rank()
+    everyone = [values("coalesced-shared", r, (4, 3)) for r in range(n)]
+    total = np.sum(everyone, axis=0)
+    for async_op in (False, True):
+        tensor = kit.tensor(everyone[me], "float32")
+        wait_if(compat.all_reduce_coalesced([tensor, tensor], async_op=async_op), async_op)
+        assert_close(kit.numpy(tensor), total, "float32", f"one tensor twice, async {async_op}")
+        tensor = kit.tensor(everyone[me], "float32")
+        wait_if(compat.all_reduce_coalesced([tensor, tensor[:]], async_op=async_op), async_op)
+        assert_close(kit.numpy(tensor), total, "float32", f"a tensor and its view, {async_op}")
+        base, middle = _framed(kit, everyone[me])
+        overlapping = [middle[:3], middle[1:]]  # rows 1 and 2 in both
+        wait_if(compat.all_reduce_coalesced(overlapping, async_op=async_op), async_op)
+        _check(kit, base, total, f"overlapping views, whole base, async {async_op}")
+        base, middle = _framed(kit, everyone[me])
+        interleaved = [middle[::2], middle[1::2]]  # no element shared, the spans overlap
+        wait_if(compat.all_reduce_coalesced(interleaved, async_op=async_op), async_op)
+        _check(kit, base, total, f"interleaved views, whole base, async {async_op}")
+    tensor, other = kit.tensor(everyone[me], "float32"), kit.tensor(everyone[me], "float32")
+    with calls_counted() as made:  # tensors of their own still take the common case
+        compat.all_reduce_coalesced([tensor, other])
+    if state.current().check:  # the pre-flight check (COMPAT_CHECK=1) runs in Call.issue
+        assert made[0] > 0, "with the pre-flight check on, distinct tensors skipped it"
+    else:
+        assert made[0] == 0, f"distinct tensors: {made[0]} Call(s) made, expected none"
+    for i, reduced in enumerate((tensor, other)):
+        assert_close(kit.numpy(reduced), total, "float32", f"distinct tensors[{i}]")
+
+
 register("fast_path-plain", case_plain_calls_skip_call, 1)
+register("fast_path-coalesced_shared", case_coalesced_shared_memory_reduced_once, 1)
 register("fast_path-unseen_op", case_unseen_op_takes_the_full_path, 1)
 register("fast_path-full", case_other_calls_take_the_full_path, 1)
