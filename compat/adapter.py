@@ -286,7 +286,9 @@ class Adapter(ABC):
     def parts(self, tensor: Tensor, sizes: Sequence[int]) -> list[Tensor]:
         """Consecutive dim-0 parts of ``tensor`` over its memory (no copy), made as cheaply as
         the framework allows, for the algorithms to send from and receive into. Default:
-        :meth:`split`."""
+        :meth:`split`; one part is ``tensor`` itself (a scatter on one rank cuts nothing)."""
+        if len(sizes) == 1:
+            return [tensor]
         return self.split(tensor, sizes)
 
     def flat_view(self, tensor: Tensor) -> Tensor | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -380,7 +381,34 @@ def case_coalesced_shared_memory_reduced_once(kit: Any) -> None:
         assert_close(kit.numpy(reduced), total, "float32", f"distinct tensors[{i}]")
 
 
+def case_adapter_parts_and_memory_spans(kit: Any) -> None:
+    """The adapter's parts lie back to back in the tensor's memory, one part is the tensor
+    itself (nothing to cut on one rank), and memory spans tell overlapping, interleaved and
+    separate tensors apart as all_reduce_coalesced needs."""
+    adapter = state.current().adapter
+    base = kit.tensor(values("adapter-parts", rank(), (6, 3)), "float32")
+    start, end = adapter.memory_span(base)
+    assert end - start == 6 * 3 * 4, f"span of a dense (6, 3) float32: {end - start} bytes"
+    assert adapter.parts(base, [6])[0] is base, "one part is not the tensor itself"
+    parts = adapter.parts(base, [1, 3, 2])
+    spans = [adapter.memory_span(part) for part in parts]
+    assert spans[0][0] == start and spans[-1][1] == end, f"parts' spans {spans}, whole {start, end}"
+    for earlier, later in pairwise(spans):
+        assert earlier[1] == later[0], f"parts not back to back: {spans}"
+    np.testing.assert_array_equal(
+        np.concatenate([kit.numpy(part) for part in parts]), kit.numpy(base), "parts' values"
+    )
+    may_share = collectives._may_share_memory
+    other = kit.tensor(values("adapter-parts", rank(), (6, 3)), "float32")
+    assert not may_share(adapter, [base, other]), "two tensors of their own"
+    assert not may_share(adapter, [base[:2], base[2:]]), "adjacent rows"
+    assert may_share(adapter, [base, base]), "one tensor twice"
+    assert may_share(adapter, [base[:4], base[3:]]), "overlapping rows"
+    assert may_share(adapter, [base[:, :2], base[:, 2:]]), "interleaved columns (spans overlap)"
+
+
 register("fast_path-plain", case_plain_calls_skip_call, 1)
+register("fast_path-adapter_parts", case_adapter_parts_and_memory_spans, 1)
 register("fast_path-coalesced_shared", case_coalesced_shared_memory_reduced_once, 1)
 register("fast_path-unseen_op", case_unseen_op_takes_the_full_path, 1)
 register("fast_path-full", case_other_calls_take_the_full_path, 1)
