@@ -116,6 +116,11 @@ def send(
         >>> t
         tensor([1., 2.])   # ranks 0 and 1
     """
+    current = state.current()
+    dtype = current.checks.plain_point_to_point(tensor, dst, group, tag, group_dst)
+    if dtype is not None:
+        current.implementation("send", tensor, group=None, dtype=dtype)(tensor, dst, None, 0)
+        return
     call = Call(group)
     rank, tag = _check_point_to_point(call, tensor, dst, "dst", group_dst, "group_dst", tag)
     source = call.read(tensor)
@@ -156,6 +161,13 @@ def recv(
     --------
     See :func:`send`.
     """
+    current = state.current()
+    dtype = current.checks.plain_point_to_point(tensor, src, group, tag, group_src)
+    if dtype is not None and src is not None:  # a plain call's src is an int: for the typing
+        # Receives from src issued earlier by irecv and not yet run take their messages first.
+        algorithms.settle_deferred_recvs(current.adapter, src, None)
+        current.implementation("recv", tensor, group=None, dtype=dtype)(tensor, src, None, 0)
+        return src
     call = Call(group)
     _source(src, group_src)
     rank, tag = _check_point_to_point(call, tensor, src, "src", group_src, "group_src", tag)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import collectives, state
+from compat import collectives, p2p, state
 from tests.ranks.cases import (
     SENTINEL,
     assert_close,
@@ -31,7 +31,8 @@ from tests.ranks.cases import (
 
 @contextmanager
 def calls_counted() -> Iterator[list[int]]:
-    """How many compat.collectives.Call were made meanwhile (the full path's)."""
+    """How many compat.collectives.Call were made meanwhile (the full path's), by the
+    collectives and by point to point."""
     made = [0]
     original = collectives.Call
 
@@ -42,11 +43,11 @@ def calls_counted() -> Iterator[list[int]]:
             made[0] += 1
             super().__init__(*args, **kwargs)
 
-    collectives.Call = Counting  # type: ignore[misc]
+    collectives.Call = p2p.Call = Counting  # type: ignore[misc]
     try:
         yield made
     finally:
-        collectives.Call = original  # type: ignore[misc]
+        collectives.Call = p2p.Call = original  # type: ignore[misc]
 
 
 def _framed(kit: Any, inner: np.ndarray) -> tuple[Any, Any]:
@@ -407,7 +408,49 @@ def case_adapter_parts_and_memory_spans(kit: Any) -> None:
     assert may_share(adapter, [base[:, :2], base[:, 2:]]), "interleaved columns (spans overlap)"
 
 
+def case_blocking_point_to_point(kit: Any) -> None:
+    """send and recv of dense tensors on the world with tag 0 skip Call, as isend and irecv do;
+    a recv after an irecv from the same rank not yet waited for still gets the second message
+    (the irecv the first: on MCCL it is deferred, and the recv runs it first); a view received
+    into: its base, framed by sentinels, is checked whole."""
+    n, me = world(), rank()
+    right, left = (me + 1) % n, (me - 1) % n
+    sent = [[values(f"p2p-blocking-{i}", r, (2, 3)) for r in range(n)] for i in range(3)]
+    outgoing = kit.tensor(sent[0][me], "float32")
+    received = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+    with calls_counted() as made:
+        if me % 2 == 0:  # even ranks send first: no cycle of blocking calls
+            compat.send(outgoing, right)
+            source = compat.recv(received, left)
+        else:
+            source = compat.recv(received, left)
+            compat.send(outgoing, right)
+    assert made[0] == 0, f"send and recv: {made[0]} Call(s) made, expected none"
+    assert source == left, f"recv returned {source}, expected {left}"
+    assert_close(kit.numpy(received), sent[0][left], "float32", "recv")
+    assert_close(kit.numpy(outgoing), sent[0][me], "float32", "send's tensor unchanged")
+    sends = [compat.isend(kit.tensor(sent[i][me], "float32"), right) for i in (1, 2)]
+    first = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+    second = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+    pending = compat.irecv(first, left)
+    compat.recv(second, left)
+    pending.wait()
+    for work in sends:
+        work.wait()
+    assert_close(kit.numpy(first), sent[1][left], "float32", "irecv before the recv")
+    assert_close(kit.numpy(second), sent[2][left], "float32", "recv after the irecv")
+    base, middle = _framed(kit, np.full((2, 3), SENTINEL))
+    if me % 2 == 0:
+        compat.send(outgoing, right)
+        compat.recv(middle, left)
+    else:
+        compat.recv(middle, left)
+        compat.send(outgoing, right)
+    _check(kit, base, sent[0][left], "recv into a view, whole base")
+
+
 register("fast_path-plain", case_plain_calls_skip_call, 1)
+register("fast_path-blocking_p2p", case_blocking_point_to_point, 2)
 register("fast_path-adapter_parts", case_adapter_parts_and_memory_spans, 1)
 register("fast_path-coalesced_shared", case_coalesced_shared_memory_reduced_once, 1)
 register("fast_path-unseen_op", case_unseen_op_takes_the_full_path, 1)
