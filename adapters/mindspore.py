@@ -1364,6 +1364,40 @@ def _bench_batch_isend_irecv(
     return x, out, batch, "mindspore.mint.distributed.batch_isend_irecv (next rank, previous)"
 
 
+def _bench_send_recv(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    x, out, rank = new(rows * world, True), new(rows * world), adapter._rank
+    following, previous = (rank + 1) % world, (rank - 1) % world
+
+    def send_first() -> None:
+        dist.send(x, dst=following)
+        dist.recv(out, src=previous)
+        adapter.synchronize()
+
+    def receive_first() -> None:
+        dist.recv(out, src=previous)
+        dist.send(x, dst=following)
+        adapter.synchronize()
+
+    native = (
+        "mindspore.mint.distributed.send to the next rank + recv from the previous (even ranks "
+        "send first, odd ranks receive first), then the queue's sync"
+    )
+    return x, out, send_first if rank % 2 == 0 else receive_first, native
+
+
+def _bench_monitored_barrier(
+    adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
+) -> _BenchCase:
+    _, _, barrier, _ = _bench_barrier(adapter, new, rows, world, itemsize)
+    native = (
+        "mindspore.mint.distributed.barrier (async, then the queue's sync; MindSpore has no "
+        "monitored_barrier)"
+    )
+    return None, None, barrier, native
+
+
 def _bench_barrier(
     adapter: MindSporeAdapter, new: _New, rows: int, world: int, itemsize: int
 ) -> _BenchCase:
@@ -1427,7 +1461,9 @@ _BENCH_CASES: dict[str, _Builder] = {
     "all_to_all": _bench_all_to_all,
     "isend_irecv": _bench_isend_irecv,
     "batch_isend_irecv": _bench_batch_isend_irecv,
+    "send_recv": _bench_send_recv,
     "barrier": _bench_barrier,
+    "monitored_barrier": _bench_monitored_barrier,
     "all_gather_object": _bench_all_gather_object,
     "broadcast_object_list": _bench_broadcast_object_list,
     "gather_object": _bench_gather_object,

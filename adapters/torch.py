@@ -905,8 +905,32 @@ def _bench_batch_isend_irecv(new: _New, rows: int, world: int, itemsize: int) ->
     return x, out, exchange, native
 
 
+def _bench_send_recv(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    x, out = new(rows * world, True), new(rows * world)
+    following, previous = (_rank() + 1) % world, (_rank() - 1) % world
+
+    def send_first() -> None:
+        dist.send(x, following)
+        dist.recv(out, previous)
+
+    def receive_first() -> None:
+        dist.recv(out, previous)
+        dist.send(x, following)
+
+    native = (
+        "torch.distributed.send to the next rank + recv from the previous (even ranks send "
+        "first, odd ranks receive first)"
+    )
+    return x, out, send_first if _rank() % 2 == 0 else receive_first, native
+
+
 def _bench_barrier(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
     return None, None, lambda: dist.barrier(), "torch.distributed.barrier"
+
+
+def _bench_monitored_barrier(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
+    native = "torch.distributed.monitored_barrier (Gloo only)"
+    return None, None, lambda: dist.monitored_barrier(), native
 
 
 def _bench_all_gather_object(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
@@ -951,7 +975,9 @@ _BENCH_CASES: dict[str, Callable[[_New, int, int, int], _BenchCase]] = {
     "all_to_all": _bench_all_to_all,
     "isend_irecv": _bench_isend_irecv,
     "batch_isend_irecv": _bench_batch_isend_irecv,
+    "send_recv": _bench_send_recv,
     "barrier": _bench_barrier,
+    "monitored_barrier": _bench_monitored_barrier,
     "all_gather_object": _bench_all_gather_object,
     "broadcast_object_list": _bench_broadcast_object_list,
     "gather_object": _bench_gather_object,

@@ -115,11 +115,15 @@ def succeeded(run: CommandResult) -> CommandResult:
     return run
 
 
+#: The ops that move no data: one row, size 0.
+BARRIERS = ("barrier", "monitored_barrier")
+
+
 def _check_rows(records: list[dict[str, str]], framework: str, sizes: list[int]) -> None:
     """Every op's rows: one per size (barrier: one, size 0), with sane values."""
     for op in bench.OPS:
         rows = [r for r in records if r["framework"] == framework and r["op"] == op]
-        expected = [0] if op == "barrier" else sizes
+        expected = [0] if op in BARRIERS else sizes
         assert [int(r["bytes"]) for r in rows] == expected, (framework, op, rows)
         for record in rows:
             where = (framework, op, record["bytes"])
@@ -129,7 +133,7 @@ def _check_rows(records: list[dict[str, str]], framework: str, sizes: list[int])
             assert 0 < compat_us < 10**6 and 0 < native_us < 10**6, where
             assert float(record["ratio"]) == pytest.approx(compat_us / native_us, rel=0.05)
             assert float(record["control"]) > 0, where
-            if op == "barrier":
+            if op in BARRIERS:
                 assert record["compat_algbw_GBps"] == "" and record["elements"] == "0", where
             else:
                 factor = bench.BUS_FACTOR[op](2)
@@ -170,8 +174,8 @@ def test_bench_every_op_on_both_frameworks_side_by_side() -> None:
     head = summary[2].split()
     assert head[:4] == ["size", "gloo", "compat", "gloo"] and head[-1] == "mccl/gloo", head
     for op in bench.OPS:
-        block = summary[summary.index(f"# {op}") + 2 :][: 1 if op == "barrier" else 2]
-        assert [row.split()[0] for row in block] == (["0"] if op == "barrier" else ["1K", "2K"])
+        block = summary[summary.index(f"# {op}") + 2 :][: 1 if op in BARRIERS else 2]
+        assert [row.split()[0] for row in block] == (["0"] if op in BARRIERS else ["1K", "2K"])
         assert all(len(row.split()) == 10 for row in block), block
 
 

@@ -8,8 +8,9 @@ printed is the slowest rank's (a rooted op's root can return before the others h
 data). Rank 0 prints a row as each size completes and, with ``--csv``, writes the table.
 
 Ops (``--op``, one name, a comma-separated list, or ``all``): every collective of compat's API,
-isend/irecv pairs and barrier (:data:`OPS`). What a size is (``--sizes``, in bytes of
-``--dtype`` data, rounded down to a multiple of n elements, at least n):
+isend/irecv pairs, blocking send/recv pairs, barrier and monitored_barrier (:data:`OPS`). What a
+size is (``--sizes``, in bytes of ``--dtype`` data, rounded down to a multiple of n elements, at
+least n):
 
 - the whole buffer, as in nccl-tests: all_reduce, broadcast and reduce: the tensor;
   all_reduce_coalesced: its n tensors together; reduce_scatter and reduce_scatter_tensor: the
@@ -18,21 +19,23 @@ isend/irecv pairs and barrier (:data:`OPS`). What a size is (``--sizes``, in byt
   scatter_tensor: the root's tensor, gather: the root's list (n parts each; root 0);
 - isend_irecv and batch_isend_irecv: the message each rank sends to the next rank while
   receiving one from the previous (nccl-tests' sendrecv), as two calls or one batch;
+  send_recv: the same ring with blocking calls (even ranks send first, odd ranks receive
+  first, so no cycle of blocking calls forms);
 - object collectives: the bytes they carry, as their tensor counterpart's size (each object a
   ``bytes`` of that many bytes): all_gather_object and gather_object n objects of size/n,
   scatter_object_list n objects of size/n, broadcast_object_list one object of size;
-- barrier: no data: one row, size 0, no bandwidth.
+- barrier and monitored_barrier: no data: one row, size 0, no bandwidth.
 
 Bandwidths follow nccl-tests (``doc/PERFORMANCE.md``): ``algbw = size / time`` and
 ``busbw = algbw * factor``: ``2(n-1)/n`` for all_reduce (and all_reduce_coalesced);
 ``(n-1)/n`` for reduce_scatter, all_gather, all_to_all, scatter (and scatter_tensor) and
-gather; 1 for broadcast, reduce and sendrecv (isend_irecv, batch_isend_irecv). nccl-tests has
-no object collectives: they take their tensor counterpart's factor.
+gather; 1 for broadcast, reduce and sendrecv (isend_irecv, batch_isend_irecv, send_recv).
+nccl-tests has no object collectives: they take their tensor counterpart's factor.
 
 "native" is the framework's own call. Where the backend has none (MindSpore on MCCL:
 reduce_scatter, all_gather_into_tensor, reduce, all_to_all, batch_isend_irecv; torch:
-scatter_tensor; MindSpore: all_reduce_coalesced, and scatter_tensor, deprecated there), it is
-the best-known plain approach, and the header says which.
+scatter_tensor; MindSpore: all_reduce_coalesced, monitored_barrier, and scatter_tensor,
+deprecated there), it is the best-known plain approach, and the header says which.
 
 Run time: a size costs about ``rounds * 4 * max(budget, time per call)`` (twice that with
 ``--control``). For one op the default is 10 rounds of 0.1 s; for several ops (``--op all``, the
@@ -130,8 +133,13 @@ SPECS: dict[str, OpSpec] = {
         unmeasured="its choice returns a Work per op, which a no-op in its place does not; "
         "isend_irecv's own work is that of the same ops issued one by one",
     ),
-    # barrier carries no tensor: its capability entry is looked up with compat's stand-in.
+    "send_recv": OpSpec(_whole_factor, ("send", "recv"), ("send", "recv"), peers=True),
+    # The barriers carry no tensor: their capability entries are looked up with compat's
+    # stand-in.
     "barrier": OpSpec(None, ("barrier",), ("barrier",), BARRIER_DTYPE),
+    "monitored_barrier": OpSpec(
+        None, ("monitored_barrier",), ("monitored_barrier",), BARRIER_DTYPE
+    ),
     "all_gather_object": OpSpec(
         _parts_factor, ("all_gather_into_tensor",), (), "uint8", gathered=True
     ),
@@ -360,6 +368,21 @@ def _pairs_compat(case: Case) -> Callable[[], object]:
     return exchange
 
 
+def _send_recv_compat(case: Case) -> Callable[[], object]:
+    """send to the next rank and recv from the previous, blocking: even ranks send first."""
+    following, previous = (case.rank + 1) % case.world, (case.rank - 1) % case.world
+
+    def send_first() -> None:
+        compat.send(case.input, following)
+        compat.recv(case.output, previous)
+
+    def receive_first() -> None:
+        compat.recv(case.output, previous)
+        compat.send(case.input, following)
+
+    return send_first if case.rank % 2 == 0 else receive_first
+
+
 def _batch_compat(case: Case) -> Callable[[], object]:
     """The same exchange as one batch_isend_irecv, then a wait for each of its Works."""
     following, previous = (case.rank + 1) % case.world, (case.rank - 1) % case.world
@@ -396,7 +419,9 @@ COMPAT_CALLS: dict[str, Callable[[Case], Callable[[], object]]] = {
     "all_reduce_coalesced": lambda c: partial(compat.all_reduce_coalesced, c.input),
     "isend_irecv": _pairs_compat,
     "batch_isend_irecv": _batch_compat,
+    "send_recv": _send_recv_compat,
     "barrier": lambda c: compat.barrier,
+    "monitored_barrier": lambda c: compat.monitored_barrier,
     "all_gather_object": lambda c: partial(compat.all_gather_object, c.output, c.input),
     "broadcast_object_list": lambda c: partial(compat.broadcast_object_list, c.output, 0),
     "gather_object": lambda c: partial(compat.gather_object, c.input, c.output, 0),
@@ -637,7 +662,7 @@ def algorithm_of(
 
 
 def _sweep_sizes(op: str, sizes: list[int]) -> list[int]:
-    """barrier moves no data: one row (size 0)."""
+    """The barriers move no data: one row (size 0)."""
     return sizes if SPECS[op].bus_factor is not None else [0]
 
 
@@ -661,7 +686,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{format_size(sizes[0])}..{format_size(sizes[-1])}; per size the slowest rank's "
             f"median over {chosen.rounds} rounds of {chosen.budget} s, compat and native "
             f"alternating call by call; {noise if args.control else ''}GB/s as nccl-tests "
-            "(busbw = algbw * 2(n-1)/n for all_reduce, 1 for broadcast, reduce, isend_irecv, "
+            "(busbw = algbw * 2(n-1)/n for all_reduce, 1 for broadcast, reduce, sendrecv, "
             "(n-1)/n otherwise); ratio = compat/native",
             flush=True,
         )
