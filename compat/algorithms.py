@@ -1154,6 +1154,36 @@ def reported_barrier_until_silent(
     _announced_barrier(adapter, group, timeout, past_silence=False)
 
 
+def shared_memory_monitored_barrier(
+    adapter: Adapter, group: GroupHandle, timeout: float, wait_all_ranks: bool
+) -> None:
+    """monitored_barrier through shared memory: one round of the group's window with nothing
+    written, as :func:`shared_memory_barrier`, in which each rank waits for the others' arrival
+    at most ``timeout``. Every rank that waited longer raises :class:`compat.CollectiveTimeout`
+    naming every rank it did not see arrive (whichever they are: their counts are in the
+    memory, no message has to come through). The round runs after the window's asynchronous
+    collectives issued before it. Only on a window whose ranks wait in memory (elsewhere they
+    meet in the backend's barrier, which takes no timeout; compat.state chooses it only
+    there)."""
+    del wait_all_ranks  # see reported_barrier
+    window = _window(adapter, group)
+    started = time.monotonic()
+    missing: list[int] = []
+
+    def job(async_op: bool) -> None:
+        missing.extend(window.publish_within(timeout))
+
+    window.run(job, False)
+    if missing:
+        ranks = adapter.group_ranks(group)
+        names = ", ".join(str(ranks[index]) for index in missing)
+        raise CollectiveTimeout(
+            f"monitored_barrier: rank{'s' if len(missing) > 1 else ''} {names} did not arrive "
+            f"within the timeout of {timeout:g} s (this rank waited "
+            f"{time.monotonic() - started:.1f} s for them in the group's shared memory)"
+        )
+
+
 def _announced_barrier(
     adapter: Adapter, group: GroupHandle, timeout: float, past_silence: bool
 ) -> None:

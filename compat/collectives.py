@@ -1150,15 +1150,18 @@ def monitored_barrier(
     waited raises :class:`compat.CollectiveTimeout` naming the ranks that did not arrive (torch
     raises on rank 0 only, and only on Gloo).
 
-    Built from point-to-point messages timed by compat: every rank sends its arrival to every
-    peer, then receives theirs within the time left (``compat.algorithms.reported_barrier``), so
-    it keeps ``timeout`` on every backend, also on MCCL, whose own calls give up after a fixed
-    30 s. ``wait_all_ranks`` is accepted as torch takes it; on torch every rank missing at the
-    deadline is named; on MindSpore a pending receive blocks every later operation, so a rank
-    names the first silent peer and lists those after it as not checked. After the error the
-    communicator is spent: end the job (on MCCL the process then takes up to 30 s to exit, while
-    MindSpore finishes the pending receive). No pre-flight check runs (it would wait for the
-    missing rank itself).
+    Where the group's ranks share a host (its shared-memory window, made with the group), one
+    round of that window in which each rank waits for the others' arrival at most ``timeout``
+    (``compat.algorithms.shared_memory_monitored_barrier``); every rank missing at the deadline
+    is named. Otherwise built from point-to-point messages timed by compat: every rank sends its
+    arrival to every peer, then receives theirs within the time left
+    (``compat.algorithms.reported_barrier``), so it keeps ``timeout`` on every backend, also on
+    MCCL, whose own calls give up after a fixed 30 s. ``wait_all_ranks`` is accepted as torch
+    takes it; every rank missing at the deadline is named, except through MindSpore's messages,
+    where a pending receive blocks every later operation, so a rank names the first silent peer
+    and lists those after it as not checked (on MCCL the process then takes up to 30 s to exit,
+    while MindSpore finishes the pending receive). After the error the communicator is spent:
+    end the job. No pre-flight check runs (it would wait for the missing rank itself).
 
     Examples
     --------
@@ -1170,5 +1173,8 @@ def monitored_barrier(
     call = Call(group)
     seconds = call.checks.seconds(timeout, "timeout", DEFAULT_BARRIER_TIMEOUT)
     check_bool(wait_all_ranks, "wait_all_ranks")
-    run = call.state.implementation("monitored_barrier", call.adapter.bytes_tensor(b"\x00"), 0)
-    run(call.group.handle, seconds, wait_all_ranks)
+    # No tensor: what the table chooses for the group alone (on one host, a round of its
+    # shared-memory window).
+    handle = call.group.handle
+    run = call.state.implementation("monitored_barrier", None, 0, handle, BARRIER_DTYPE)
+    run(handle, seconds, wait_all_ranks)

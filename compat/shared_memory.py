@@ -207,6 +207,21 @@ class SharedWindow:
         self._round += 1
         return slots
 
+    def publish_within(self, seconds: float) -> list[int]:
+        """End a round of every rank with nothing written, as :meth:`publish` does, waiting for
+        the peers at most ``seconds``: the group ranks that had not arrived by then, in group
+        order (empty: every rank did). A rank that arrives later passes the same round without
+        waiting for this one, which has arrived. Only where ranks wait in memory (the backend's
+        barrier takes no timeout)."""
+        if not self.waits_in_memory:
+            raise RuntimeError("publish_within: this window's ranks meet in the backend's barrier")
+        self._arrive()
+        peers = [rank for rank in range(self.size) if rank != self.me]
+        missing = self._wait_until(peers, self._round + 1, seconds)
+        self._readers_behind = bool(missing)
+        self._round += 1
+        return missing
+
     def _await_readers(self) -> None:
         """Wait until every peer has arrived at the last round, after a one-way round: this
         rank's slot for the new round is the one they read two rounds ago, up to that arrival."""
@@ -219,19 +234,24 @@ class SharedWindow:
         with self._fence:
             self._arrivals[self.me][0] = self._round + 1
 
-    def _wait_until(self, waiting: list[int], arrival: int) -> None:
+    def _wait_until(
+        self, waiting: list[int], arrival: int, seconds: float | None = None
+    ) -> list[int]:
         """Wait until each of ``waiting`` (group ranks) has counted ``arrival`` rounds: poll,
         yielding the CPU, then sleep ever longer, up to the backend's timeout (then
-        CollectiveTimeout). Meanwhile point-to-point messages from peers are taken in (a peer
-        may be blocked sending to this rank before it joins the collective, as a backend's
-        receiving thread would take them, on any group)."""
-        deadline = time.monotonic() + self.timeout
+        CollectiveTimeout). With ``seconds``, up to that many instead, then return the ranks
+        still missing (empty once every one has arrived). Meanwhile point-to-point messages
+        from peers are taken in (a peer may be blocked sending to this rank before it joins the
+        collective, as a backend's receiving thread would take them, on any group)."""
+        deadline = time.monotonic() + (self.timeout if seconds is None else seconds)
         with Backoff(self._yields) as backoff:
             while True:
                 waiting = [rank for rank in waiting if self._arrivals[rank][0] < arrival]
                 if not waiting:
-                    return
+                    return waiting
                 take_in_everywhere()
+                if seconds is not None and not self._closing and time.monotonic() > deadline:
+                    return waiting
                 self._give_up_if_late(waiting, deadline)
                 backoff.pause()
 

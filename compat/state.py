@@ -148,6 +148,13 @@ class State:
             if made is None or not made.point_to_point or not made.waits_in_memory:
                 return 0
             return made.size
+        if collective == "monitored_barrier":
+            # Only a window already made: making one is a collective, which would wait for the
+            # rank that is away without the barrier's timeout; and only where ranks wait in
+            # memory, since the backend's barrier, the rounds' meeting place elsewhere, takes no
+            # timeout.
+            made = self.adapter.windows.get(group)
+            return made.size if made is not None and made.waits_in_memory else 0
         found = shared_memory.window(self.adapter, group)
         return 0 if found is None else found.size
 
