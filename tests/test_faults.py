@@ -189,8 +189,6 @@ BACKEND_MESSAGES = {"COMPAT_SHARED_MEMORY": "0"}
     ("framework", "skipper", "env"),
     [
         ("torch", 0, None),
-        ("torch", 2, None),
-        ("torch", 0, BACKEND_MESSAGES),
         ("torch", 2, BACKEND_MESSAGES),
         pytest.param("mindspore", 0, None, marks=pytest.mark.long),
         pytest.param("mindspore", 2, BACKEND_MESSAGES, marks=pytest.mark.long),
