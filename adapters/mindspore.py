@@ -59,6 +59,7 @@ from compat.adapter import (
     P2PSpec,
     Rendezvous,
     Translate,
+    element_extent,
     translating_errors,
 )
 from compat.dispatch import local_rank
@@ -556,9 +557,7 @@ class MindSporeAdapter(Adapter):
         strides = tuple(tensor.stride())
         if any(stride < 0 for stride in strides):
             return None
-        shape = tuple(_shape_of(tensor))
-        extent = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))
-        return start, start + extent * tensor.itemsize
+        return start, start + element_extent(tuple(_shape_of(tensor)), strides) * tensor.itemsize
 
     def _host_view(self, tensor: ms.Tensor, bits: bool = False) -> Array | None:
         """``tensor``'s elements as a numpy array over its memory (any layout: offset and strides
@@ -586,8 +585,7 @@ class MindSporeAdapter(Adapter):
         strides = tuple(tensor.stride())
         if any(stride < 0 for stride in strides):
             return None
-        extent = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))
-        flat = _array_at(address, extent * dtype.itemsize, dtype)
+        flat = _array_at(address, element_extent(shape, strides) * dtype.itemsize, dtype)
         return np.lib.stride_tricks.as_strided(
             flat, shape, tuple(stride * dtype.itemsize for stride in strides)
         )

@@ -24,6 +24,7 @@ from compat.adapter import (
     P2PSpec,
     Rendezvous,
     Translate,
+    element_extent,
     translating_errors,
 )
 from compat.dispatch import local_rank
@@ -310,8 +311,7 @@ class TorchAdapter(Adapter):
             return start, start + tensor.nbytes
         if tensor.numel() == 0:
             return start, start
-        steps = zip(tensor.shape, tensor.stride(), strict=True)
-        extent = 1 + sum((size - 1) * step for size, step in steps)
+        extent = element_extent(tensor.shape, tensor.stride())
         return start, start + extent * tensor.element_size()
 
     def dense_dtype(self, tensor: torch.Tensor) -> str | None:

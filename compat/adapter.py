@@ -86,6 +86,12 @@ class _TranslatingHandle:
         return self._handle.is_completed()
 
 
+def element_extent(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """The elements from a non-empty tensor's first to its last, both counted, for ``shape``
+    and non-negative ``strides`` (in elements): what its memory spans."""
+    return 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))
+
+
 def translating_errors(cls: type, translate_for: Callable[[str], Translate]) -> type:
     """A subclass of ``cls`` whose COLLECTIVES translate native errors (and those of their
     handles) with ``translate_for(collective)``: the adapters' way of raising
