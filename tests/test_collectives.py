@@ -37,14 +37,16 @@ def test_case(jobs, framework: str, world: int, case: str) -> None:
         pytest.fail(failure, pytrace=False)
 
 
-#: The cases about shared memory itself (its algorithms, the mailbox, its windows).
-NEEDS_WINDOW = re.compile(r"(algorithm\[shared_memory|mailbox-|shared_memory-)")
+#: The cases not run again without shared memory: those about shared memory itself (its
+#: algorithms, the mailbox, its windows), and the algorithms called directly (algorithm[...]),
+#: which take the adapter's own calls whatever the setting (the suite above runs them).
+NOT_REPEATED = re.compile(r"(algorithm\[|mailbox-|shared_memory-)")
 #: Every group without a shared-memory window (compat.shared_memory.ENVIRONMENT).
 BACKEND_TRANSPORT = {"COMPAT_SHARED_MEMORY": "0"}
 
 
 def own_transport_job(framework: str) -> JobSpec:
-    names = tuple(name for name in case_names(framework, 2) if not NEEDS_WINDOW.match(name))
+    names = tuple(name for name in case_names(framework, 2) if not NOT_REPEATED.match(name))
     return JobSpec(framework, 2, "tests.ranks.cases", names, 600, tuple(BACKEND_TRANSPORT.items()))
 
 
@@ -53,7 +55,7 @@ def own_transport_job(framework: str) -> JobSpec:
     [pytest.param(f, marks=pytest.mark.job(own_transport_job(f))) for f in ("torch", "mindspore")],
 )
 def test_every_case_on_the_backends_own_transport(framework: str) -> None:
-    """Every case but those about shared memory, with COMPAT_SHARED_MEMORY=0: the backend's own
+    """Every case but those of NOT_REPEATED, with COMPAT_SHARED_MEMORY=0: the backend's own
     calls (torch: the process group's methods, Gloo's send/recv; MCCL's collectives, its sends
     with deferred receives), which ranks on several hosts take, and NCCL and HCCL always, while
     the suite above runs through shared memory wherever the capability table chooses it."""
