@@ -187,8 +187,22 @@ BACKGROUND = JobQueue()
 JOB_TIMEOUT = {"torch": 300.0, "mindspore": 600.0}
 
 
+#: The environment of each collective job, by (framework, world size). MindSpore at 3 ranks
+#: launches its ops synchronously (``mindspore.runtime.launch_blocking()``, which
+#: MS_DEV_LAUNCH_BLOCKING=1 sets from the start): by default each rank's op pipeline (three queue
+#: threads, and the caller waiting on them) spins while an MCCL message is on its way, and 3 ranks
+#: on 2 cores then take 16 ms a send/recv ring where synchronous launch takes 0.7 ms (the job:
+#: 125 s against 64 s). Users choose either launch; the 2-rank jobs run the default one.
+JOB_ENVIRONMENT: dict[tuple[str, int], tuple[tuple[str, str], ...]] = {
+    ("mindspore", 3): (("MS_DEV_LAUNCH_BLOCKING", "1"),),
+}
+
+
 @cache
 def collective_job(framework: str, world: int) -> JobSpec:
     """Every collective case of ``framework`` at ``world`` ranks, in one job."""
     cases = tuple(case_names(framework, world))
-    return JobSpec(framework, world, "tests.ranks.cases", cases, JOB_TIMEOUT[framework])
+    environment = JOB_ENVIRONMENT.get((framework, world), ())
+    return JobSpec(
+        framework, world, "tests.ranks.cases", cases, JOB_TIMEOUT[framework], environment
+    )
