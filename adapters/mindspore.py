@@ -48,7 +48,7 @@ from mindspore import communication, mint
 
 # PyNative queues operations; this executor's sync() waits for them and raises a deferred error.
 # (mindspore.runtime.synchronize() only logs "CPU device is not supported" on CPU, unsynchronised.)
-from mindspore._c_expression import DeviceManagerConf, TensorPy
+from mindspore._c_expression import DeviceManagerConf, RuntimeConf, TensorPy
 from mindspore.graph.api import _pynative_executor
 
 from compat import tables
@@ -459,6 +459,18 @@ class MindSporeAdapter(Adapter):
 
     def synchronize(self) -> None:
         _pynative_executor.sync()
+
+    def execution_note(self) -> str:
+        if launches_synchronously():
+            return (
+                "launch: synchronous (mindspore.runtime.launch_blocking(), "
+                "MS_DEV_LAUNCH_BLOCKING=1 or MS_DEV_HOST_BLOCKING_RUN=1)"
+            )
+        return (
+            "launch: asynchronous, MindSpore's default (its pipeline's threads spin while a "
+            "message travels; mindspore.runtime.launch_blocking() makes MCCL's small messages "
+            "10-20x faster on few cores: docs/performance.md)"
+        )
 
     def copy_(self, dst: ms.Tensor, src: ms.Tensor) -> None:
         # On CPU numpy copies the memory at once, for any layout and dtype (as bits); a slice
@@ -955,6 +967,21 @@ def _synchronised(handle: Handle) -> Callable[[], None]:
         _pynative_executor.sync()
 
     return wait
+
+
+#: The environment variables that make MindSpore run each op as it is called, without its
+#: pipeline's queue threads (MindSpore's own names; "1" turns them on).
+SYNCHRONOUS_LAUNCH_VARIABLES = ("MS_DEV_LAUNCH_BLOCKING", "MS_DEV_HOST_BLOCKING_RUN")
+
+
+def launches_synchronously() -> bool:
+    """Whether MindSpore runs each op before the call returns: mindspore.runtime.launch_blocking()
+    was called (which sets its runtime's flag, not the variable), or one of
+    :data:`SYNCHRONOUS_LAUNCH_VARIABLES` is "1"."""
+    if any(os.environ.get(name) == "1" for name in SYNCHRONOUS_LAUNCH_VARIABLES):
+        return True
+    flagged: bool = RuntimeConf.get_instance().is_launch_blocking()
+    return flagged
 
 
 def _array_at(address: int, nbytes: int, dtype: np.dtype[Any]) -> Array:

@@ -265,6 +265,11 @@ class Adapter(ABC):
     def synchronize(self) -> None:
         """Wait for queued local operations; raise the error of one that failed."""
 
+    def execution_note(self) -> str | None:
+        """What a reader of this framework's timings must know of how it runs operations (for
+        ``compat bench``'s header), or None: nothing beyond the framework and backend."""
+        return None
+
     @abstractmethod
     def copy_(self, dst: Tensor, src: Tensor) -> None: ...
 

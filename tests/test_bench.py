@@ -164,6 +164,10 @@ def test_bench_every_op_on_both_frameworks_side_by_side() -> None:
     for framework in ("torch", "mindspore"):
         _check_rows(records, framework, [1024, 2048])
     lines = out.splitlines()
+    # How MindSpore launched the ops timed: its default here (the case execution_note checks the
+    # note against the process's threads, in both launches).
+    assert sum(line.startswith("# mindspore: launch: asynchronous") for line in lines) == 1, out
+    assert not any(line.startswith("# torch: ") for line in lines), out
     for op in bench.OPS:
         assert any(line.startswith(f"# {op}: native = ") for line in lines), op
     for op in MEASURED_OWN_WORK:

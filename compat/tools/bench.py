@@ -32,6 +32,11 @@ Bandwidths follow nccl-tests (``doc/PERFORMANCE.md``): ``algbw = size / time`` a
 gather; 1 for broadcast, reduce and sendrecv (isend_irecv, batch_isend_irecv, send_recv).
 nccl-tests has no object collectives: they take their tensor counterpart's factor.
 
+On MindSpore a line under the header says how it launches ops (:meth:`Adapter.execution_note`):
+asynchronously, its default, whose pipeline threads spin while an MCCL message travels, or
+synchronously (``mindspore.runtime.launch_blocking()``), which on few cores makes MCCL's small
+messages 10-20x faster; compat's and the native call share the launch.
+
 "native" is the framework's own call. Where the backend has none (MindSpore on MCCL:
 reduce_scatter, all_gather_into_tensor, reduce, all_to_all, batch_isend_irecv; torch:
 scatter_tensor; MindSpore: all_reduce_coalesced, monitored_barrier, and scatter_tensor,
@@ -690,6 +695,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(n-1)/n otherwise); ratio = compat/native",
             flush=True,
         )
+        note = adapter.execution_note()
+        if note is not None:
+            print(f"# {framework}: {note}", flush=True)
     for op in chosen.ops:
         spec = SPECS[op]
         if spec.peers and n < 2:

@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -552,6 +553,30 @@ def case_queries(kit: Any) -> None:
     assert 0 <= compat.get_rank() < compat.get_world_size()
 
 
+#: The threads of MindSpore's asynchronous op pipeline (its runtime/pynative/async queues).
+PIPELINE_THREADS = {"frontend_queue", "backend_queue", "launch_queue"}
+
+
+def case_execution_note(kit: Any) -> None:
+    """The note compat bench prints says how MindSpore launches ops, as this process runs them:
+    synchronously exactly when no pipeline thread runs (the 3-rank MindSpore job launches
+    synchronously, the 2-rank jobs asynchronously: tests/jobs.py), once an op has run."""
+    from compat import state
+
+    x = kit.tensor(values("execution-note", rank(), (4,)), "float32")
+    compat.all_reduce(x)
+    kit.numpy(x + x)  # an op of the framework's own, run to its end
+    tasks = Path("/proc/self/task")
+    names = {(task / "comm").read_text().strip() for task in tasks.iterdir()}
+    note = state.current().adapter.execution_note()
+    if kit.framework == "torch":
+        assert note is None, note
+    elif PIPELINE_THREADS & names:
+        assert note is not None and note.startswith("launch: asynchronous"), (note, names)
+    else:
+        assert note is not None and note.startswith("launch: synchronous"), (note, names)
+
+
 def case_barrier(kit: Any) -> None:
     assert compat.barrier() is None
     group = subgroup()
@@ -699,6 +724,7 @@ for _op in REDUCE_OPS:
 register("torch_forms", case_torch_forms)
 register("op_spellings", case_op_spellings)
 register("queries", case_queries)
+register("execution_note", case_execution_note)
 register("barrier", case_barrier)
 register("barrier_async_device_ids", case_barrier_async_device_ids)
 
