@@ -134,7 +134,10 @@ SPECS: dict[str, OpSpec] = {
     "all_reduce_coalesced": OpSpec(_all_reduce_factor, ("all_reduce",), ("all_reduce",)),
     "isend_irecv": OpSpec(_whole_factor, ("isend", "irecv"), ("isend", "irecv"), peers=True),
     "batch_isend_irecv": OpSpec(
-        _whole_factor, ("batch_isend_irecv",), (), peers=True,
+        _whole_factor,
+        ("batch_isend_irecv",),
+        (),
+        peers=True,
         unmeasured="its choice returns a Work per op, which a no-op in its place does not; "
         "isend_irecv's own work is that of the same ops issued one by one",
     ),
