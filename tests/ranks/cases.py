@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import tables
+from compat import state, tables
 
 REDUCE_OPS = ["sum", "prod", "min", "max", "avg"]
 DTYPES = ["float32", "float64", "int32", "int64", "float16", "bfloat16"]
@@ -561,8 +561,6 @@ def case_execution_note(kit: Any) -> None:
     """The note compat bench prints says how MindSpore launches ops, as this process runs them:
     synchronously exactly when no pipeline thread runs (the 3-rank MindSpore job launches
     synchronously, the 2-rank jobs asynchronously: tests/jobs.py), once an op has run."""
-    from compat import state
-
     x = kit.tensor(values("execution-note", rank(), (4,)), "float32")
     compat.all_reduce(x)
     kit.numpy(x + x)  # an op of the framework's own, run to its end
