@@ -32,6 +32,7 @@ what it chooses otherwise.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import mmap
 import os
@@ -51,7 +52,7 @@ import numpy as np
 
 from compat.backoff import Backoff
 from compat.errors import CollectiveTimeout
-from compat.mailbox import Mailbox, take_in_everywhere
+from compat.mailbox import MARKER, Mailbox, take_in_everywhere
 
 if TYPE_CHECKING:
     from compat.adapter import Adapter, GroupHandle, Tensor
@@ -71,10 +72,11 @@ STALE_SECONDS = 60.0
 #: Set to "0" on any rank to keep the groups it joins off shared memory: the capability table's
 #: other choices run (the backend's own transport).
 ENVIRONMENT = "COMPAT_SHARED_MEMORY"
-#: The bytes that describe a rank in the exchange at set-up: its host's identity (40 hex digits)
-#: and its file's name (about 50 bytes).
+#: The bytes that describe a rank in the exchange at set-up: its host's identity (40 hex digits),
+#: its file's name (about 50 bytes), its process id and its file's address (at most 109 in all).
 _DESCRIPTION_BYTES = 128
-#: Bytes at the start of a rank's file, before its slots: the count of rounds it has published.
+#: Bytes at the start of a rank's file, before its slots: the count of rounds it has published,
+#: then (at compat.mailbox.MARKER) 8 random bytes fixed when the file is made.
 FLAG_BYTES = 64
 #: Polls that yield the CPU before the waits sleep (1e-5 s more each time, up to 1 ms), where
 #: every rank of the group can have a core of its own; with more ranks than cores the waits sleep
@@ -134,6 +136,7 @@ class SharedWindow:
         names: Sequence[str] = (),
         slot_bytes: int | None = None,
         channel: int = 0,
+        processes: Sequence[tuple[int, int]] | None = None,
     ):
         #: the files' names in DIRECTORY, removed once every rank had mapped them
         self.names = list(names)
@@ -141,6 +144,9 @@ class SharedWindow:
         self.slot_bytes = (len(maps[0]) - FLAG_BYTES) // 2 if slot_bytes is None else slot_bytes
         #: the data bytes of each point-to-point channel (0: none; see file_bytes)
         self.channel_bytes = channel
+        #: each rank's process id and its file's address in that process (direct reads of large
+        #: point-to-point messages; None: none)
+        self.processes = processes
         #: True for a window made when its group was (compat.init, compat.new_group): every rank
         #: of the group has it before any point-to-point call, so sender and receiver both take
         #: its channels (a window made on a later collective is not used for point to point: a
@@ -291,6 +297,7 @@ class SharedWindow:
                 self.timeout,
                 self._yields,
                 self._adapter.group_ranks(self._group),
+                self.processes,
             )
         return self._mailbox
 
@@ -517,9 +524,13 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     path, own = (None, None) if os.environ.get(ENVIRONMENT) == "0" else _create(size)
     maps: list[mmap.mmap] = []
     try:
-        described = f"{host_identity()}|{'' if path is None else os.path.basename(path)}"
+        name = "" if path is None or own is None else os.path.basename(path)
+        # The file's address in this process, for peers' direct reads (compat.mailbox).
+        address = 0 if own is None else ctypes.addressof(ctypes.c_char.from_buffer(own))
+        described = f"{host_identity()}|{name}|{os.getpid()}|{address:x}"
         descriptions = [text.split("|") for text in _exchange(adapter, group, described)]
-        hosts, names = {host for host, _ in descriptions}, [name for _, name in descriptions]
+        hosts, names = {text[0] for text in descriptions}, [text[1] for text in descriptions]
+        processes = [(int(text[2]), int(text[3], 16)) for text in descriptions]
         if own is not None and len(hosts) == 1 and all(names):
             maps = _map_peers(names, me, own, size)
         # Every rank answers, whether or not it could open every file: the ranks remove their
@@ -531,7 +542,7 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
         if path is not None:
             os.unlink(path)
     if all(answer == "1" for answer in agreed):
-        return SharedWindow(adapter, group, maps, me, names, slot, channel)
+        return SharedWindow(adapter, group, maps, me, names, slot, channel, processes)
     for mapped in maps or ([own] if own is not None else []):
         mapped.close()
     return None
@@ -548,7 +559,9 @@ def _create(size: int) -> tuple[str | None, mmap.mmap | None]:
     try:
         # Reserved now: a write past what tmpfs can hold would be SIGBUS, not an error.
         os.posix_fallocate(descriptor, 0, size)
-        return path, mmap.mmap(descriptor, size)
+        mapped = mmap.mmap(descriptor, size)
+        mapped[MARKER : MARKER + 8] = os.urandom(8)
+        return path, mapped
     except OSError:
         os.unlink(path)
         return None, None

@@ -7,26 +7,38 @@ point-to-point case.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
+import os
 import threading
 from typing import Any
 
 import numpy as np
 import pytest
 
+from compat import mailbox
 from compat.errors import CollectiveMismatchError, CollectiveTimeout
-from compat.mailbox import HEADER, Mailbox
+from compat.mailbox import HEADER, MARKER, Mailbox
 from compat.shared_memory import file_bytes
 
 CHANNEL = 256
 
 
-def _pair(channel: int = CHANNEL) -> tuple[Mailbox, Mailbox]:
+def _pair(channel: int = CHANNEL, direct: bool = False) -> tuple[Mailbox, Mailbox]:
+    """Two ranks' mailboxes; ``direct``: each reads the other's large messages from its memory
+    (both "processes" are this one, whose own memory process_vm_readv reads too)."""
     size = file_bytes(2, 0, channel)
     views = [memoryview(mmap.mmap(-1, size)) for _ in range(2)]
+    processes = None
+    if direct:
+        for rank, view in enumerate(views):
+            view[MARKER : MARKER + 8] = bytes([rank + 1] * 8)
+        processes = [
+            (os.getpid(), ctypes.addressof(ctypes.c_char.from_buffer(view))) for view in views
+        ]
     fence = threading.Lock()
     return tuple(  # type: ignore[return-value]
-        Mailbox(views, me, 64, channel, fence, 2.0, 0, [10, 11]) for me in range(2)
+        Mailbox(views, me, 64, channel, fence, 2.0, 0, [10, 11], processes) for me in range(2)
     )
 
 
@@ -137,3 +149,74 @@ def test_a_closed_mailbox_fails_pending_calls() -> None:
     one.close()
     with pytest.raises(CollectiveTimeout, match="destroyed"):
         one.wait(pending, 1.0)
+
+
+def test_a_message_larger_than_the_ring_is_read_from_the_senders_memory() -> None:
+    """Only its header goes through the ring; the send completes once the receiver has read it;
+    a message that fits still goes through the ring whole."""
+    zero, one = _pair(direct=True)
+    assert zero.reads_directly_from(1) and one.reads_directly_from(0)
+    big, small = _data(5000, 4), _data(100, 6)
+    sends = [_send(zero, big, 1, 0), _send(zero, small, 1, 0)]
+    assert not sends[0].done and not sends[1].done  # the small one queues behind the big one
+    outs = [np.zeros(5000, np.uint8), np.zeros(100, np.uint8)]
+    receives = [_receive(one, out, 0, 0) for out in outs]
+    assert receives[0].done  # read at once, when the receive was posted
+    zero.progress()
+    one.progress()
+    assert all(message.wait() for message in sends + receives)
+    np.testing.assert_array_equal(outs[0], big)
+    np.testing.assert_array_equal(outs[1], small)
+    assert zero.ring_bytes_sent(1) == HEADER + (HEADER + 128)
+
+
+def test_a_direct_message_no_receive_takes_yet_is_kept_aside_while_waiting() -> None:
+    zero, one = _pair(direct=True)
+    sent = _send(zero, _data(3000, 8), 1, 5)
+    one.take_in()  # one waits in something else
+    zero.progress()
+    assert sent.done
+    out = np.zeros(3000, np.uint8)
+    assert _receive(one, out, 0, 5).done
+    np.testing.assert_array_equal(out, _data(3000, 8))
+
+
+def test_a_direct_send_given_up_on_fails_its_late_receive() -> None:
+    """A direct send that timed out is withdrawn in its header: the receive that comes later
+    fails saying so, its tensor untouched, and the next message is intact."""
+    zero, one = _pair(direct=True)
+    # one stands for another process: zero's wait must not take its messages in for it
+    mailbox._OPEN.discard(one)
+    sent = _send(zero, _data(1000, 1), 1, 0)
+    with pytest.raises(CollectiveTimeout, match="group rank 1 did not receive it"):
+        zero.wait(sent, 0.05)
+    _send(zero, _data(1000, 2), 1, 0)
+    late, after = np.full(1000, 9, np.uint8), np.zeros(1000, np.uint8)
+    refused = _receive(one, late, 0, 0)
+    with pytest.raises(RuntimeError, match=r"from group rank 0 .*gave up on the send"):
+        refused.wait()
+    np.testing.assert_array_equal(late, np.full(1000, 9, np.uint8))
+    assert _receive(one, after, 0, 0).wait()
+    np.testing.assert_array_equal(after, _data(1000, 2))
+
+
+def test_no_direct_reads_where_the_peer_is_not_the_process_it_says() -> None:
+    """A peer whose marker the read does not find (another process of that id) is read through
+    the ring; so is every peer with direct reads switched off."""
+    size = file_bytes(2, 0, CHANNEL)
+    views = [memoryview(mmap.mmap(-1, size)) for _ in range(2)]
+    views[0][MARKER : MARKER + 8] = b"12345678"
+    elsewhere = ctypes.create_string_buffer(8)  # not the file: holds other bytes
+    processes = [(os.getpid(), ctypes.addressof(elsewhere) - MARKER)] * 2
+    fence = threading.Lock()
+    one = Mailbox(views, 1, 64, CHANNEL, fence, 2.0, 0, [10, 11], processes)
+    assert not one.reads_directly_from(0)
+    kept = mailbox.DIRECT_READS
+    mailbox.DIRECT_READS = False
+    try:
+        zero, one = _pair(direct=True)
+    finally:
+        mailbox.DIRECT_READS = kept
+    assert not zero.reads_directly_from(1) and not one.reads_directly_from(0)
+    _send(zero, _data(1000, 3), 1, 0)
+    assert zero.ring_bytes_sent(1) == CHANNEL  # streamed: as much as the ring holds

@@ -11,6 +11,7 @@ wherever the table chooses them: every group compat made, on one host.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, shared_memory, state
+from compat import algorithms, mailbox, shared_memory, state
 from tests.ranks.cases import register, values, world
 from tests.ranks.layout_cases import Placed, sentinel_out
 from tests.ranks.p2p_cases import data, ring_peers
@@ -39,18 +40,43 @@ def _receive_checked(
     out.check(what)
 
 
+#: Whether the groups _small_channel_group makes read messages larger than a channel from the
+#: sender's memory (compat.mailbox): each case using it runs both ways (see the end).
+_DIRECT = {"reads": True}
+
+
 def _small_channel_group() -> compat.Group:
-    """A group of every rank whose window, made with it, has channels of SMALL_CHANNEL bytes."""
-    kept = shared_memory.CHANNEL_BYTES
-    shared_memory.CHANNEL_BYTES = SMALL_CHANNEL
+    """A group of every rank whose window, made with it, has channels of SMALL_CHANNEL bytes,
+    reading large messages directly or streaming them through the rings (_DIRECT)."""
+    kept = shared_memory.CHANNEL_BYTES, mailbox.DIRECT_READS
+    shared_memory.CHANNEL_BYTES, mailbox.DIRECT_READS = SMALL_CHANNEL, _DIRECT["reads"]
     try:
         group = compat.new_group(list(range(world())))
     finally:
-        shared_memory.CHANNEL_BYTES = kept
+        shared_memory.CHANNEL_BYTES, mailbox.DIRECT_READS = kept
     window = state.current().adapter.windows.get(group.handle)
     assert window is not None and window.point_to_point, window
     assert window.channel_bytes == SMALL_CHANNEL, window.channel_bytes
+    _check_direct(window.mailbox(), _DIRECT["reads"])
     return group
+
+
+def _check_direct(box: mailbox.Mailbox, reads: bool) -> None:
+    me = compat.get_rank()
+    for peer in range(world()):
+        if peer != me:
+            assert box.reads_directly_from(peer) == reads, (peer, reads)
+
+
+def _both_ways(case: Callable[[Any], None], reads: bool) -> Callable[[Any], None]:
+    def run(kit: Any) -> None:
+        _DIRECT["reads"] = reads
+        try:
+            case(kit)
+        finally:
+            _DIRECT["reads"] = True
+
+    return run
 
 
 #: (rows, dtype, layout) of the messages streamed: 1 to 1000 elements, every layout.
@@ -277,14 +303,70 @@ def case_chosen(kit: Any) -> None:
     assert window.channel_bytes == shared_memory.channel_bytes(world()), window.channel_bytes
 
 
+def case_direct(kit: Any) -> None:
+    """Messages larger than the world's channels, read from the sender's memory: a ring of
+    isend/irecv of 1-4 channels' worth in views inside sentinel-filled bases (each base checked
+    whole, the sent views unchanged); only the headers went through the ring; then blocking
+    sends on every rank before any receive (each taken in while its receiver waits in its own
+    send), and a receive posted long before its send."""
+    window = state.current().adapter.windows.get(None)
+    assert window is not None and window.point_to_point, window
+    box = window.mailbox()
+    _check_direct(box, True)
+    channel = window.channel_bytes
+    right, left = ring_peers(list(range(world())))
+    me = compat.get_rank()
+    shapes = [
+        ((channel // 4 + 1,), "float32", "offset0"),
+        ((channel // 32, 17), "float64", "interior"),
+        ((channel // 16, 9), "int32", "transposed"),
+    ]
+    for shape, dtype, layout in shapes:
+        seed = f"mailbox-direct-{dtype}"
+        source = Placed(kit, data(seed, me, shape, dtype), dtype, layout)
+        target = sentinel_out(kit, shape, dtype, layout)
+        before = box.ring_bytes_sent(box.index[right])
+        works = [compat.isend(source.view, right), compat.irecv(target.view, left)]
+        for work in works:
+            work.wait()
+        target.result(data(seed, left, shape, dtype))
+        target.check(f"direct {shape} {dtype} {layout}")
+        source.check(f"direct {shape} {dtype} {layout}: the sent view changed")
+        sent = box.ring_bytes_sent(box.index[right]) - before
+        assert sent == mailbox.HEADER, f"{sent} bytes went through the ring, not only a header"
+    outgoing = kit.tensor(values("mailbox-direct-blocking", me, (channel // 2,)), "float32")
+    compat.send(outgoing, right)
+    expected = values("mailbox-direct-blocking", left, (channel // 2,))
+    _receive_checked(kit, expected, "strided", left, None, "blocking direct sends first")
+    if me == 0:
+        target = sentinel_out(kit, (channel // 12, 4), "float32", "column")
+        work = compat.irecv(target.view, world() - 1)
+        compat.barrier()
+        work.wait()
+        target.result(values("mailbox-direct-late", world() - 1, (channel // 12, 4)))
+        target.check("a receive posted before its direct send")
+    else:
+        compat.barrier()
+        if me == world() - 1:
+            late = values("mailbox-direct-late", me, (channel // 12, 4))
+            compat.send(kit.tensor(late, "float32"), 0)
+    compat.barrier()
+
+
 for _name, _case in (
     ("mailbox-streams", case_streams),
     ("mailbox-outstanding", case_outstanding),
     ("mailbox-mismatch-timeout", case_mismatch_and_timeout),
     ("mailbox-collective-meanwhile", case_collective_meanwhile),
+):
+    register(_name, _both_ways(_case, True), min_world=2)
+    register(f"{_name}-through-ring", _both_ways(_case, False), min_world=2)
+for _name, _case in (
     ("mailbox-destroyed", case_destroyed),
     ("mailbox-chosen", case_chosen),
+    ("mailbox-direct", case_direct),
 ):
     register(_name, _case, min_world=2)
 # MindSpore's tag is a reserved parameter (any tag but 0 is an UnsupportedError).
-register("mailbox-tags", case_tags, 2, ("torch",))
+register("mailbox-tags", _both_ways(case_tags, True), 2, ("torch",))
+register("mailbox-tags-through-ring", _both_ways(case_tags, False), 2, ("torch",))
