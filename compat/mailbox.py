@@ -17,10 +17,12 @@ tries such a read from each peer when its mailbox is made (8 bytes fixed at :dat
 peer's file, read from the peer's memory, must equal what the file holds: another process of the
 same id, in another pid namespace, would not hold them) and counts the peers it can read from in
 its file; a sender sends directly only to a receiver that counted it. Where the read is refused
-(another user's process, a sandbox without the call, not Linux) a large message streams through
-the ring instead, as much at a time as there is room, each part copied in by the sender and out
-by the receiver: with more ranks than cores every part waits for two processes to be scheduled
-(4 ranks on 2 cores, Gloo, 64 MB: 199 ms streamed against 79 ms for Gloo's own send and recv).
+(another user's process; a kernel that lets only a process's ancestors read it, as Yama's
+``ptrace_scope`` 1, Ubuntu's default, does; a sandbox without the call; not Linux) a large message
+streams through the ring instead, as much at a time as there is room, each part copied in by the
+sender and out by the receiver: with more ranks than cores every part waits for two processes to be
+scheduled (4 ranks on 2 cores, Gloo, 64 MB: 199 ms streamed against 79 ms for Gloo's own send and
+recv).
 
 Progress is made by the calls themselves, on the calling thread, as an MPI library's is: an
 ``isend`` writes what fits at once (all of a message that fits: it is then complete), an
