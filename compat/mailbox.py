@@ -466,7 +466,6 @@ class Mailbox:
                 f"recv: the message of {target.nbytes} bytes from group rank {peer} (tag {tag}) "
                 f"could not be received: {failure}"
             )
-        target.offset = _padded(target.nbytes)
         if isinstance(target, _Stashed):
             target.finish()
         else:

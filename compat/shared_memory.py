@@ -524,7 +524,7 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     path, own = (None, None) if os.environ.get(ENVIRONMENT) == "0" else _create(size)
     maps: list[mmap.mmap] = []
     try:
-        name = "" if path is None or own is None else os.path.basename(path)
+        name = "" if path is None else os.path.basename(path)
         # The file's address in this process, for peers' direct reads (compat.mailbox).
         address = 0 if own is None else ctypes.addressof(ctypes.c_char.from_buffer(own))
         described = f"{host_identity()}|{name}|{os.getpid()}|{address:x}"

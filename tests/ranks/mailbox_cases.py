@@ -40,24 +40,20 @@ def _receive_checked(
     out.check(what)
 
 
-#: Whether the groups _small_channel_group makes read messages larger than a channel from the
-#: sender's memory (compat.mailbox): each case using it runs both ways (see the end).
-_DIRECT = {"reads": True}
-
-
 def _small_channel_group() -> compat.Group:
     """A group of every rank whose window, made with it, has channels of SMALL_CHANNEL bytes,
-    reading large messages directly or streaming them through the rings (_DIRECT)."""
-    kept = shared_memory.CHANNEL_BYTES, mailbox.DIRECT_READS
-    shared_memory.CHANNEL_BYTES, mailbox.DIRECT_READS = SMALL_CHANNEL, _DIRECT["reads"]
+    reading large messages directly or streaming them through the rings as
+    mailbox.DIRECT_READS says (each case using it runs both ways: _both_ways)."""
+    kept = shared_memory.CHANNEL_BYTES
+    shared_memory.CHANNEL_BYTES = SMALL_CHANNEL
     try:
         group = compat.new_group(list(range(world())))
     finally:
-        shared_memory.CHANNEL_BYTES, mailbox.DIRECT_READS = kept
+        shared_memory.CHANNEL_BYTES = kept
     window = state.current().adapter.windows.get(group.handle)
     assert window is not None and window.point_to_point, window
     assert window.channel_bytes == SMALL_CHANNEL, window.channel_bytes
-    _check_direct(window.mailbox(), _DIRECT["reads"])
+    _check_direct(window.mailbox(), mailbox.DIRECT_READS)
     return group
 
 
@@ -69,12 +65,15 @@ def _check_direct(box: mailbox.Mailbox, reads: bool) -> None:
 
 
 def _both_ways(case: Callable[[Any], None], reads: bool) -> Callable[[Any], None]:
+    """``case`` with the mailboxes it makes reading large messages directly or not."""
+
     def run(kit: Any) -> None:
-        _DIRECT["reads"] = reads
+        kept = mailbox.DIRECT_READS
+        mailbox.DIRECT_READS = reads
         try:
             case(kit)
         finally:
-            _DIRECT["reads"] = True
+            mailbox.DIRECT_READS = kept
 
     return run
 
@@ -353,20 +352,19 @@ def case_direct(kit: Any) -> None:
     compat.barrier()
 
 
-for _name, _case in (
-    ("mailbox-streams", case_streams),
-    ("mailbox-outstanding", case_outstanding),
-    ("mailbox-mismatch-timeout", case_mismatch_and_timeout),
-    ("mailbox-collective-meanwhile", case_collective_meanwhile),
+# MindSpore's tag is a reserved parameter (any tag but 0 is an UnsupportedError).
+for _name, _case, _frameworks in (
+    ("mailbox-streams", case_streams, ("torch", "mindspore")),
+    ("mailbox-outstanding", case_outstanding, ("torch", "mindspore")),
+    ("mailbox-mismatch-timeout", case_mismatch_and_timeout, ("torch", "mindspore")),
+    ("mailbox-collective-meanwhile", case_collective_meanwhile, ("torch", "mindspore")),
+    ("mailbox-tags", case_tags, ("torch",)),
 ):
-    register(_name, _both_ways(_case, True), min_world=2)
-    register(f"{_name}-through-ring", _both_ways(_case, False), min_world=2)
+    register(_name, _both_ways(_case, True), 2, _frameworks)
+    register(f"{_name}-through-ring", _both_ways(_case, False), 2, _frameworks)
 for _name, _case in (
     ("mailbox-destroyed", case_destroyed),
     ("mailbox-chosen", case_chosen),
     ("mailbox-direct", case_direct),
 ):
     register(_name, _case, min_world=2)
-# MindSpore's tag is a reserved parameter (any tag but 0 is an UnsupportedError).
-register("mailbox-tags", _both_ways(case_tags, True), 2, ("torch",))
-register("mailbox-tags-through-ring", _both_ways(case_tags, False), 2, ("torch",))
