@@ -23,6 +23,7 @@ from compat.adapter import (
     GroupHandle,
     P2PSpec,
     Rendezvous,
+    TensorFacts,
     Translate,
     element_extent,
     translating_errors,
@@ -319,6 +320,12 @@ class TorchAdapter(Adapter):
             return None
         name = self._dtype_names.get(tensor.dtype)
         return name if name is not None else self.dtype(tensor)
+
+    def dense_facts(self, tensor: torch.Tensor) -> TensorFacts | None:
+        if tensor.device != self._home or not tensor.is_contiguous() or tensor.numel() == 0:
+            return None
+        name = self._dtype_names.get(tensor.dtype)
+        return (name if name is not None else self.dtype(tensor)), tuple(tensor.shape)
 
     def is_dense(self, tensor: torch.Tensor) -> bool:
         # Gloo and NCCL read and write numel elements from data_ptr(), which already includes the

@@ -20,7 +20,7 @@ from compat._checks import (
     describe,
     even_split,
 )
-from compat.adapter import Tensor
+from compat.adapter import Tensor, TensorFacts
 from compat.dispatch import framework_of
 from compat.errors import UnsupportedError
 from compat.types import WORLD, Group, ReduceOp, parse_op
@@ -86,14 +86,14 @@ class Checks:
         dtype = self.adapter.dense_dtype(tensor)
         return dtype if dtype in self._dtypes_ok else None
 
-    def plain_tensor(self, tensor: object, group: object, async_op: object) -> str | None:
-        """``tensor``'s dtype if a collective on it alone is the common case in every argument
-        checked here: synchronous, on the world, without the pre-flight check, and a dense,
-        non-empty tensor of a type seen before, on this rank's device, of a supported dtype.
-        Checked in one step without building any message: right after a collective compat's
-        Python runs cold, and the full checks of a broadcast took 9.5 us there (1.5 us back to
-        back) while the other ranks waited (measured, 2 ranks on Gloo). None sends the call to
-        the full checks, which raise where they fail."""
+    def plain_tensor(self, tensor: object, group: object, async_op: object) -> TensorFacts | None:
+        """``tensor``'s dtype and shape if a collective on it alone is the common case in every
+        argument checked here: synchronous, on the world, without the pre-flight check, and a
+        dense, non-empty tensor of a type seen before, on this rank's device, of a supported
+        dtype. Checked in one step without building any message: right after a collective
+        compat's Python runs cold, and the full checks of a broadcast took 9.5 us there (1.5 us
+        back to back) while the other ranks waited (measured, 2 ranks on Gloo). None sends the
+        call to the full checks, which raise where they fail."""
         if (
             async_op is not False
             or (group is not None and group is not WORLD)
@@ -101,25 +101,29 @@ class Checks:
             or self.state.check
         ):
             return None
-        dtype = self.adapter.dense_dtype(tensor)
-        return dtype if dtype in self._dtypes_ok else None
+        facts = self.adapter.dense_facts(tensor)
+        return facts if facts is not None and facts[0] in self._dtypes_ok else None
+
+    def plain_like(self, tensor: object, facts: TensorFacts) -> bool:
+        """Whether ``tensor`` is a tensor :meth:`plain_tensor` takes, of the dtype and shape
+        ``facts`` (another tensor's, checked by :meth:`plain_tensor`)."""
+        return type(tensor) in self._tensor_types and self.adapter.dense_facts(tensor) == facts
 
     def plain_list(
-        self, value: object, dtype: str, shape: tuple[int, ...], checked: object = None
+        self, value: object, facts: TensorFacts, checked: object = None
     ) -> list[Tensor] | None:
         """``value`` as a list if it is the common case of the list forms: one tensor per rank
         of the world, each as :meth:`plain_tensor` checks a tensor (dense, non-empty, of a type
-        seen before, on this rank's device) and of ``dtype`` and ``shape``; ``checked``, a
+        seen before, on this rank's device) and of the dtype and shape ``facts``; ``checked``, a
         tensor of them checked before, is not read again. None sends the call to the full
         checks."""
         if not isinstance(value, (list, tuple)) or len(value) != self.state.world_size:
             return None
-        known, adapter = self._tensor_types, self.adapter
-        dense_dtype, shape_of = adapter.dense_dtype, adapter.shape
+        known, dense_facts = self._tensor_types, self.adapter.dense_facts
         for item in value:
             if item is checked:
                 continue
-            if type(item) not in known or dense_dtype(item) != dtype or shape_of(item) != shape:
+            if type(item) not in known or dense_facts(item) != facts:
                 return None
         return list(value)
 

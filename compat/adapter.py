@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 Tensor = Any
 GroupHandle = Any
+#: A dense tensor's dtype name and shape (Adapter.dense_facts).
+TensorFacts = tuple[str, tuple[int, ...]]
 
 #: A collective's bound where the backend says none: torch's default timeout of a process group.
 DEFAULT_TIMEOUT_SECONDS = 1800.0
@@ -216,6 +218,13 @@ class Adapter(ABC):
         if self.on_home(tensor) and self.is_dense(tensor) and self.numel(tensor) > 0:
             return self.dtype(tensor)
         return None
+
+    def dense_facts(self, tensor: Tensor) -> TensorFacts | None:
+        """``tensor``'s dtype name and shape if it is on the home device, dense and not empty,
+        else None: what the common case of a collective checks of each of its tensors, in one
+        call (an adapter may answer it with fewer reads)."""
+        dtype = self.dense_dtype(tensor)
+        return None if dtype is None else (dtype, self.shape(tensor))
 
     def numel(self, tensor: Tensor) -> int:
         """The number of elements of ``tensor``."""

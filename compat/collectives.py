@@ -24,7 +24,7 @@ from typing import Any
 
 from compat import state
 from compat._checks import check_bool, check_dtype, check_int, describe, even_split
-from compat.adapter import Adapter, Tensor
+from compat.adapter import Adapter, Tensor, TensorFacts
 from compat.algorithms import deferred_sources
 from compat.errors import UnsupportedError
 from compat.layout import Staging, completed
@@ -104,16 +104,18 @@ class Call(Staging):
         return (tensor, work) if self.async_op else tensor
 
 
-def _plain(tensor: object, group: object, async_op: object) -> tuple[state.State, str] | None:
-    """The process state and ``tensor``'s dtype where a collective on ``tensor`` alone can skip
-    :class:`Call`: every argument :meth:`compat._validate.Checks.plain_tensor` checks is the
-    common case, and no deferred receive waits (:meth:`Call.issue`'s check). None: the call
-    takes the full path (Call, every check, the stand-ins of views)."""
+def _plain(
+    tensor: object, group: object, async_op: object
+) -> tuple[state.State, TensorFacts] | None:
+    """The process state and ``tensor``'s dtype and shape where a collective on ``tensor`` alone
+    can skip :class:`Call`: every argument :meth:`compat._validate.Checks.plain_tensor` checks
+    is the common case, and no deferred receive waits (:meth:`Call.issue`'s check). None: the
+    call takes the full path (Call, every check, the stand-ins of views)."""
     current = state.current()
-    dtype = current.checks.plain_tensor(tensor, group, async_op)
-    if dtype is None or deferred_sources(current.adapter):
+    facts = current.checks.plain_tensor(tensor, group, async_op)
+    if facts is None or deferred_sources(current.adapter):
         return None
-    return current, dtype
+    return current, facts
 
 
 def _plain_tensor_form(
@@ -124,7 +126,7 @@ def _plain_tensor_form(
     dim: object,
     out: object,
     out_required: bool,
-) -> tuple[state.State, str] | None:
+) -> tuple[state.State, TensorFacts] | None:
     """:func:`_plain` for the tensor forms of all_gather and reduce_scatter: also no split
     sizes, dim 0, and an ``out`` where the form requires one."""
     if split_sizes is not None or type(dim) is not int or dim != 0:
@@ -137,15 +139,12 @@ def _plain_tensor_form(
 def _plain_output(
     current: state.State, out: object, shape: tuple[int, ...], like: Tensor, dtype: str
 ) -> Tensor | None:
-    """``out`` if it is a plain tensor (:meth:`compat._validate.Checks.plain_tensor`) of
+    """``out`` if it is a plain tensor (:meth:`compat._validate.Checks.plain_like`) of
     ``dtype`` and ``shape``; a new tensor of them when ``out`` is None; else None (the full
     path, which says what is wrong)."""
     if out is None:
         return current.adapter.empty(shape, like)
-    checks = current.checks
-    if checks.plain_tensor(out, None, False) != dtype or current.adapter.shape(out) != shape:
-        return None
-    return out
+    return out if current.checks.plain_like(out, (dtype, shape)) else None
 
 
 def _ran_plain_rooted(
@@ -165,17 +164,17 @@ def _ran_plain_rooted(
     root = 0 if root is DEFAULT_ROOT else root
     if plain is None or not plain[0].checks.plain_root(root, group_root):
         return False
-    current, dtype = plain
+    current, facts = plain
     if current.rank != root:
         if value is not None:
             return False
         parts = None
     else:
-        parts = current.checks.plain_list(value, dtype, current.adapter.shape(tensor))
+        parts = current.checks.plain_list(value, facts)
         if parts is None:
             return False
     world = current.world.handle
-    current.implementation(collective, tensor, None, world, dtype)(
+    current.implementation(collective, tensor, None, world, facts[0])(
         tensor, parts, root, world, False
     )
     return True
@@ -272,18 +271,21 @@ def reduce_scatter(
     """
     plain = _plain(output, group, async_op)
     if plain is not None:
-        current, dtype = plain
+        current, facts = plain
+        dtype = facts[0]
         known = current.checks.known_reduction(op, dtype)
-        shape = current.adapter.shape(output)
-        inputs = None if known is None else current.checks.plain_list(input_list, dtype, shape)
+        inputs = None if known is None else current.checks.plain_list(input_list, facts)
         if inputs is not None:
-            whole, world = current.adapter.joined(inputs), current.world.handle
+            # One part (a world of one) is the whole; plain_list found it dense.
+            whole = inputs[0] if len(inputs) == 1 else current.adapter.joined(inputs)
+            world = current.world.handle
             if whole is not None:  # as below
                 run = current.implementation("reduce_scatter_tensor", whole, None, world, dtype)
                 run(output, whole, known, world, False)
             else:
-                nbytes = current.adapter.nbytes(output) * len(inputs)
-                run = current.implementation("reduce_scatter", output, nbytes, world, dtype)
+                run = current.implementation(
+                    "reduce_scatter", output, None, world, dtype, copies=len(inputs)
+                )
                 run(output, inputs, known, world, False)
             return None
     call = Call(group, async_op)
@@ -418,9 +420,9 @@ def _reduce_scatter_tensor(
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
     plain = _plain_tensor_form(tensor, group, async_op, input_split_sizes, dim, out, out_required)
     if plain is not None:
-        current, dtype = plain
+        current, (dtype, shape) = plain
         reduce_op = current.checks.known_reduction(op, dtype)
-        shape, count = current.adapter.shape(tensor), current.world_size
+        count = current.world_size
         if reduce_op is not None and shape and shape[0] % count == 0:
             result = _plain_output(current, out, (shape[0] // count, *shape[1:]), tensor, dtype)
             if result is not None:
@@ -477,7 +479,7 @@ def all_reduce(
     """
     plain = _plain(tensor, group, async_op)
     if plain is not None:
-        current, dtype = plain
+        current, (dtype, _) = plain
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
             world = current.world.handle
@@ -528,7 +530,7 @@ def all_reduce_coalesced(
     if isinstance(tensors, (list, tuple)) and tensors:
         plain = _plain(tensors[0], group, async_op)
         if plain is not None:
-            current, dtype = plain
+            current, (dtype, _) = plain
             checks = current.checks
             known = checks.known_reduction(op, dtype)
             each = None if known is None else checks.plain_tensors(tensors, dtype, tensors[0])
@@ -610,11 +612,11 @@ def all_gather(
     """
     plain = _plain(tensor, group, async_op)
     if plain is not None:
-        current, dtype = plain
-        outputs = current.checks.plain_list(tensor_list, dtype, current.adapter.shape(tensor))
+        current, facts = plain
+        outputs = current.checks.plain_list(tensor_list, facts)
         if outputs is not None:
             world = current.world.handle
-            run = current.implementation("all_gather", tensor, None, world, dtype)
+            run = current.implementation("all_gather", tensor, None, world, facts[0])
             run(outputs, tensor, world, False)
             return None
     call = Call(group, async_op)
@@ -715,8 +717,7 @@ def _all_gather_into_tensor(
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
     plain = _plain_tensor_form(tensor, group, async_op, output_split_sizes, dim, out, out_required)
     if plain is not None:
-        current, dtype = plain
-        shape = current.adapter.shape(tensor)
+        current, (dtype, shape) = plain
         if shape:
             gathered = (shape[0] * current.world_size, *shape[1:])
             result = _plain_output(current, out, gathered, tensor, dtype)
@@ -765,7 +766,7 @@ def broadcast(
     the two) into ``tensor`` on every rank of the group."""
     plain = _plain(tensor, group, async_op)
     if plain is not None and plain[0].checks.plain_root(src, group_src):
-        current, dtype = plain
+        current, (dtype, _) = plain
         world = current.world.handle
         current.implementation("broadcast", tensor, None, world, dtype)(tensor, src, world, False)
         return None
@@ -854,8 +855,8 @@ def scatter_tensor(
     plain = _plain(tensor, group, async_op)
     root = 0 if src is DEFAULT_ROOT else src
     if plain is not None and plain[0].checks.plain_root(root, group_src):
-        current, dtype = plain
-        shape, count = current.adapter.shape(tensor), current.world_size
+        current, (dtype, shape) = plain
+        count = current.world_size
         if shape and shape[0] % count == 0:
             rows = shape[0] // count
             result = _plain_output(current, out, (rows, *shape[1:]), tensor, dtype)
@@ -933,7 +934,7 @@ def reduce(
     ``group_dst``; exactly one of the two). Other ranks' tensors are left as they were."""
     plain = _plain(tensor, group, async_op)
     if plain is not None and plain[0].checks.plain_root(dst, group_dst):
-        current, dtype = plain
+        current, (dtype, _) = plain
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
             world = current.world.handle
@@ -979,8 +980,8 @@ def all_to_all_single(
     """
     plain = _plain(input, group, async_op)
     if plain is not None and output_split_sizes is None and input_split_sizes is None:
-        current, dtype = plain
-        shape, count = current.adapter.shape(input), current.world_size
+        current, (dtype, shape) = plain
+        count = current.world_size
         if (
             output is not None  # else the full path says so (_plain_output would make one)
             and shape
@@ -1045,15 +1046,15 @@ def all_to_all(
     listed = isinstance(input_tensor_list, (list, tuple)) and len(input_tensor_list) > 0
     plain = _plain(input_tensor_list[0], group, async_op) if listed else None
     if plain is not None:
-        current, dtype = plain
+        current, facts = plain
         first, checks = input_tensor_list[0], current.checks
-        shape = current.adapter.shape(first)
-        inputs = checks.plain_list(input_tensor_list, dtype, shape, first) if shape else None
-        outputs = checks.plain_list(output_tensor_list, dtype, shape) if inputs else None
+        inputs = checks.plain_list(input_tensor_list, facts, first) if facts[1] else None
+        outputs = checks.plain_list(output_tensor_list, facts) if inputs else None
         if inputs and outputs:
-            nbytes = current.adapter.nbytes(first) * len(inputs)
             world = current.world.handle
-            run = current.implementation("all_to_all", first, nbytes, world, dtype)
+            run = current.implementation(
+                "all_to_all", first, None, world, facts[0], copies=len(inputs)
+            )
             run(outputs, inputs, world, False)
             return None
     call = Call(group, async_op)

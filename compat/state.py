@@ -61,13 +61,14 @@ class State:
         nbytes: int | None = None,
         group: Any = NO_GROUP,
         dtype: str | None = None,
+        copies: int = 1,
     ) -> Callable[..., Any]:
         """The callable that runs ``collective`` on tensors of ``like``'s dtype and an input of
-        ``nbytes`` bytes (default: ``like``'s size), as :func:`compat.capabilities.resolve`
-        chooses it: the adapter's native method or an algorithm bound to the adapter. With
-        ``group`` (its handle), a choice that needs the group's ranks on one host can apply.
-        ``dtype`` is ``like``'s, where the caller has read it already (a MindSpore tensor's
-        dtype costs 0.3 us a read, measured)."""
+        ``nbytes`` bytes (default: ``copies`` times ``like``'s size, read only where the choice
+        depends on it), as :func:`compat.capabilities.resolve` chooses it: the adapter's native
+        method or an algorithm bound to the adapter. With ``group`` (its handle), a choice that
+        needs the group's ranks on one host can apply. ``dtype`` is ``like``'s, where the caller
+        has read it already (a MindSpore tensor's dtype costs 0.3 us a read, measured)."""
         if dtype is None:
             dtype = self.adapter.dtype(like)
         # Keyed by the group itself: whether it has a window, and its size, are settled on its
@@ -81,7 +82,7 @@ class State:
             by_size = self._implementations[key] = self._by_size(collective, dtype, ranks)
         if len(by_size) == 1:
             return by_size[0][1]
-        size = self.adapter.nbytes(like) if nbytes is None else nbytes
+        size = self.adapter.nbytes(like) * copies if nbytes is None else nbytes
         chosen = by_size[0][1]
         for min_bytes, callable_ in by_size:
             if size >= min_bytes:

@@ -254,8 +254,9 @@ def case_join(kit: Any) -> None:
 
 
 def case_dense_dtype(kit: Any) -> None:
-    """The adapter's dense_dtype (point to point's fast check, answered with fewer reads)
-    agrees with what it stands for, on_home, is_dense, numel and dtype, on every layout."""
+    """The adapter's dense_dtype (point to point's fast check, answered with fewer reads) and
+    dense_facts (the collectives' common case: dtype and shape in one call) agree with what they
+    stand for, on_home, is_dense, numel, dtype and shape, on every layout."""
     from compat.adapter import Adapter
 
     base = kit.tensor(values("dense-dtype", rank(), (4, 6)), "float32")
@@ -280,8 +281,16 @@ def case_dense_dtype(kit: Any) -> None:
         assert found == expected, (
             f"{name}: dense_dtype {found!r}, the checks it stands for {expected!r}"
         )
+        found_facts, expected_facts = ad.dense_facts(tensor), Adapter.dense_facts(ad, tensor)
+        assert found_facts == expected_facts, (
+            f"{name}: dense_facts {found_facts!r}, the checks it stands for {expected_facts!r}"
+        )
     assert ad.dense_dtype(base) == "float32"
     assert ad.dense_dtype(samples["empty"]) is None
+    assert ad.dense_facts(base) == ("float32", (4, 6))
+    assert ad.dense_facts(samples["one element"]) == ("float32", (1,))
+    assert ad.dense_facts(samples["transposed"]) is None
+    assert ad.dense_facts(samples["empty"]) is None
 
 
 class _TensorFormByTable:
