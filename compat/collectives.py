@@ -305,8 +305,9 @@ def reduce_scatter(
     if whole is not None:
         # Equal parts of one buffer (x.chunk(n)): the tensor form, without concatenating.
         return call.issue(
-            "reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree, dtype=dtype
-        )
+            "reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree,
+            empty=0 in shape, dtype=dtype,
+        )  # fmt: skip
     if even:
         nbytes, empty = adapter.nbytes(output) * len(inputs), 0 in shape
     else:

@@ -1,5 +1,5 @@
-"""Every public collective on real ranks, checked against numpy: torch/Gloo at world sizes 1-3,
-MindSpore/MCCL at 2 and 3.
+"""Every public collective on real ranks, checked against numpy: torch/Gloo and MindSpore/MCCL
+at world sizes 1-3 (tests.jobs.WORLDS).
 
 Each case runs inside a multi-rank job (see tests/ranks/cases.py); this file reports each as a
 test of its own.
@@ -11,10 +11,8 @@ import re
 
 import pytest
 
-from tests.jobs import BACKGROUND, JobSpec, collective_job
+from tests.jobs import BACKGROUND, WORLDS, JobSpec, collective_job
 from tests.ranks.cases import case_names
-
-WORLDS = {"torch": (1, 2, 3), "mindspore": (2, 3)}
 
 PARAMS = [
     pytest.param(

@@ -20,11 +20,10 @@ from typing import Any
 import pytest
 
 import compat
-from tests.jobs import JobResult, collective_job, run_job
+from tests.jobs import WORLDS, JobResult, collective_job, run_job
 from tests.ranks.cases import case_names
 from tests.ranks.fuzz_cases import COMM_SPECS, REPORT_PREFIX, SPECS, Tally, run_spec
 
-WORLDS = {"torch": (1, 2, 3), "mindspore": (2, 3)}
 #: Public callables with nothing to fuzz: init cannot run twice in a process (its arguments
 #: are tests/test_init_args.py's), the others take no arguments; classes are not functions
 #: (but P2POp, whose constructor checks its op, is fuzzed).
@@ -125,7 +124,7 @@ def test_fuzz_counts(jobs, framework: str, world: int) -> None:
 @pytest.mark.job(*(collective_job(f, w) for f, worlds in WORLDS.items() for w in worlds))
 def test_fuzz_summary(jobs) -> None:
     """One table for both frameworks (the README's): bad calls tried per function, summed over
-    the jobs' ranks (torch at world sizes 1-3, MindSpore at 2 and 3), and what went wrong."""
+    the jobs' ranks (world sizes 1-3, tests.jobs.WORLDS), and what went wrong."""
     rows: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for framework, worlds in WORLDS.items():
         for world in worlds:
