@@ -608,11 +608,11 @@ class MindSporeAdapter(Adapter):
         if not address:
             return None
         if _is_contiguous(tensor):  # numpy's as_strided costs 5 us a call more (measured)
-            return _array_at(address, _nbytes_of(tensor), dtype).reshape(shape)
+            return _array_at(address, _nbytes_of(tensor), dtype, tensor).reshape(shape)
         strides = tuple(tensor.stride())
         if any(stride < 0 for stride in strides):
             return None
-        flat = _array_at(address, element_extent(shape, strides) * dtype.itemsize, dtype)
+        flat = _array_at(address, element_extent(shape, strides) * dtype.itemsize, dtype, tensor)
         return np.lib.stride_tricks.as_strided(
             flat, shape, tuple(stride * dtype.itemsize for stride in strides)
         )
@@ -662,7 +662,8 @@ class MindSporeAdapter(Adapter):
         if not start or address == start:
             return None
         numpy_dtype = self._numpy_dtypes.get(dtype, _BIT_DTYPES[first.itemsize])
-        whole = _array_at(start, address - start, numpy_dtype).reshape((rows, *trailing))
+        whole = _array_at(start, address - start, numpy_dtype, tuple(pieces))
+        whole = whole.reshape((rows, *trailing))
         return self._over(whole, dtype)
 
     def parts(self, tensor: ms.Tensor, sizes: Sequence[int]) -> list[ms.Tensor]:
@@ -715,9 +716,7 @@ class MindSporeAdapter(Adapter):
         writebacks.append(lambda: self.copy_(tensor, staged))
         return staged
 
-    def _receive(
-        self, tensor: ms.Tensor, writebacks: list[Writeback], async_op: bool
-    ) -> ms.Tensor:
+    def _receive(self, tensor: ms.Tensor, writebacks: list[Writeback], async_op: bool) -> ms.Tensor:
         """A new tensor for broadcast, all_gather, scatter and gather to write into, copied into
         ``tensor`` afterwards: they do not write into a tensor that was ever slice-assigned.
 
@@ -1015,9 +1014,12 @@ def launches_synchronously() -> bool:
     return flagged
 
 
-def _array_at(address: int, nbytes: int, dtype: np.dtype[Any]) -> Array:
-    """The ``nbytes`` of memory at ``address`` as a 1-d numpy array of ``dtype`` (no copy)."""
+def _array_at(address: int, nbytes: int, dtype: np.dtype[Any], owner: object) -> Array:
+    """The ``nbytes`` of memory at ``address`` as a 1-d numpy array of ``dtype`` (no copy),
+    which keeps ``owner`` (what owns the memory: its tensor) alive as long as it, and any array
+    or tensor made over it, is: a part of a staged copy must not outlive the copy's memory."""
     memory = (ctypes.c_char * nbytes).from_address(address)
+    memory.owner = owner  # type: ignore[attr-defined]  # ctypes instances take attributes
     return np.frombuffer(memoryview(memory).cast("B"), dtype=dtype)
 
 

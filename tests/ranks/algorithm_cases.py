@@ -253,6 +253,36 @@ def case_join(kit: Any) -> None:
         assert adapter().joined(parts[::-1]) is None, "parts out of order must not join"
 
 
+def case_views_keep_their_memory(kit: Any) -> None:
+    """A tensor the adapter makes over another's memory (parts, joined, flat_view) keeps that
+    tensor alive, so a part of a staged copy cannot outlive the copy's memory: the copy, dropped
+    by its caller, lives while a part does (torch's views hold their base themselves)."""
+    import gc
+    import weakref
+
+    n = max(world(), 2)
+    ad = adapter()
+    data = values("keep-memory", rank(), (2 * n, 3))
+    makers = {
+        "parts": lambda t: ad.parts(t, [2] * n),
+        "joined": lambda t: [ad.joined(ad.split(t, [2] * n))],
+        "flat_view": lambda t: [ad.flat_view(t)],
+    }
+    for name, make in makers.items():
+        staged = ad.clone(kit.tensor(data, "float32"))
+        alive = weakref.ref(staged)
+        made = [item for item in make(staged) if item is not None]
+        del staged
+        gc.collect()
+        if not made:  # the adapter made nothing over the memory (off CPU): nothing to hold
+            continue
+        assert alive() is not None, f"{name}: the tensor under it was freed while it lives"
+        together = np.concatenate([kit.numpy(item).reshape(-1) for item in made])
+        assert_close(together, data.reshape(-1), "float32", name)
+        del made
+        gc.collect()
+
+
 def case_dense_dtype(kit: Any) -> None:
     """The adapter's dense_dtype (point to point's fast check, answered with fewer reads) and
     dense_facts (the collectives' common case: dtype and shape in one call) agree with what they
@@ -438,6 +468,7 @@ def case_reduce_keep_input_concurrent(kit: Any) -> None:
 register("algorithm-join", case_join)
 register("algorithm-reduce-keep-input-concurrent", case_reduce_keep_input_concurrent, 2, ("torch",))
 register("algorithm-dense-dtype", case_dense_dtype)
+register("algorithm-views-keep-their-memory", case_views_keep_their_memory)
 for _async in (False, True):
     register(
         f"algorithm[padded_reduce_scatter]{'-async' if _async else ''}",
