@@ -46,6 +46,7 @@ import ctypes
 import functools
 import os
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -549,6 +550,50 @@ def _read_marker(pid: int, remote: int) -> bytes | None:
     if _read_process(pid, remote, 8, ctypes.addressof(buffer)) is not None:
         return None
     return buffer.raw
+
+
+#: A process that holds 8 known bytes and prints its pid and their address (direct_read_check).
+_HOLDER = (
+    "import ctypes, os, sys\n"
+    "held = ctypes.create_string_buffer(b'compat?!', 8)\n"
+    "print(os.getpid(), ctypes.addressof(held), flush=True)\n"
+    "sys.stdin.read()\n"
+)
+#: A process that reads them from the holder with the read the mailboxes use.
+_READER = (
+    "import sys\n"
+    "sys.path.insert(0, sys.argv[3])\n"
+    "from compat.mailbox import _read_process\n"
+    "import ctypes\n"
+    "buffer = ctypes.create_string_buffer(8)\n"
+    "why = _read_process(int(sys.argv[1]), int(sys.argv[2]), 8, ctypes.addressof(buffer))\n"
+    "print(why if why is not None else 'read' if buffer.raw == b'compat?!' else 'other bytes')\n"
+)
+
+
+def direct_read_check(timeout: float = 30.0) -> str | None:
+    """Whether large point-to-point messages can be read directly on this host: None if a
+    process can read the memory of a sibling of the same user (two child processes of this one,
+    started side by side as a launcher starts ranks), else why not; the messages then stream
+    through the rings. Each mailbox tries the same read on its peers when it is made; this says
+    beforehand what it will find (``compat info``)."""
+    if _process_vm_readv() is None:
+        return "process_vm_readv is not available (not Linux, or a C library without it)"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None  # a pipe, as asked
+        pid, address = holder.stdout.readline().split()
+        reader = subprocess.run(
+            [sys.executable, "-c", _READER, pid, address, root],
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+    finally:
+        holder.communicate(timeout=timeout)
+    answer = reader.stdout.strip() or (reader.stderr.strip().splitlines() or ["no answer"])[-1]
+    return None if answer == "read" else f"a process could not read a sibling's memory: {answer}"
 
 
 #: The mailboxes of this process that are open (one per window made with its group).

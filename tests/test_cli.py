@@ -296,6 +296,7 @@ def test_info_fits_100_columns_and_wide_has_every_algorithm(
     assert cli.main(["info"]) == 0
     narrow = capsys.readouterr().out
     assert max(len(line) for line in narrow.splitlines()) <= 100
+    assert "one host: point-to-point messages over a ring's size read from the sender" in narrow
     capabilities = tables.load("capabilities")
     ops = {op for entry in capabilities.values() for op in entry["ops"]}
     rows = {line.split()[0] for line in narrow.splitlines() if line.split()}
@@ -318,6 +319,7 @@ def test_info_json_is_the_tables_and_the_versions(capsys: pytest.CaptureFixture[
     assert report["capabilities"] == tables.load("capabilities")
     names = [entry["name"] for entry in report["frameworks"]]
     assert names == list(tables.load("frameworks"))
+    assert report["direct_reads"] == {"available": True, "why_not": None}  # as mailbox-direct
     torch_entry = report["frameworks"][names.index("torch")]
     assert torch_entry["version"].startswith("2.")
     assert torch_entry["backends"] == [

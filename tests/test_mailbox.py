@@ -220,3 +220,17 @@ def test_no_direct_reads_where_the_peer_is_not_the_process_it_says() -> None:
     assert not zero.reads_directly_from(1) and not one.reads_directly_from(0)
     _send(zero, _data(1000, 3), 1, 0)
     assert zero.ring_bytes_sent(1) == CHANNEL  # streamed: as much as the ring holds
+
+
+def test_the_direct_read_check_finds_what_the_mailboxes_find_here() -> None:
+    """``compat info``'s check, two sibling processes, one reading the other's memory: here,
+    where the mailboxes of real ranks read directly (the rank case mailbox-direct), it finds the
+    read works; without the call it says why not."""
+    assert mailbox.direct_read_check() is None
+
+
+def test_the_direct_read_check_says_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mailbox, "_process_vm_readv", lambda: None)
+    assert mailbox.direct_read_check() == (
+        "process_vm_readv is not available (not Linux, or a C library without it)"
+    )

@@ -221,7 +221,7 @@ class _FrameworkInfo:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from compat import __version__
+    from compat import __version__, mailbox
     from compat.tools import docs
 
     present = set(installed())
@@ -234,11 +234,13 @@ def _info(args: argparse.Namespace) -> int:
         )
         for name in frameworks()
     ]
+    refused = mailbox.direct_read_check()
     if args.json:
         report = {
             "compat": __version__,
             "frameworks": [dataclasses.asdict(info) for info in found],
             "capabilities": capabilities,
+            "direct_reads": {"available": refused is None, "why_not": refused},
         }
         print(json.dumps(report, indent=1))
         return 0
@@ -246,6 +248,11 @@ def _info(args: argparse.Namespace) -> int:
     for info in found:
         state = info.version or "not installed"
         print(f"  {info.name}: {state}; backends: {', '.join(info.backends)}")
+    if refused is None:
+        print("  one host: point-to-point messages over a ring's size read from the sender")
+    else:
+        print("  one host: point-to-point messages over a ring's size stream through the ring")
+        print(f"    (not read from the sender: {refused})")
     print()
     print(docs.matrix_text(wide=args.wide), end="")
     return 0
