@@ -405,10 +405,16 @@ class MindSporeAdapter(Adapter):
         from an uninitialised numpy array (MindSpore copies it into memory of its own, which
         its queue keeps alive like any) takes 20-260 us instead (measured, MindSpore 2.10,
         1 KB-1 MB; 4 MB took 4 ms, the copy's page faults)."""
-        numpy_dtype = self._numpy_dtypes.get(dtype) if self._on_cpu and 0 not in shape else None
+        numpy_dtype = self._from_numpy_as(shape, dtype)
         if numpy_dtype is None or math.prod(shape) * numpy_dtype.itemsize > _HOST_ALLOCATION_MAX:
             return mint.empty(shape, dtype=dtype)
         return ms.Tensor(np.empty(shape, numpy_dtype))
+
+    def _from_numpy_as(self, shape: tuple[int, ...], dtype: Any) -> np.dtype[Any] | None:
+        """``dtype``'s numpy spelling where a new tensor of ``shape`` may be made from numpy: on
+        CPU, not empty (MCCL failed an empty all_reduce over numpy's memory, measured), of a
+        dtype numpy has; else None (mint.empty makes it)."""
+        return self._numpy_dtypes.get(dtype) if self._on_cpu and 0 not in shape else None
 
     def dense_dtype(self, tensor: ms.Tensor) -> str | None:
         nbytes = _nbytes_of(tensor)  # read once: not empty, and as large as the storage
@@ -739,11 +745,10 @@ class MindSporeAdapter(Adapter):
         MindSpore 2.10, 1 KB). Only there: MindSpore's queue does not keep the array alive (an
         asynchronous all_reduce of such a tensor, the tensor then dropped: the array was freed
         before the sync, measured), so the tensor of an asynchronous call, which a user may
-        drop with its Work unwaited, is MindSpore's own (:meth:`_allocate`). Nor for an empty
-        tensor (MCCL failed an empty all_reduce over numpy's memory, measured)."""
+        drop with its Work unwaited, is MindSpore's own (:meth:`_allocate`)."""
         shape, dtype = tuple(_shape_of(tensor)), _dtype_of(tensor)
-        numpy_dtype = self._numpy_dtypes.get(dtype)
-        if async_op or not self._on_cpu or numpy_dtype is None or 0 in shape:
+        numpy_dtype = None if async_op else self._from_numpy_as(shape, dtype)
+        if numpy_dtype is None:
             staged = self._allocate(shape, dtype)
         else:
             staged = _from_c_contiguous(np.empty(shape, numpy_dtype))
