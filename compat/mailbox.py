@@ -12,7 +12,9 @@ frees the room again.
 
 A message larger than the ring is read by the receiver straight from the sender's memory, in one
 copy (Linux's ``process_vm_readv``): its header carries the address of its bytes, and the send is
-complete once the receiver has counted the header read, which it does after the copy. A receiver
+complete once the receiver has counted the header read, which it does after the copy. A sender
+that gives up on such a send (timed out) says so in its header: the receive fails, also where its
+read had begun (the header, read again after the copy, tells). A receiver
 tries such a read from each peer when its mailbox is made (8 bytes fixed at :data:`MARKER` of the
 peer's file, read from the peer's memory, must equal what the file holds: another process of the
 same id, in another pid namespace, would not hold them) and counts the peers it can read from in
@@ -371,7 +373,10 @@ class Mailbox:
         if message.done:
             return
         at = (message.direct_until - HEADER) % self._channel + 16  # the header's address word
-        ctypes.c_int64.from_buffer(self._outbox[message.peer], at).value = _WITHDRAWN
+        # The lock's locked instruction orders the word before the caller's next stores, which
+        # may change the tensor (x86; see the receiver's check in _read_directly).
+        with self._fence:
+            ctypes.c_int64.from_buffer(self._outbox[message.peer], at).value = _WITHDRAWN
         _ABANDONED.append(message.keep)
 
     def _progress(self) -> None:
@@ -431,11 +436,12 @@ class Mailbox:
             if target is None:
                 if not (take_any or self._receives[peer]):
                     break
-                nbytes, tag, address = _HEADER_STRUCT.unpack_from(ring, taken % size)
+                header_at = taken % size
+                nbytes, tag, address = _HEADER_STRUCT.unpack_from(ring, header_at)
                 taken, arrived = taken + HEADER, arrived - HEADER
                 target = self._match(peer, nbytes, tag)
                 if address:
-                    self._read_directly(peer, target, address, tag)
+                    self._read_directly(peer, target, address, tag, ring, header_at)
                     continue
                 self._reading[peer] = target
             moved = _move(target, base, size, taken, arrived, False)
@@ -453,15 +459,28 @@ class Mailbox:
                 self._read[peer].value = taken
 
     def _read_directly(
-        self, peer: int, target: _Receive | _Stashed, address: int, tag: int
+        self,
+        peer: int,
+        target: _Receive | _Stashed,
+        address: int,
+        tag: int,
+        ring: memoryview,
+        header_at: int,
     ) -> None:
         """Copy a direct message of ``peer`` from its memory at ``address`` into ``target``,
-        which is then done (with an error if the read failed)."""
+        which is then done (with an error if the read failed, or if the sender gave up on the
+        send, as its header at ``header_at`` of ``ring`` says, before the read had ended)."""
         if address == _WITHDRAWN:
             failure = "it gave up on the send (it timed out)"
         else:
             error = _read_process(self._pids[peer], address, target.nbytes, target.address)
             failure = "" if error is None else f"reading its memory failed ({error})"
+            # A sender that gives up may change its tensor as soon as it has said so: a read
+            # that was still going on then may hold some of the new bytes. Read after the copy,
+            # the header tells such a read from one that ended first (whose bytes are all the
+            # message's).
+            if not failure and _HEADER_STRUCT.unpack_from(ring, header_at)[2] == _WITHDRAWN:
+                failure = "it gave up on the send (it timed out) while this rank read it"
         if failure:
             target.error = RuntimeError(
                 f"recv: the message of {target.nbytes} bytes from group rank {peer} (tag {tag}) "

@@ -234,3 +234,33 @@ def test_the_direct_read_check_says_why_not(monkeypatch: pytest.MonkeyPatch) -> 
     assert mailbox.direct_read_check() == (
         "process_vm_readv is not available (not Linux, or a C library without it)"
     )
+
+
+def test_a_direct_read_the_sender_gives_up_on_midway_fails(monkeypatch: Any) -> None:
+    """A receiver that read the header of a direct message before its sender gave up, and copies
+    its bytes after the sender has changed them, must not see the mixed bytes as the message:
+    the receive fails, and so did the send."""
+    zero, one = _pair(direct=True)
+    mailbox._OPEN.discard(one)  # one stands for another process
+    data = _data(1000, 1)
+    sent = _send(zero, data, 1, 0)
+    real_read = mailbox._read_process
+
+    def read_after_the_sender_gave_up(pid: int, remote: int, nbytes: int, local: int) -> Any:
+        with pytest.raises(CollectiveTimeout, match="group rank 1 did not receive it"):
+            zero.wait(sent, 0.01)
+        data[:] = 0  # the sender uses its tensor again once its send has failed
+        return real_read(pid, remote, nbytes, local)
+
+    monkeypatch.setattr(mailbox, "_read_process", read_after_the_sender_gave_up)
+    out = np.full(1000, 9, np.uint8)
+    received = _receive(one, out, 0, 0)
+    with pytest.raises(RuntimeError, match=r"gave up on the send \(it timed out\) while this"):
+        received.wait()
+    monkeypatch.setattr(mailbox, "_read_process", real_read)
+    # The channel goes on: the next message arrives whole.
+    following = _data(1000, 2)
+    assert _send(zero, following, 1, 0) is not None
+    after = np.zeros(1000, np.uint8)
+    assert _receive(one, after, 0, 0).wait()
+    np.testing.assert_array_equal(after, following)
