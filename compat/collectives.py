@@ -512,12 +512,16 @@ def all_reduce_coalesced(
     ``torch.distributed.all_reduce_coalesced``).
 
     Every tensor is checked (a tensor of one dtype, which ``op`` applies to, on this rank's
-    device) before anything is sent. compat then issues one :func:`all_reduce` per tensor, all at
-    once (one after another when the call is synchronous, on the world, of dense tensors), where
-    torch's Gloo flattens them into one buffer: the results are the same (each element is
-    reduced alone either way), the number of calls is not. A tensor given twice, or tensors
-    that share memory, are reduced once, as on Gloo: compat reduces copies of them and copies
-    the results back in list order.
+    device) before anything is sent. On a backend's own transport, tensors of up to the
+    capability table's ``coalesce_max_bytes`` in all (4 MB on Gloo) go as one buffer, in one
+    :func:`all_reduce`, as torch's Gloo flattens them: over their own memory where they tile one
+    buffer in list order (``x.chunk(n)``), else copied in and out. Otherwise (larger tensors,
+    groups through shared memory, backends without the bound: MCCL, where one buffer was not
+    faster) compat issues one :func:`all_reduce` per tensor, all at once (one after another
+    when the call is synchronous, on the world, of dense tensors). The results are the same
+    (each element is reduced alone either way), and every rank issues the same calls whatever
+    its tensors' layout. A tensor given twice, or tensors that share memory, are reduced once,
+    as on Gloo: compat reduces copies of them and copies the results back in list order.
 
     Examples
     --------
@@ -536,12 +540,16 @@ def all_reduce_coalesced(
             known = checks.known_reduction(op, dtype)
             each = None if known is None else checks.plain_tensors(tensors, dtype, tensors[0])
             if each is not None and not _may_share_memory(current.adapter, each):
-                # One synchronous all_reduce after another: the results are those of the
-                # calls issued at once, and no Work is made per tensor.
                 world = current.world.handle
-                for tensor in each:
+                whole, finish = None, _nothing
+                if _coalesces(current, each, world):
+                    whole, finish = _one_buffer(current.adapter, each)
+                # Else one synchronous all_reduce after another: the results are those of the
+                # calls issued at once, and no Work is made per tensor.
+                for tensor in each if whole is None else [whole]:
                     run = current.implementation("all_reduce", tensor, None, world, dtype)
                     run(tensor, known, world, False)
+                finish()
                 return None
     current = state.current()
     checks, adapter = current.checks, current.adapter
@@ -553,7 +561,7 @@ def all_reduce_coalesced(
     for index, tensor in enumerate(tensors):
         check_dtype(adapter.dtype(tensor), dtype, f"tensors[{index}]", "as tensors[0]'s")
     checks.reduction(op, dtype, "tensors")
-    checks.group(group)
+    group_handle = checks.group(group).handle
     check_bool(async_op, "async_op")
     copy_back = None
     if _may_share_memory(adapter, tensors):
@@ -566,6 +574,17 @@ def all_reduce_coalesced(
             for original, reduced in zip(originals, tensors, strict=True):
                 adapter.copy_(original, reduced)
 
+    if _coalesces(current, tensors, group_handle):
+        whole, copy_out = _one_buffer(adapter, tensors)
+        if whole is not None:
+            work = all_reduce(whole, op, group, async_op=True)
+            finish = _in_turn(copy_out, copy_back)
+            if async_op:
+                return Work([] if work is None else [work], finish)
+            if work is not None:
+                work.wait()
+            finish()
+            return None
     works = [all_reduce(tensor, op, group, async_op=True) for tensor in tensors]
     pending = [work for work in works if work is not None]
     if async_op:
@@ -575,6 +594,80 @@ def all_reduce_coalesced(
     if copy_back is not None:
         copy_back()
     return None
+
+
+def _coalesces(current: state.State, tensors: Sequence[Tensor], group: Any) -> bool:
+    """Whether all_reduce_coalesced reduces ``tensors`` as one buffer, in one all_reduce on
+    ``group`` (a handle), as torch's Gloo does: over their own memory where they tile one buffer
+    in list order (``x.chunk(n)``), else through a copy in and out. So it does where more than
+    one of them holds elements, within the table's ``coalesce_max_bytes`` for the backend (above
+    it the copies cost more than the calls they save), on the backend's own transport: through
+    shared memory a call costs less than the copies (measured: capabilities.toml). Only sizes
+    and the group decide, which every rank shares, so every rank issues the same calls whatever
+    its tensors' layout."""
+    adapter = current.adapter
+    sizes = [adapter.nbytes(tensor) for tensor in tensors]
+    return (
+        sum(1 for size in sizes if size) > 1
+        and sum(sizes) <= current.coalesce_max_bytes
+        and not current.through_shared_memory("all_reduce", tensors[0], group)
+    )
+
+
+def _one_buffer(
+    adapter: Adapter, tensors: Sequence[Tensor]
+) -> tuple[Tensor | None, Callable[[], None]]:
+    """The non-empty ``tensors``' elements as one 1-d tensor, in list order: the buffer they tile
+    (no copy), else a copy; and what to run once its all_reduce has completed, which copies the
+    results back where needed and holds the buffer until then (an asynchronous MindSpore call
+    does not hold memory compat made from numpy). (None, ...) where the adapter has no flat
+    views (off CPU on MindSpore): one all_reduce per tensor then, on every rank alike, since
+    that depends on the device alone."""
+    holding = [tensor for tensor in tensors if adapter.numel(tensor)]
+    flats, staged = [], []
+    for tensor in holding:
+        flat = adapter.flat_view(tensor)
+        if flat is None:  # not contiguous: reduced in a dense copy, copied back
+            if adapter.is_dense(tensor):
+                return None, _nothing
+            dense = adapter.clone(tensor)
+            flat = adapter.flat_view(dense)
+            if flat is None:
+                return None, _nothing
+            staged.append((tensor, dense))
+        flats.append(flat)
+    whole = adapter.joined(flats)
+    copied = whole is None
+    results: list[Tensor] = []
+    if whole is None:
+        whole = adapter.cat(flats, 0)
+        results = adapter.parts(whole, [adapter.numel(flat) for flat in flats])
+
+    def copy_out() -> None:
+        if copied:
+            for flat, result in zip(flats, results, strict=True):
+                adapter.copy_(flat, result)
+        for tensor, dense in staged:
+            adapter.copy_(tensor, dense)
+        del held[:]
+
+    held = [whole]
+    return whole, copy_out
+
+
+def _nothing() -> None:
+    pass
+
+
+def _in_turn(*steps: Callable[[], None] | None) -> Callable[[], None]:
+    """One callable that runs ``steps`` (None skipped) in their order."""
+
+    def run() -> None:
+        for step in steps:
+            if step is not None:
+                step()
+
+    return run
 
 
 def _may_share_memory(adapter: Adapter, tensors: Sequence[Tensor]) -> bool:

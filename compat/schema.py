@@ -188,7 +188,12 @@ CAPABILITIES = MapOf(
             "views": TEXT,
             "ops": MapOf(CAPABILITY),
         },
-        optional={"backend": TEXT, "device_target": TEXT},
+        optional={
+            "backend": TEXT,
+            "device_target": TEXT,
+            "coalesce_max_bytes": Scalar(int),
+            "coalesce_reason": TEXT,
+        },
     )
 )
 

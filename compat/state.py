@@ -39,6 +39,9 @@ class State:
         self.backend = backend
         self.capability_key = capabilities.backend_key(adapter.framework, backend)
         self.backend_entry: dict[str, Any] = tables.lookup("capabilities", self.capability_key)
+        #: all_reduce_coalesced's tensors up to this many bytes in all go as one buffer on the
+        #: backend's own transport (the table's coalesce_max_bytes; 0: one all_reduce each)
+        self.coalesce_max_bytes: int = self.backend_entry.get("coalesce_max_bytes", 0)
         self.rank = adapter.rank()
         self.world_size = adapter.world_size()
         self.world = Group(range(self.world_size), None, "world")
@@ -116,6 +119,11 @@ class State:
             found = shared_memory.window(self.adapter, group)
             if found is not None:
                 found.open_point_to_point()
+
+    def through_shared_memory(self, collective: str, like: Any, group: Any) -> bool:
+        """Whether ``collective`` on tensors of ``like``'s kind on ``group`` (a handle) can take
+        the table's shared-memory choices: the same answer on every rank of the group."""
+        return self._one_host_ranks(collective, self.adapter.in_host_memory(like), group) > 0
 
     def _wants_one_host(self, collective: str) -> bool:
         """Whether the table has a one_host choice for ``collective`` (looked up once)."""

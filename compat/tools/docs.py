@@ -445,6 +445,10 @@ def capabilities_page() -> str:
         lines += [f"- dtypes: {', '.join(entry['dtypes'])} ({entry['dtypes_source']})"]
         lines += [f"- reduce ops: {', '.join(entry['reduce_ops'])} ({entry['reduce_ops_source']})"]
         lines += [f"- views and non-contiguous tensors: {entry['views']}"]
+        if "coalesce_reason" in entry:
+            bound = entry["coalesce_max_bytes"]
+            how = f"one buffer up to {bound} bytes" if bound else "one all_reduce per tensor"
+            lines += [f"- all_reduce_coalesced: {how}. {entry['coalesce_reason']}"]
         for op, cap in entry["ops"].items():
             if "reason" in cap:
                 lines.append(f"- {op}: {_capability_cell(cap)}. {cap['reason']} ({cap['source']})")

@@ -331,8 +331,9 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
         with calls_counted() as made:
             run()
         if name != "subgroup" or me in subgroup().ranks:
-            # all_reduce_coalesced's full path makes one all_reduce, so one Call, per tensor.
-            expected = 2 if name.startswith("coalesced") else 1
+            # all_reduce_coalesced's full path makes one all_reduce, so one Call, per tensor, or
+            # one in all for its small tensors as one buffer (on Gloo's own transport).
+            expected = 2 if name.startswith("coalesced") and not _one_buffer_here(kit) else 1
             assert made[0] == expected, f"{name}: {made[0]} Call(s) made, expected {expected}"
 
 
@@ -380,6 +381,102 @@ def case_coalesced_shared_memory_reduced_once(kit: Any) -> None:
         assert made[0] == 0, f"distinct tensors: {made[0]} Call(s) made, expected none"
     for i, reduced in enumerate((tensor, other)):
         assert_close(kit.numpy(reduced), total, "float32", f"distinct tensors[{i}]")
+
+
+@contextmanager
+def all_reduces_counted() -> Iterator[list[int]]:
+    """How many all_reduce implementations were run meanwhile (each is one collective on the
+    wire, whichever path issued it)."""
+    current = state.current()
+    made, original = [0], current.implementation
+
+    def counting(collective: str, *args: Any, **kwargs: Any) -> Callable[..., Any]:
+        run = original(collective, *args, **kwargs)
+        if collective != "all_reduce":
+            return run
+
+        def counted(*call_args: Any) -> Any:
+            made[0] += 1
+            return run(*call_args)
+
+        return counted
+
+    current.implementation = counting  # type: ignore[method-assign]
+    try:
+        yield made
+    finally:
+        del current.implementation
+
+
+def _one_buffer_here(kit: Any) -> bool:
+    """Whether all_reduce_coalesced sends small float32 tensors on the world as one buffer
+    here: the backend's table has a coalesce_max_bytes, and the world no shared memory."""
+    current = state.current()
+    like = kit.tensor(np.zeros(1), "float32")
+    return current.coalesce_max_bytes > 0 and not current.through_shared_memory(
+        "all_reduce", like, current.world.handle
+    )
+
+
+def case_coalesced_layouts_differ_by_rank(kit: Any) -> None:
+    """all_reduce_coalesced issues the same collectives on every rank whatever the layout of its
+    tensors there: the ranks pass tensors of the same shapes as views of one sentinel-framed
+    buffer (which they tile), as tensors of their own, or as strided views of wider buffers,
+    by rank. Up to the table's coalesce_max_bytes in all, on the backend's own transport, one
+    all_reduce of them as one buffer; above it, or through shared memory, one per tensor. Every
+    base is checked whole, sentinels included. Then again with the bound set to 64 KB, so that
+    the one buffer is also made where the table gives no bound (MCCL), on the backend's own
+    transport (the suite runs every case there too)."""
+    current = state.current()
+    table_bound = current.coalesce_max_bytes
+    try:
+        for bound in (table_bound, 1 << 16):
+            current.coalesce_max_bytes = bound
+            _coalesced_layouts(kit, bound)
+    finally:
+        current.coalesce_max_bytes = table_bound
+
+
+def _coalesced_layouts(kit: Any, bound: int) -> None:
+    n, me = world(), rank()
+    layout = me % 3
+    one_buffer = _one_buffer_here(kit)
+    for rows in (2, bound // (4 * 3 * 2) + 1):  # 2 x (2 rows + 1) of 3 float32: over the bound
+        shapes = [(rows, 3), (rows + 1, 3), (1, 3)]
+        mine = [values(f"coalesced-layout-{i}", me, shape) for i, shape in enumerate(shapes)]
+        totals = [
+            np.sum([values(f"coalesced-layout-{i}", r, shape) for r in range(n)], axis=0)
+            for i, shape in enumerate(shapes)
+        ]
+        edge = np.full((1, 3), SENTINEL)
+        if layout == 0:
+            base = kit.tensor(np.concatenate([edge, *mine, edge]), "float32")
+            starts = [int(start) for start in np.cumsum([1] + [shape[0] for shape in shapes[:-1]])]
+            tensors = [
+                base[start : start + shape[0]] for start, shape in zip(starts, shapes, strict=True)
+            ]
+            expected = [np.concatenate([edge, *totals, edge])]
+            bases = [base]
+        elif layout == 1:
+            tensors = bases = [kit.tensor(part, "float32") for part in mine]
+            expected = totals
+        else:
+            filler = [np.full(shape, SENTINEL) for shape in shapes]
+            bases = [kit.tensor(np.concatenate([part, fill], 1), "float32")
+                     for part, fill in zip(mine, filler, strict=True)]  # fmt: skip
+            tensors = [wide[:, :3] for wide in bases]
+            expected = [
+                np.concatenate([total, fill], 1) for total, fill in zip(totals, filler, strict=True)
+            ]
+        with all_reduces_counted() as made:
+            compat.all_reduce_coalesced(tensors)
+        total_bytes = sum(int(np.prod(shape)) * 4 for shape in shapes)
+        calls = 1 if one_buffer and total_bytes <= bound else len(shapes)
+        assert made[0] == calls, f"{total_bytes} bytes, layout {layout}: {made[0]} all_reduce(s)"
+        for index, (reduced, want) in enumerate(zip(bases, expected, strict=True)):
+            np.testing.assert_array_equal(
+                kit.numpy(reduced), want.astype(np.float32), f"layout {layout}, base {index}"
+            )
 
 
 def case_adapter_parts_and_memory_spans(kit: Any) -> None:
@@ -455,3 +552,4 @@ register("fast_path-adapter_parts", case_adapter_parts_and_memory_spans, 1)
 register("fast_path-coalesced_shared", case_coalesced_shared_memory_reduced_once, 1)
 register("fast_path-unseen_op", case_unseen_op_takes_the_full_path, 1)
 register("fast_path-full", case_other_calls_take_the_full_path, 1)
+register("fast_path-coalesced_layouts", case_coalesced_layouts_differ_by_rank, 1)
