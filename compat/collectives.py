@@ -605,6 +605,8 @@ def _coalesces(current: state.State, tensors: Sequence[Tensor], group: Any) -> b
     shared memory a call costs less than the copies (measured: capabilities.toml). Only sizes
     and the group decide, which every rank shares, so every rank issues the same calls whatever
     its tensors' layout."""
+    if len(tensors) < 2 or not current.coalesce_max_bytes:
+        return False
     adapter = current.adapter
     sizes = [adapter.nbytes(tensor) for tensor in tensors]
     return (
