@@ -479,6 +479,36 @@ def _coalesced_layouts(kit: Any, bound: int) -> None:
             )
 
 
+def case_batch_point_to_point(kit: Any) -> None:
+    """A batch of compat P2POps on the world, with global peers, tag 0 and dense tensors skips
+    Call, in both orders of send and receive; a batch with a view MindSpore stages takes the
+    full path; every received tensor is checked whole, its base framed by sentinels where it is
+    a view."""
+    n, me = world(), rank()
+    right, left = (me + 1) % n, (me - 1) % n
+    sent = [values(f"p2p-batch-{i}", r, (2, 3)) for i in range(2) for r in range(n)]
+    outgoing = kit.tensor(sent[me], "float32")
+    received = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+    ops = [compat.P2POp(compat.irecv, received, left), compat.P2POp(compat.isend, outgoing, right)]
+    with calls_counted() as made:
+        works = compat.batch_isend_irecv(ops if me % 2 else ops[::-1])
+    assert made[0] == 0, f"plain batch: {made[0]} Call(s) made, expected none"
+    assert len(works) == 2, f"{len(works)} Works for 2 ops"
+    for work in works:
+        work.wait()
+    assert_close(kit.numpy(received), sent[left], "float32", "batch irecv")
+    assert_close(kit.numpy(outgoing), sent[me], "float32", "batch isend's tensor unchanged")
+    base, middle = _framed(kit, np.full((2, 3), SENTINEL))
+    staged = [compat.P2POp(compat.isend, outgoing, right), compat.P2POp(compat.irecv, middle, left)]
+    with calls_counted() as made:
+        works = compat.batch_isend_irecv(staged)
+    view_counts = {"torch": 0, "mindspore": 1}  # a torch view at an offset is dense
+    assert made[0] == view_counts[kit.framework], f"batch with a view: {made[0]} Call(s)"
+    for work in works:
+        work.wait()
+    _check(kit, base, sent[left], "batch irecv into a view, whole base")
+
+
 def case_adapter_parts_and_memory_spans(kit: Any) -> None:
     """The adapter's parts lie back to back in the tensor's memory, one part is the tensor
     itself (nothing to cut on one rank), and memory spans tell overlapping, interleaved and
@@ -548,6 +578,7 @@ def case_blocking_point_to_point(kit: Any) -> None:
 
 register("fast_path-plain", case_plain_calls_skip_call, 1)
 register("fast_path-blocking_p2p", case_blocking_point_to_point, 2)
+register("fast_path-batch_p2p", case_batch_point_to_point, 2)
 register("fast_path-adapter_parts", case_adapter_parts_and_memory_spans, 1)
 register("fast_path-coalesced_shared", case_coalesced_shared_memory_reduced_once, 1)
 register("fast_path-unseen_op", case_unseen_op_takes_the_full_path, 1)
