@@ -512,16 +512,17 @@ def all_reduce_coalesced(
     ``torch.distributed.all_reduce_coalesced``).
 
     Every tensor is checked (a tensor of one dtype, which ``op`` applies to, on this rank's
-    device) before anything is sent. On a backend's own transport, tensors of up to the
-    capability table's ``coalesce_max_bytes`` in all (4 MB on Gloo) go as one buffer, in one
+    device) before anything is sent. Where the capability table's ``coalesce`` rule for the
+    backend says (Gloo: up to 4 MB in all on its own transport; through shared memory, from 3
+    tensors of up to 64 KB each on average), the tensors go as one buffer, in one
     :func:`all_reduce`, as torch's Gloo flattens them: over their own memory where they tile one
     buffer in list order (``x.chunk(n)``), else copied in and out. Otherwise (larger tensors,
-    groups through shared memory, backends without the bound: MCCL, where one buffer was not
-    faster) compat issues one :func:`all_reduce` per tensor, all at once (one after another
-    when the call is synchronous, on the world, of dense tensors). The results are the same
-    (each element is reduced alone either way), and every rank issues the same calls whatever
-    its tensors' layout. A tensor given twice, or tensors that share memory, are reduced once,
-    as on Gloo: compat reduces copies of them and copies the results back in list order.
+    MCCL, where one buffer was not faster) compat issues one :func:`all_reduce` per tensor, all
+    at once (one after another when the call is synchronous, on the world, of dense tensors).
+    The results are the same (each element is reduced alone either way), and every rank issues
+    the same calls whatever its tensors' layout. A tensor given twice, or tensors that share
+    memory, are reduced once, as on Gloo: compat reduces copies of them and copies the results
+    back in list order.
 
     Examples
     --------
@@ -599,21 +600,29 @@ def all_reduce_coalesced(
 def _coalesces(current: state.State, tensors: Sequence[Tensor], group: Any) -> bool:
     """Whether all_reduce_coalesced reduces ``tensors`` as one buffer, in one all_reduce on
     ``group`` (a handle), as torch's Gloo does: over their own memory where they tile one buffer
-    in list order (``x.chunk(n)``), else through a copy in and out. So it does where more than
-    one of them holds elements, within the table's ``coalesce_max_bytes`` for the backend (above
-    it the copies cost more than the calls they save), on the backend's own transport: through
-    shared memory a call costs less than the copies (measured: capabilities.toml). Only sizes
-    and the group decide, which every rank shares, so every rank issues the same calls whatever
-    its tensors' layout."""
-    if len(tensors) < 2 or not current.coalesce_max_bytes:
+    in list order (``x.chunk(n)``), else through a copy in and out. The backend's ``coalesce``
+    rule in the capability table says where, for more than one tensor holding elements: up to
+    ``max_bytes`` in all on the backend's own transport (above it the copies cost more than
+    the calls they save); through shared memory, where a round costs less, from
+    ``one_host_min_tensors`` tensors of up to ``one_host_max_mean_bytes`` each on average. Only
+    sizes and the group decide, which every rank shares, so every rank issues the same calls
+    whatever its tensors' layout."""
+    rule = current.coalesce
+    if len(tensors) < 2 or rule is None:
         return False
     adapter = current.adapter
     sizes = [adapter.nbytes(tensor) for tensor in tensors]
-    return (
-        sum(1 for size in sizes if size) > 1
-        and sum(sizes) <= current.coalesce_max_bytes
-        and not current.through_shared_memory("all_reduce", tensors[0], group)
-    )
+    holding, total = sum(1 for size in sizes if size), sum(sizes)
+    if holding < 2:
+        return False
+    if current.through_shared_memory("all_reduce", tensors[0], group):
+        at_least: int | None = rule.get("one_host_min_tensors")
+        if at_least is None or holding < at_least:
+            return False
+        mean_bytes: int = rule["one_host_max_mean_bytes"]
+        return total <= holding * mean_bytes
+    max_bytes: int = rule["max_bytes"]
+    return total <= max_bytes
 
 
 def _one_buffer(

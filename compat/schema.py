@@ -175,6 +175,15 @@ CAPABILITY = Record(
 #: What a measured entry's ``source`` starts with: the test that measures it follows.
 MEASURED_PREFIX = "measured: "
 
+#: A backend's rule for all_reduce_coalesced as one buffer (compat.collectives._coalesces): up
+#: to ``max_bytes`` in all on the backend's own transport; through shared memory, from
+#: ``one_host_min_tensors`` tensors holding elements, of up to ``one_host_max_mean_bytes`` each
+#: on average (absent: one all_reduce per tensor there).
+COALESCE = Record(
+    required={"max_bytes": Scalar(int), "reason": TEXT},
+    optional={"one_host_min_tensors": Scalar(int), "one_host_max_mean_bytes": Scalar(int)},
+)
+
 CAPABILITIES = MapOf(
     Record(
         required={
@@ -191,8 +200,7 @@ CAPABILITIES = MapOf(
         optional={
             "backend": TEXT,
             "device_target": TEXT,
-            "coalesce_max_bytes": Scalar(int),
-            "coalesce_reason": TEXT,
+            "coalesce": COALESCE,
         },
     )
 )

@@ -39,9 +39,9 @@ class State:
         self.backend = backend
         self.capability_key = capabilities.backend_key(adapter.framework, backend)
         self.backend_entry: dict[str, Any] = tables.lookup("capabilities", self.capability_key)
-        #: all_reduce_coalesced's tensors up to this many bytes in all go as one buffer on the
-        #: backend's own transport (the table's coalesce_max_bytes; 0: one all_reduce each)
-        self.coalesce_max_bytes: int = self.backend_entry.get("coalesce_max_bytes", 0)
+        #: when all_reduce_coalesced's tensors go as one buffer: the table's ``coalesce`` rule
+        #: (compat.collectives._coalesces); None: one all_reduce each
+        self.coalesce: dict[str, Any] | None = self.backend_entry.get("coalesce")
         self.rank = adapter.rank()
         self.world_size = adapter.world_size()
         self.world = Group(range(self.world_size), None, "world")

@@ -445,10 +445,16 @@ def capabilities_page() -> str:
         lines += [f"- dtypes: {', '.join(entry['dtypes'])} ({entry['dtypes_source']})"]
         lines += [f"- reduce ops: {', '.join(entry['reduce_ops'])} ({entry['reduce_ops_source']})"]
         lines += [f"- views and non-contiguous tensors: {entry['views']}"]
-        if "coalesce_reason" in entry:
-            bound = entry["coalesce_max_bytes"]
+        if "coalesce" in entry:
+            rule = entry["coalesce"]
+            bound = rule["max_bytes"]
             how = f"one buffer up to {bound} bytes" if bound else "one all_reduce per tensor"
-            lines += [f"- all_reduce_coalesced: {how}. {entry['coalesce_reason']}"]
+            if "one_host_min_tensors" in rule:
+                how += (
+                    f"; through shared memory from {rule['one_host_min_tensors']} tensors of up "
+                    f"to {rule['one_host_max_mean_bytes']} bytes each on average"
+                )
+            lines += [f"- all_reduce_coalesced: {how}. {rule['reason']}"]
         for op, cap in entry["ops"].items():
             if "reason" in cap:
                 lines.append(f"- {op}: {_capability_cell(cap)}. {cap['reason']} ({cap['source']})")

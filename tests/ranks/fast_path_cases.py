@@ -333,7 +333,8 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
         if name != "subgroup" or me in subgroup().ranks:
             # all_reduce_coalesced's full path makes one all_reduce, so one Call, per tensor, or
             # one in all for its small tensors as one buffer (on Gloo's own transport).
-            expected = 2 if name.startswith("coalesced") and not _one_buffer_here(kit) else 1
+            two = [(2, 3), (2, 3)]  # the coalesced cases' tensors
+            expected = _expected_all_reduces(kit, two) if name.startswith("coalesced") else 1
             assert made[0] == expected, f"{name}: {made[0]} Call(s) made, expected {expected}"
 
 
@@ -408,75 +409,95 @@ def all_reduces_counted() -> Iterator[list[int]]:
         del current.implementation
 
 
-def _one_buffer_here(kit: Any) -> bool:
-    """Whether all_reduce_coalesced sends small float32 tensors on the world as one buffer
-    here: the backend's table has a coalesce_max_bytes, and the world no shared memory."""
+def _expected_all_reduces(kit: Any, shapes: list[tuple[int, ...]]) -> int:
+    """How many all_reduces all_reduce_coalesced makes here for float32 tensors of ``shapes`` on
+    the world, by the rule the capability table's ``coalesce`` entry states (compat's docs):
+    one where they go as one buffer, else one per tensor."""
     current = state.current()
+    rule = current.coalesce
+    sizes = [int(np.prod(shape)) * 4 for shape in shapes]
+    holding, total = sum(1 for size in sizes if size), sum(sizes)
     like = kit.tensor(np.zeros(1), "float32")
-    return current.coalesce_max_bytes > 0 and not current.through_shared_memory(
-        "all_reduce", like, current.world.handle
-    )
+    if rule is None or holding < 2:
+        one = False
+    elif current.through_shared_memory("all_reduce", like, current.world.handle):
+        at_least = rule.get("one_host_min_tensors")
+        one = (
+            at_least is not None
+            and holding >= at_least
+            and total <= holding * rule["one_host_max_mean_bytes"]
+        )
+    else:
+        one = total <= rule["max_bytes"]
+    return 1 if one else holding
+
+
+#: A rule that puts each case below on both sides of both bounds (see _coalesced_layouts).
+_SMALL_RULE = {
+    "max_bytes": 1 << 16,
+    "one_host_min_tensors": 3,
+    "one_host_max_mean_bytes": 1 << 12,
+    "reason": "test",
+}
 
 
 def case_coalesced_layouts_differ_by_rank(kit: Any) -> None:
     """all_reduce_coalesced issues the same collectives on every rank whatever the layout of its
     tensors there: the ranks pass tensors of the same shapes as views of one sentinel-framed
     buffer (which they tile), as tensors of their own, or as strided views of wider buffers,
-    by rank. Up to the table's coalesce_max_bytes in all, on the backend's own transport, one
-    all_reduce of them as one buffer; above it, or through shared memory, one per tensor. Every
-    base is checked whole, sentinels included. Then again with the bound set to 64 KB, so that
-    the one buffer is also made where the table gives no bound (MCCL), on the backend's own
-    transport (the suite runs every case there too)."""
+    by rank. As the table's coalesce rule says, one all_reduce of them as one buffer, or one per
+    tensor: with the table's rule, and with a small one that puts 2 and 3 tensors, small and
+    large, on both sides of its bounds on either transport (the suite runs every case on the
+    backend's own transport too; MCCL, whose table has no bound, makes the one buffer there).
+    Every base is checked whole, sentinels included."""
     current = state.current()
-    table_bound = current.coalesce_max_bytes
+    table_rule = current.coalesce
     try:
-        for bound in (table_bound, 1 << 16):
-            current.coalesce_max_bytes = bound
-            _coalesced_layouts(kit, bound)
+        for rule in (table_rule, _SMALL_RULE):
+            current.coalesce = rule
+            for rows in (2, 3000):  # 72 bytes in all (3 tensors), or 72 KB
+                for count in (2, 3):
+                    _coalesced_layouts(kit, [(rows, 3), (rows + 1, 3), (1, 3)][:count])
     finally:
-        current.coalesce_max_bytes = table_bound
+        current.coalesce = table_rule
 
 
-def _coalesced_layouts(kit: Any, bound: int) -> None:
+def _coalesced_layouts(kit: Any, shapes: list[tuple[int, ...]]) -> None:
     n, me = world(), rank()
     layout = me % 3
-    one_buffer = _one_buffer_here(kit)
-    for rows in (2, bound // (4 * 3 * 2) + 1):  # 2 x (2 rows + 1) of 3 float32: over the bound
-        shapes = [(rows, 3), (rows + 1, 3), (1, 3)]
-        mine = [values(f"coalesced-layout-{i}", me, shape) for i, shape in enumerate(shapes)]
-        totals = [
-            np.sum([values(f"coalesced-layout-{i}", r, shape) for r in range(n)], axis=0)
-            for i, shape in enumerate(shapes)
+    mine = [values(f"coalesced-layout-{i}", me, shape) for i, shape in enumerate(shapes)]
+    totals = [
+        np.sum([values(f"coalesced-layout-{i}", r, shape) for r in range(n)], axis=0)
+        for i, shape in enumerate(shapes)
+    ]
+    edge = np.full((1, 3), SENTINEL)
+    if layout == 0:
+        base = kit.tensor(np.concatenate([edge, *mine, edge]), "float32")
+        starts = [int(start) for start in np.cumsum([1] + [shape[0] for shape in shapes[:-1]])]
+        tensors = [
+            base[start : start + shape[0]] for start, shape in zip(starts, shapes, strict=True)
         ]
-        edge = np.full((1, 3), SENTINEL)
-        if layout == 0:
-            base = kit.tensor(np.concatenate([edge, *mine, edge]), "float32")
-            starts = [int(start) for start in np.cumsum([1] + [shape[0] for shape in shapes[:-1]])]
-            tensors = [
-                base[start : start + shape[0]] for start, shape in zip(starts, shapes, strict=True)
-            ]
-            expected = [np.concatenate([edge, *totals, edge])]
-            bases = [base]
-        elif layout == 1:
-            tensors = bases = [kit.tensor(part, "float32") for part in mine]
-            expected = totals
-        else:
-            filler = [np.full(shape, SENTINEL) for shape in shapes]
-            bases = [kit.tensor(np.concatenate([part, fill], 1), "float32")
-                     for part, fill in zip(mine, filler, strict=True)]  # fmt: skip
-            tensors = [wide[:, :3] for wide in bases]
-            expected = [
-                np.concatenate([total, fill], 1) for total, fill in zip(totals, filler, strict=True)
-            ]
-        with all_reduces_counted() as made:
-            compat.all_reduce_coalesced(tensors)
-        total_bytes = sum(int(np.prod(shape)) * 4 for shape in shapes)
-        calls = 1 if one_buffer and total_bytes <= bound else len(shapes)
-        assert made[0] == calls, f"{total_bytes} bytes, layout {layout}: {made[0]} all_reduce(s)"
-        for index, (reduced, want) in enumerate(zip(bases, expected, strict=True)):
-            np.testing.assert_array_equal(
-                kit.numpy(reduced), want.astype(np.float32), f"layout {layout}, base {index}"
-            )
+        expected = [np.concatenate([edge, *totals, edge])]
+        bases = [base]
+    elif layout == 1:
+        tensors = bases = [kit.tensor(part, "float32") for part in mine]
+        expected = totals
+    else:
+        filler = [np.full(shape, SENTINEL) for shape in shapes]
+        bases = [kit.tensor(np.concatenate([part, fill], 1), "float32")
+                 for part, fill in zip(mine, filler, strict=True)]  # fmt: skip
+        tensors = [wide[:, :3] for wide in bases]
+        expected = [
+            np.concatenate([total, fill], 1) for total, fill in zip(totals, filler, strict=True)
+        ]
+    with all_reduces_counted() as made:
+        compat.all_reduce_coalesced(tensors)
+    calls = _expected_all_reduces(kit, shapes)
+    assert made[0] == calls, f"{shapes}, layout {layout}: {made[0]} all_reduce(s), not {calls}"
+    for index, (reduced, want) in enumerate(zip(bases, expected, strict=True)):
+        np.testing.assert_array_equal(
+            kit.numpy(reduced), want.astype(np.float32), f"{shapes}: layout {layout}, base {index}"
+        )
 
 
 def case_batch_point_to_point(kit: Any) -> None:
