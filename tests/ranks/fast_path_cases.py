@@ -511,6 +511,10 @@ def case_batch_point_to_point(kit: Any) -> None:
     outgoing = kit.tensor(sent[me], "float32")
     received = kit.tensor(np.full((2, 3), SENTINEL), "float32")
     ops = [compat.P2POp(compat.irecv, received, left), compat.P2POp(compat.isend, outgoing, right)]
+    for work in compat.batch_isend_irecv(ops):  # the full checks see the tensor type first
+        work.wait()
+    received = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+    ops = [compat.P2POp(compat.irecv, received, left), compat.P2POp(compat.isend, outgoing, right)]
     with calls_counted() as made:
         works = compat.batch_isend_irecv(ops if me % 2 else ops[::-1])
     assert made[0] == 0, f"plain batch: {made[0]} Call(s) made, expected none"
@@ -528,6 +532,65 @@ def case_batch_point_to_point(kit: Any) -> None:
     for work in works:
         work.wait()
     _check(kit, base, sent[left], "batch irecv into a view, whole base")
+
+
+class _OneHandle:
+    """The handles of a batch as one, as NCCL and HCCL return for a coalesced batch; waiting
+    for it again returns at once, as NCCL's does (a Gloo send's handle, waited for a second
+    time, waits for another send)."""
+
+    def __init__(self, handles: list[Any]) -> None:
+        self.handles, self.waits, self.done = handles, 0, False
+
+    def wait(self, timeout: Any = None) -> bool:
+        self.waits += 1
+        if not self.done:
+            for handle in self.handles:
+                if timeout is None:
+                    handle.wait()
+                else:
+                    handle.wait(timeout)
+            self.done = True
+        return True
+
+    def is_completed(self) -> bool:
+        return all(handle.is_completed() for handle in self.handles)
+
+
+def case_batch_with_one_handle(kit: Any) -> None:
+    """A backend that returns one handle for a whole batch (NCCL, HCCL; here the batch this
+    backend runs, its handles joined into one): every op's Work waits for it, on the common
+    path and on the full one, and the received tensors are checked whole."""
+    n, me = world(), rank()
+    right, left = (me + 1) % n, (me - 1) % n
+    current = state.current()
+    outgoing = kit.tensor(values("p2p-one-handle", me, (2, 3)), "float32")
+    expected = values("p2p-one-handle", left, (2, 3))
+    real = current.implementation(
+        "batch_isend_irecv", outgoing, group=current.world.handle, dtype="float32"
+    )
+    joined: list[_OneHandle] = []
+
+    def one_handle(specs: Any, group: Any) -> list[Any]:
+        joined.append(_OneHandle(real(specs, group)))
+        return [joined[-1]]
+
+    current.force("batch_isend_irecv", "float32", ("one handle", one_handle))
+    try:
+        received = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+        base, middle = _framed(kit, np.full((2, 3), SENTINEL))
+        for target in (received, middle):  # the common path, then (MindSpore) the full one
+            ops = [compat.P2POp(compat.isend, outgoing, right),
+                   compat.P2POp(compat.irecv, target, left)]  # fmt: skip
+            works = compat.batch_isend_irecv(ops)
+            assert len(works) == 2, f"{len(works)} Works for 2 ops"
+            for work in works:
+                work.wait()
+            assert joined[-1].waits == 2, f"the one handle waited {joined[-1].waits} times"
+        assert_close(kit.numpy(received), expected, "float32", "batch irecv, one handle")
+        _check(kit, base, expected, "batch irecv into a view, one handle, whole base")
+    finally:
+        current.force("batch_isend_irecv", "float32", None)
 
 
 def case_adapter_parts_and_memory_spans(kit: Any) -> None:
@@ -600,6 +663,7 @@ def case_blocking_point_to_point(kit: Any) -> None:
 register("fast_path-plain", case_plain_calls_skip_call, 1)
 register("fast_path-blocking_p2p", case_blocking_point_to_point, 2)
 register("fast_path-batch_p2p", case_batch_point_to_point, 2)
+register("fast_path-batch_one_handle", case_batch_with_one_handle, 2)
 register("fast_path-adapter_parts", case_adapter_parts_and_memory_spans, 1)
 register("fast_path-coalesced_shared", case_coalesced_shared_memory_reduced_once, 1)
 register("fast_path-unseen_op", case_unseen_op_takes_the_full_path, 1)
