@@ -160,6 +160,31 @@ def case_outstanding(kit: Any) -> None:
 register("p2p_outstanding", case_outstanding, 2)
 
 
+def case_waited_again(kit: Any) -> None:
+    """A Work waited for again, or asked is_completed after its wait, returns at once: torch's
+    own Gloo send handle, waited for a second time, waits for another send, times out and
+    closes the connection (measured with raw torch.distributed, torch 2.13); compat's Works
+    (isend, irecv, batch_isend_irecv) end once. The next exchange then arrives whole."""
+    right, left = ring_peers(list(range(world())))
+    for round_ in range(2):
+        seed = f"p2p-waited-again-{round_}"
+        outgoing = kit.tensor(data(seed, rank(), (5,), "float32"), "float32")
+        inbox, batched = sentinel(kit, (5,), "float32"), sentinel(kit, (5,), "float32")
+        works = [compat.isend(outgoing, right), compat.irecv(inbox, left)]
+        works += compat.batch_isend_irecv(
+            [compat.P2POp(compat.isend, outgoing, right), compat.P2POp(compat.irecv, batched, left)]
+        )
+        for work in works + works:
+            assert work.wait() is True
+        assert all(work.is_completed() for work in works), "a waited Work is not completed"
+        expected = data(seed, left, (5,), "float32")
+        assert_close(kit.numpy(inbox), expected, "float32", f"irecv, round {round_}")
+        assert_close(kit.numpy(batched), expected, "float32", f"batched irecv, round {round_}")
+
+
+register("p2p_waited_again", case_waited_again, 2)
+
+
 # -- views, empty tensors, sub-groups ---------------------------------------------------------
 
 
