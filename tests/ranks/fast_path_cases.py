@@ -507,7 +507,7 @@ def case_batch_point_to_point(kit: Any) -> None:
     a view."""
     n, me = world(), rank()
     right, left = (me + 1) % n, (me - 1) % n
-    sent = [values(f"p2p-batch-{i}", r, (2, 3)) for i in range(2) for r in range(n)]
+    sent = [values("p2p-batch", r, (2, 3)) for r in range(n)]
     outgoing = kit.tensor(sent[me], "float32")
     received = kit.tensor(np.full((2, 3), SENTINEL), "float32")
     ops = [compat.P2POp(compat.irecv, received, left), compat.P2POp(compat.isend, outgoing, right)]
@@ -575,14 +575,22 @@ def case_batch_with_one_handle(kit: Any) -> None:
         joined.append(_OneHandle(real(specs, group)))
         return [joined[-1]]
 
+    received = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+    ops = [compat.P2POp(compat.isend, outgoing, right), compat.P2POp(compat.irecv, received, left)]
+    for work in compat.batch_isend_irecv(ops):  # the full checks see the tensor type first
+        work.wait()
     current.force("batch_isend_irecv", "float32", ("one handle", one_handle))
     try:
         received = kit.tensor(np.full((2, 3), SENTINEL), "float32")
         base, middle = _framed(kit, np.full((2, 3), SENTINEL))
-        for target in (received, middle):  # the common path, then (MindSpore) the full one
+        # the common path, then a view: the full path on MindSpore, which stages it
+        for target, paths in ((received, (0, 0)), (middle, (0, 1))):
             ops = [compat.P2POp(compat.isend, outgoing, right),
                    compat.P2POp(compat.irecv, target, left)]  # fmt: skip
-            works = compat.batch_isend_irecv(ops)
+            with calls_counted() as made:
+                works = compat.batch_isend_irecv(ops)
+            expected_calls = paths[kit.framework == "mindspore"]
+            assert made[0] == expected_calls, f"{made[0]} Call(s), expected {expected_calls}"
             assert len(works) == 2, f"{len(works)} Works for 2 ops"
             for work in works:
                 work.wait()
