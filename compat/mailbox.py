@@ -180,9 +180,12 @@ class _Receive(_Message):
 class _Stashed:
     """A message that arrived before a receive took it, kept in this process's memory."""
 
-    __slots__ = ("address", "data", "done", "error", "nbytes", "offset", "receiver")
+    __slots__ = ("address", "data", "done", "error", "nbytes", "offset", "read_past", "receiver")
 
-    def __init__(self, nbytes: int) -> None:
+    def __init__(self, nbytes: int, read_past: bool = False) -> None:
+        #: a message no receive takes (its receive's size differed): read past, its bytes
+        #: dropped; one read directly is not copied at all
+        self.read_past = read_past
         self.data = np.empty(max(nbytes, 1), np.uint8)
         self.address: int = self.data.ctypes.data
         self.nbytes, self.offset, self.done = nbytes, 0, False
@@ -472,6 +475,8 @@ class Mailbox:
         send, as its header at ``header_at`` of ``ring`` says, before the read had ended)."""
         if address == _WITHDRAWN:
             failure = "it gave up on the send (it timed out)"
+        elif isinstance(target, _Stashed) and target.read_past:
+            failure = ""  # its receive has failed already (a size mismatch): nothing to copy
         else:
             error = _read_process(self._pids[peer], address, target.nbytes, target.address)
             failure = "" if error is None else f"reading its memory failed ({error})"
@@ -502,7 +507,7 @@ class Mailbox:
                 if receive.nbytes == nbytes:
                     return receive
                 receive.error, receive.done = _mismatch(receive, nbytes), True
-                return _Stashed(nbytes)
+                return _Stashed(nbytes, read_past=True)
         stashed = _Stashed(nbytes)
         self._stashed.setdefault((peer, tag), deque()).append(stashed)
         return stashed

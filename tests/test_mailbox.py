@@ -130,6 +130,35 @@ def test_a_size_mismatch_fails_the_receive_and_the_next_message_is_intact() -> N
     np.testing.assert_array_equal(out, _data(300, 2))
 
 
+def test_a_direct_message_of_another_size_is_read_past_without_a_copy(monkeypatch: Any) -> None:
+    """A message read directly whose receive holds another size fails that receive, as through
+    the ring, and is not copied at all (it could be 64 MB); the sender's send completes and the
+    next message arrives whole."""
+    zero, one = _pair(direct=True)
+    reads: list[int] = []
+    real_read = mailbox._read_process
+
+    def counted_read(pid: int, remote: int, nbytes: int, local: int) -> Any:
+        reads.append(nbytes)
+        return real_read(pid, remote, nbytes, local)
+
+    monkeypatch.setattr(mailbox, "_read_process", counted_read)
+    sent = _send(zero, _data(3000, 1), 1, 0)
+    wrong = np.full(2000, 9, np.uint8)
+    refused = _receive(one, wrong, 0, 0)
+    with pytest.raises(CollectiveMismatchError, match=r"sent 3000 bytes.*holds 2000 bytes"):
+        refused.wait()
+    np.testing.assert_array_equal(wrong, np.full(2000, 9, np.uint8))
+    assert reads == [], f"the mismatched message was read: {reads}"
+    zero.progress()
+    assert sent.wait()
+    _send(zero, _data(3000, 2), 1, 0)
+    out = np.zeros(3000, np.uint8)
+    assert _receive(one, out, 0, 0).wait()
+    assert reads == [3000]
+    np.testing.assert_array_equal(out, _data(3000, 2))
+
+
 def test_a_receive_that_times_out_is_withdrawn() -> None:
     zero, one = _pair()
     abandoned = np.full(8, 9, np.uint8)
