@@ -37,7 +37,8 @@ on MCCL, whose sends complete once the peer has stored them.
 
 Messages from one rank keep their order among those of one tag, and a receive takes the first
 message of its tag (torch's matching); a message whose size differs from the receiving tensor's
-is a :class:`compat.CollectiveMismatchError` on the receiving rank (Gloo refuses it too). Waits
+is a :class:`compat.CollectiveMismatchError` on the receiving rank (Gloo refuses it too), and is
+read past (one read directly is not copied at all; its send completes). Waits
 are bounded by the backend's timeout (``compat.init(timeout=)``), or by ``Work.wait(timeout)``,
 after which :class:`compat.CollectiveTimeout` names the peer.
 """
