@@ -575,25 +575,19 @@ def all_reduce_coalesced(
             for original, reduced in zip(originals, tensors, strict=True):
                 adapter.copy_(original, reduced)
 
+    reduced, finish = tensors, copy_back  # what the all_reduces take; what runs after them
     if _coalesces(current, tensors, group_handle):
         whole, copy_out = _one_buffer(adapter, tensors)
         if whole is not None:
-            work = all_reduce(whole, op, group, async_op=True)
-            finish = _in_turn(copy_out, copy_back)
-            if async_op:
-                return Work([] if work is None else [work], finish)
-            if work is not None:
-                work.wait()
-            finish()
-            return None
-    works = [all_reduce(tensor, op, group, async_op=True) for tensor in tensors]
+            reduced, finish = [whole], _in_turn(copy_out, copy_back)
+    works = [all_reduce(tensor, op, group, async_op=True) for tensor in reduced]
     pending = [work for work in works if work is not None]
     if async_op:
-        return Work(pending, copy_back)
+        return Work(pending, finish)
     for work in pending:
         work.wait()
-    if copy_back is not None:
-        copy_back()
+    if finish is not None:
+        finish()
     return None
 
 
