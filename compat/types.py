@@ -162,14 +162,19 @@ class Work:
             Seconds (or a ``timedelta``) to wait at most, where the backend supports a bound.
         """
         if not self._finished:
-            if timeout is None:
-                for handle in self._pending:
-                    handle.wait()
-            else:
-                if isinstance(timeout, (int, float)):
-                    timeout = timedelta(seconds=timeout)
-                for handle in self._pending:
-                    handle.wait(timeout)
+            if isinstance(timeout, (int, float)):
+                timeout = timedelta(seconds=timeout)
+            # A handle leaves the list once its wait returned: after a later handle's timeout
+            # or error the next wait() does not wait for it again (torch's Gloo send handle,
+            # waited for twice, waits for another message: measured, rank case
+            # p2p_waited_again).
+            pending = self._pending
+            while pending:
+                if timeout is None:
+                    pending[0].wait()
+                else:
+                    pending[0].wait(timeout)
+                del pending[0]
             self._complete()
         return True
 

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from compat import Backend, ReduceOp, Work, tables
+from compat.errors import CollectiveTimeout
 from compat.types import parse_op
 
 
@@ -89,3 +90,43 @@ def test_work_is_completed_runs_the_local_step_when_handles_are_done() -> None:
     handle.done = True
     assert work.is_completed()
     assert finished == [1]
+
+
+class OnceHandle(FakeHandle):
+    """A handle that completes once and, waited for again, fails: as torch's Gloo send handle,
+    which a second wait makes wait for another message (it timed out and closed the
+    connection: measured, rank case p2p_waited_again)."""
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        if self.done:
+            raise AssertionError("waited for again after it completed")
+        return super().wait(timeout)
+
+
+class LateHandle(FakeHandle):
+    """A handle whose first ``failures`` waits time out."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise CollectiveTimeout("late")
+        return super().wait(timeout)
+
+
+def test_work_waited_again_after_a_timeout_waits_only_for_what_had_not_completed() -> None:
+    first, late = OnceHandle(), LateHandle(failures=2)
+    finished = []
+    work = Work([first, late], lambda: finished.append(1))
+    for _ in range(2):
+        with pytest.raises(CollectiveTimeout):
+            work.wait(timeout=0.5)
+        assert finished == [] and not work.is_completed()
+    assert first.waited_with == [timedelta(seconds=0.5)], "the completed handle is not waited again"
+    assert work.wait() is True
+    assert late.waited_with == [None]
+    assert finished == [1] and work.is_completed()
+    assert work.wait() is True and finished == [1]
