@@ -610,7 +610,10 @@ def direct_read_check(timeout: float = 30.0) -> str | None:
     )
     try:
         assert holder.stdout is not None  # a pipe, as asked
-        pid, address = holder.stdout.readline().split()
+        said = holder.stdout.readline().split()
+        if len(said) != 2:  # it died first (its error went to this process's stderr)
+            return f"the process whose memory is read did not start (it printed {said})"
+        pid, address = said
         reader = subprocess.run(
             [sys.executable, "-c", _READER, pid, address, root],
             capture_output=True, text=True, timeout=timeout,

@@ -265,6 +265,17 @@ def test_the_direct_read_check_says_why_not(monkeypatch: pytest.MonkeyPatch) -> 
     )
 
 
+def test_the_direct_read_check_says_so_when_its_helper_dies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A holder process that dies before it prints its address gives a reason, not a
+    ValueError out of ``compat info``."""
+    monkeypatch.setattr(mailbox, "_HOLDER", "import sys; sys.exit(3)")
+    assert mailbox.direct_read_check() == (
+        "the process whose memory is read did not start (it printed [])"
+    )
+
+
 def test_a_direct_read_the_sender_gives_up_on_midway_fails(monkeypatch: Any) -> None:
     """A receiver that read the header of a direct message before its sender gave up, and copies
     its bytes after the sender has changed them, must not see the mixed bytes as the message:
