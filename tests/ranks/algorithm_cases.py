@@ -305,6 +305,9 @@ def case_dense_dtype(kit: Any) -> None:
         import torch
 
         samples["on the meta device"] = torch.empty(4, device="meta")
+        # Emptiness read from the shape (a 0 in it), not from numel()
+        samples["empty columns"] = torch.empty(4, 0)
+        samples["0-d"] = torch.tensor(2.0)
     for name, tensor in samples.items():
         found = ad.dense_dtype(tensor)
         expected = Adapter.dense_dtype(ad, tensor)
