@@ -1229,7 +1229,7 @@ def _announced_barrier(
 # -- point to point ------------------------------------------------------------------------------
 
 
-class _DeferredRecv:
+class DeferredRecv:
     """A receive that runs when its Work is waited on (see :func:`deferred_recv`)."""
 
     __slots__ = ("_adapter", "_done", "_group", "_queue", "_src", "_tag", "_tensor")
@@ -1241,7 +1241,7 @@ class _DeferredRecv:
         src: int,
         group: GroupHandle,
         tag: int,
-        queue: list[_DeferredRecv],
+        queue: list[DeferredRecv],
     ) -> None:
         self._adapter, self._tensor, self._src, self._group = adapter, tensor, src, group
         self._tag, self._queue, self._done = tag, queue, False
@@ -1269,7 +1269,7 @@ class _DeferredRecv:
         # by the receiver's server thread (a send completes without its receive).
         return self.wait()
 
-    def _same_peer(self, other: _DeferredRecv) -> bool:
+    def _same_peer(self, other: DeferredRecv) -> bool:
         return self._src == other._src  # on any group: see settle_deferred_recvs
 
     def _run(self) -> None:
@@ -1278,18 +1278,9 @@ class _DeferredRecv:
         self._adapter.recv(self._tensor, self._src, self._group, self._tag)
 
 
-def _deferred_queue(adapter: Adapter) -> list[_DeferredRecv]:
-    """The receives of ``adapter``'s process that are issued but not yet run, in issue order."""
-    queue: list[_DeferredRecv] | None = getattr(adapter, "_deferred_recvs", None)
-    if queue is None:
-        queue = []
-        setattr(adapter, "_deferred_recvs", queue)  # noqa: B010  (per adapter, not global)
-    return queue
-
-
 def deferred_sources(adapter: Adapter) -> frozenset[int]:
     """The ranks this process has a deferred receive from that is not run yet."""
-    queue: list[_DeferredRecv] | None = getattr(adapter, "_deferred_recvs", None)
+    queue = adapter.deferred_recvs
     return frozenset(item._src for item in queue) if queue else _NO_RANKS
 
 
@@ -1299,7 +1290,7 @@ _NO_RANKS: frozenset[int] = frozenset()
 def settle_deferred_recvs(adapter: Adapter, src: int, group: GroupHandle) -> None:
     """Run the deferred receives from ``src`` on ``group`` (before a blocking recv from it, so
     that messages keep their order)."""
-    queue: list[_DeferredRecv] | None = getattr(adapter, "_deferred_recvs", None)
+    queue = adapter.deferred_recvs
     if queue:
         # MCCL matches a message by its source rank alone, whatever the group: a receive from
         # `src` on any group runs first (a soak found a world irecv and a sub-group recv from
@@ -1317,7 +1308,7 @@ def deferred_recv(
     peer. Never deadlocks where the backend's sends complete without their receive (MCCL's do:
     the receiver's server thread stores the message): every send a wait needs has been issued.
     """
-    return _DeferredRecv(adapter, tensor, src, group, tag, _deferred_queue(adapter))
+    return DeferredRecv(adapter, tensor, src, group, tag, adapter.deferred_recvs)
 
 
 def sends_then_deferred_recvs(

@@ -113,7 +113,9 @@ def _plain(
     call takes the full path (Call, every check, the stand-ins of views)."""
     current = state.current()
     facts = current.checks.plain_tensor(tensor, group, async_op)
-    if facts is None or deferred_sources(current.adapter):
+    # Read here, not through deferred_sources: right after a collective each Python call costs
+    # about 1.5 us (cold caches, measured on Gloo).
+    if facts is None or current.adapter.deferred_recvs:
         return None
     return current, facts
 
