@@ -650,6 +650,39 @@ class MindSporeAdapter(Adapter):
     def shares_memory(self, pieces: Sequence[ms.Tensor], whole: ms.Tensor) -> bool:
         return False
 
+    def one_buffer(
+        self, tensors: Sequence[ms.Tensor]
+    ) -> tuple[ms.Tensor, Callable[[], None]] | None:
+        # On CPU through numpy views of the tensors, one each: the default's tensors over their
+        # memory (flat views, the copy's parts) and copies between them cost 30-40 us a tensor
+        # here, 7 us with numpy (measured, 32 tensors of 1 KB).
+        dtype = _dtype_of(tensors[0])
+        bits = dtype not in self._numpy_dtypes
+        arrays = []
+        for tensor in tensors:
+            array = self._host_view(tensor, bits=bits) if _dtype_of(tensor) == dtype else None
+            if array is None:
+                return super().one_buffer(tensors)  # off CPU: None
+            arrays.append(array)
+        start = address = arrays[0].ctypes.data
+        for array in arrays:
+            if not array.flags.c_contiguous or array.ctypes.data != address:
+                break
+            address += array.nbytes
+        else:  # they tile one buffer, in list order: its memory, nothing to copy back
+            whole = _array_at(start, address - start, arrays[0].dtype, tuple(tensors))
+            return self._over(whole, dtype), _nothing
+        flat = np.concatenate([array.reshape(-1) for array in arrays])
+
+        def copy_back() -> None:
+            _pynative_executor.sync()  # after the queued all_reduce that wrote flat, if one did
+            offset = 0
+            for array in arrays:
+                np.copyto(array, flat[offset : offset + array.size].reshape(array.shape))
+                offset += array.size
+
+        return self._over(flat, dtype), copy_back
+
     def joined(self, pieces: Sequence[ms.Tensor]) -> ms.Tensor | None:
         # MindSpore views do not expose their base tensor, so on CPU the pieces, if they lie back
         # to back in memory, are joined as one tensor over that memory (no copy). Checked from
@@ -1030,6 +1063,10 @@ def launches_synchronously() -> bool:
         return True
     flagged: bool = RuntimeConf.get_instance().is_launch_blocking()
     return flagged
+
+
+def _nothing() -> None:
+    pass
 
 
 def _array_at(address: int, nbytes: int, dtype: np.dtype[Any], owner: object) -> Array:

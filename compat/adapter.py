@@ -321,6 +321,42 @@ class Adapter(ABC):
         ``tensor``), or None where the framework cannot give one (then callers cut dim 0)."""
         return None
 
+    def one_buffer(self, tensors: Sequence[Tensor]) -> tuple[Tensor, Callable[[], None]] | None:
+        """``tensors`` (non-empty, of one dtype, any layout) as one 1-d tensor of their elements
+        in list order, and what copies its elements back into them (after a collective changed
+        it in place): the buffer they tile in list order (``x.chunk(n)``), without a copy, with
+        nothing to copy back; else a new tensor, its elements copied in now. None where the
+        framework cannot (no flat views). Default: :meth:`flat_view` of each (of a dense copy
+        where it is not contiguous), :meth:`joined`, else :meth:`cat`, :meth:`parts` and
+        :meth:`copy_`."""
+        flats, staged = [], []
+        for tensor in tensors:
+            flat = self.flat_view(tensor)
+            if flat is None:  # not contiguous: copied in and out through a dense copy
+                if self.is_dense(tensor):
+                    return None
+                dense = self.clone(tensor)
+                flat = self.flat_view(dense)
+                if flat is None:
+                    return None
+                staged.append((tensor, dense))
+            flats.append(flat)
+        whole = self.joined(flats)
+        copied = whole is None
+        results: list[Tensor] = []
+        if copied:
+            whole = self.cat(flats, 0)
+            results = self.parts(whole, [self.numel(flat) for flat in flats])
+
+        def copy_back() -> None:
+            if copied:
+                for flat, result in zip(flats, results, strict=True):
+                    self.copy_(flat, result)
+            for tensor, dense in staged:
+                self.copy_(tensor, dense)
+
+        return whole, copy_back
+
     def collective_timeout(self) -> float:
         """The seconds after which the backend gives up on a collective a rank did not join; the
         shared-memory algorithms wait as long (compat.shared_memory)."""

@@ -624,38 +624,19 @@ def _coalesces(current: state.State, tensors: Sequence[Tensor], group: Any) -> b
 def _one_buffer(
     adapter: Adapter, tensors: Sequence[Tensor]
 ) -> tuple[Tensor | None, Callable[[], None]]:
-    """The non-empty ``tensors``' elements as one 1-d tensor, in list order: the buffer they tile
-    (no copy), else a copy; and what to run once its all_reduce has completed, which copies the
-    results back where needed and holds the buffer until then (an asynchronous MindSpore call
-    does not hold memory compat made from numpy). (None, ...) where the adapter has no flat
-    views (off CPU on MindSpore): one all_reduce per tensor then, on every rank alike, since
-    that depends on the device alone."""
-    holding = [tensor for tensor in tensors if adapter.numel(tensor)]
-    flats, staged = [], []
-    for tensor in holding:
-        flat = adapter.flat_view(tensor)
-        if flat is None:  # not contiguous: reduced in a dense copy, copied back
-            if adapter.is_dense(tensor):
-                return None, _nothing
-            dense = adapter.clone(tensor)
-            flat = adapter.flat_view(dense)
-            if flat is None:
-                return None, _nothing
-            staged.append((tensor, dense))
-        flats.append(flat)
-    whole = adapter.joined(flats)
-    copied = whole is None
-    results: list[Tensor] = []
-    if whole is None:
-        whole = adapter.cat(flats, 0)
-        results = adapter.parts(whole, [adapter.numel(flat) for flat in flats])
+    """The non-empty ``tensors``' elements as one 1-d tensor, in list order
+    (:meth:`compat.adapter.Adapter.one_buffer`: the buffer they tile, else a copy), and what to
+    run once its all_reduce has completed, which copies the results back where needed and holds
+    the buffer until then (an asynchronous MindSpore call does not hold memory compat made from
+    numpy). (None, ...) where the adapter cannot make one (off CPU on MindSpore): one all_reduce
+    per tensor then, on every rank alike, since that depends on the device alone."""
+    made = adapter.one_buffer([tensor for tensor in tensors if adapter.numel(tensor)])
+    if made is None:
+        return None, _nothing
+    whole, copy_back = made
 
     def copy_out() -> None:
-        if copied:
-            for flat, result in zip(flats, results, strict=True):
-                adapter.copy_(flat, result)
-        for tensor, dense in staged:
-            adapter.copy_(tensor, dense)
+        copy_back()
         del held[:]
 
     held = [whole]

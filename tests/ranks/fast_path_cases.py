@@ -409,13 +409,14 @@ def all_reduces_counted() -> Iterator[list[int]]:
         del current.implementation
 
 
-def _expected_all_reduces(kit: Any, shapes: list[tuple[int, ...]]) -> int:
-    """How many all_reduces all_reduce_coalesced makes here for float32 tensors of ``shapes`` on
-    the world, by the rule the capability table's ``coalesce`` entry states (compat's docs):
-    one where they go as one buffer, else one per tensor."""
+def _expected_all_reduces(kit: Any, shapes: list[tuple[int, ...]], itemsize: int = 4) -> int:
+    """How many all_reduces all_reduce_coalesced makes here for tensors of ``shapes`` (of
+    ``itemsize`` bytes an element; float32's by default) on the world, by the rule the
+    capability table's ``coalesce`` entry states (compat's docs): one where they go as one
+    buffer, else one per tensor."""
     current = state.current()
     rule = current.coalesce
-    sizes = [int(np.prod(shape)) * 4 for shape in shapes]
+    sizes = [int(np.prod(shape)) * itemsize for shape in shapes]
     holding, total = sum(1 for size in sizes if size), sum(sizes)
     like = kit.tensor(np.zeros(1), "float32")
     if rule is None or holding < 2:
@@ -448,21 +449,25 @@ def case_coalesced_layouts_differ_by_rank(kit: Any) -> None:
     by rank. As the table's coalesce rule says, one all_reduce of them as one buffer, or one per
     tensor: with the table's rule, and with a small one that puts 2 and 3 tensors, small and
     large, on both sides of its bounds on either transport (the suite runs every case on the
-    backend's own transport too; MCCL, whose table has no bound, makes the one buffer there).
-    Every base is checked whole, sentinels included."""
+    backend's own transport too). bfloat16 and int64 too, at the small size (MindSpore copies
+    them as bits, or in their numpy spelling, MindSporeAdapter.one_buffer). Every base is
+    checked whole, sentinels included."""
     current = state.current()
     table_rule = current.coalesce
     try:
         for rule in (table_rule, _SMALL_RULE):
             current.coalesce = rule
-            for rows in (2, 3000):  # 72 bytes in all (3 tensors), or 72 KB
-                for count in (2, 3):
-                    _coalesced_layouts(kit, [(rows, 3), (rows + 1, 3), (1, 3)][:count])
+            for rows, dtype in ((2, "float32"), (3000, "float32"), (2, "bfloat16"), (2, "int64")):
+                for count in (2, 3):  # 72 bytes in all (3 float32 tensors of 2 rows), or 72 KB
+                    _coalesced_layouts(kit, [(rows, 3), (rows + 1, 3), (1, 3)][:count], dtype)
     finally:
         current.coalesce = table_rule
 
 
-def _coalesced_layouts(kit: Any, shapes: list[tuple[int, ...]]) -> None:
+_ITEMSIZES = {"float32": 4, "bfloat16": 2, "int64": 8}
+
+
+def _coalesced_layouts(kit: Any, shapes: list[tuple[int, ...]], dtype: str) -> None:
     n, me = world(), rank()
     layout = me % 3
     mine = [values(f"coalesced-layout-{i}", me, shape) for i, shape in enumerate(shapes)]
@@ -472,7 +477,7 @@ def _coalesced_layouts(kit: Any, shapes: list[tuple[int, ...]]) -> None:
     ]
     edge = np.full((1, 3), SENTINEL)
     if layout == 0:
-        base = kit.tensor(np.concatenate([edge, *mine, edge]), "float32")
+        base = kit.tensor(np.concatenate([edge, *mine, edge]), dtype)
         starts = [int(start) for start in np.cumsum([1] + [shape[0] for shape in shapes[:-1]])]
         tensors = [
             base[start : start + shape[0]] for start, shape in zip(starts, shapes, strict=True)
@@ -480,11 +485,11 @@ def _coalesced_layouts(kit: Any, shapes: list[tuple[int, ...]]) -> None:
         expected = [np.concatenate([edge, *totals, edge])]
         bases = [base]
     elif layout == 1:
-        tensors = bases = [kit.tensor(part, "float32") for part in mine]
+        tensors = bases = [kit.tensor(part, dtype) for part in mine]
         expected = totals
     else:
         filler = [np.full(shape, SENTINEL) for shape in shapes]
-        bases = [kit.tensor(np.concatenate([part, fill], 1), "float32")
+        bases = [kit.tensor(np.concatenate([part, fill], 1), dtype)
                  for part, fill in zip(mine, filler, strict=True)]  # fmt: skip
         tensors = [wide[:, :3] for wide in bases]
         expected = [
@@ -492,11 +497,11 @@ def _coalesced_layouts(kit: Any, shapes: list[tuple[int, ...]]) -> None:
         ]
     with all_reduces_counted() as made:
         compat.all_reduce_coalesced(tensors)
-    calls = _expected_all_reduces(kit, shapes)
+    calls = _expected_all_reduces(kit, shapes, _ITEMSIZES[dtype])
     assert made[0] == calls, f"{shapes}, layout {layout}: {made[0]} all_reduce(s), not {calls}"
     for index, (reduced, want) in enumerate(zip(bases, expected, strict=True)):
         np.testing.assert_array_equal(
-            kit.numpy(reduced), want.astype(np.float32), f"{shapes}: layout {layout}, base {index}"
+            kit.numpy(reduced), want, f"{shapes} {dtype}: layout {layout}, base {index}"
         )
 
 
