@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
-from compat import capabilities, state, tables
+from compat import algorithms, capabilities, state, tables
 from compat._checks import check_bool, check_int, describe
 from compat.adapter import Rendezvous
 from compat.dispatch import choose_framework, installed
+from compat.errors import CollectiveTimeout
 from compat.types import WORLD, Group
 
 # -- lifecycle --------------------------------------------------------------------------------
@@ -242,6 +243,36 @@ def destroy(group: object = None) -> None:
     state.leave()
 
 
+#: How long every rank waits for the others once a group is made (:func:`_meet_once_made`):
+#: MindSpore's own bound on setting up a group's communicator (600 s by default,
+#: CollectiveManager::GetCommunicatorInitTimeout).
+GROUP_SETUP_SECONDS = 600.0
+
+
+def _meet_once_made(current: state.State) -> None:
+    """Wait, in the world's shared-memory window, until every rank has made the group.
+
+    MindSpore makes a group on each member apart, and a member other than the group's first
+    fetches the group's set-up from the job's scheduler: a member that is done first starts the
+    group's first collective (its window's set-up) while another may still be fetching, and
+    MCCL gives up on a collective after 30 s (a CI run on two busy cores: rank 0 timed out
+    there, ranks 1 and 2 30 and 60 s later). Here ranks wait for each other as long as
+    MindSpore gives a group's set-up, and a rank still missing then is named. Where the world
+    has no window in memory (ranks on several hosts, not x86), the group's first collective
+    waits as before."""
+    window = current.adapter.windows.get(None)
+    if window is None or not window.waits_in_memory:
+        return
+    try:
+        algorithms.shared_memory_monitored_barrier(
+            current.adapter, None, GROUP_SETUP_SECONDS, False
+        )
+    except CollectiveTimeout as error:
+        raise CollectiveTimeout(
+            f"new_group: every rank meets once the group is made; {error}"
+        ) from error
+
+
 # -- queries ----------------------------------------------------------------------------------
 
 
@@ -358,6 +389,7 @@ def new_group(
     name = f"compat_group_{current.group_count}"
     handle = current.adapter.new_group(members, name, group_timeout, backend)
     group = Group(members, handle, name)
+    _meet_once_made(current)
     if current.rank in members:
         current.open_window(handle)
     current.groups.setdefault(tuple(members), group)

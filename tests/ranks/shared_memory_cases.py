@@ -563,7 +563,47 @@ def case_barrier(kit: Any) -> None:
     compat.destroy(group)
 
 
+def case_new_group_meets(kit: Any) -> None:
+    """compat.new_group waits, in the world's shared memory, until every rank has made the group,
+    before the group's first collective (its window's set-up, a backend collective, which MCCL
+    gives up on after 30 s): the last rank makes its group 1 s late, and every other rank starts
+    that set-up only after it. The group then works (an all_reduce on it, checked)."""
+    runtime = state.current()
+    me, late = compat.get_rank(), world() - 1
+    made, opened = runtime.adapter.new_group, runtime.open_window
+    started_set_up: list[float] = []
+
+    def made_late(*args: Any) -> Any:
+        time.sleep(1.0)
+        return made(*args)
+
+    def recorded(handle: Any) -> None:
+        started_set_up.append(time.monotonic())
+        opened(handle)
+
+    if me == late:
+        runtime.adapter.new_group = made_late
+    runtime.open_window = recorded  # type: ignore[method-assign]
+    try:
+        started = time.monotonic()
+        group = compat.new_group(list(range(world())))
+    finally:
+        del runtime.open_window
+        if me == late:
+            del runtime.adapter.new_group
+    waited = started_set_up[0] - started
+    assert me == late or waited >= 0.8, (
+        f"the group's set-up began {waited:.2f} s in, before rank {late} made it"
+    )
+    tensor = kit.tensor(np.full(3, me + 1.0), "float32")
+    compat.all_reduce(tensor, group=group)
+    expected = np.full(3, sum(range(1, world() + 1)), np.float32)
+    np.testing.assert_array_equal(kit.numpy(tensor), expected)
+    compat.destroy(group)
+
+
 register("shared_memory-barrier", case_barrier, min_world=2)
+register("shared_memory-new_group-meets", case_new_group_meets, min_world=2)
 register("shared_memory-rounds", case_rounds, min_world=2)
 register("shared_memory-opt-out", case_opt_out, min_world=2)
 register("shared_memory-stale-files", case_stale_files, min_world=2)
