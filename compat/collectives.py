@@ -515,16 +515,16 @@ def all_reduce_coalesced(
 
     Every tensor is checked (a tensor of one dtype, which ``op`` applies to, on this rank's
     device) before anything is sent. Where the capability table's ``coalesce`` rule for the
-    backend says (Gloo: up to 4 MB in all on its own transport; through shared memory, from 3
-    tensors of up to 64 KB each on average), the tensors go as one buffer, in one
-    :func:`all_reduce`, as torch's Gloo flattens them: over their own memory where they tile one
-    buffer in list order (``x.chunk(n)``), else copied in and out. Otherwise (larger tensors,
-    MCCL, where one buffer was not faster) compat issues one :func:`all_reduce` per tensor, all
-    at once (one after another when the call is synchronous, on the world, of dense tensors).
-    The results are the same (each element is reduced alone either way), and every rank issues
-    the same calls whatever its tensors' layout. A tensor given twice, or tensors that share
-    memory, are reduced once, as on Gloo: compat reduces copies of them and copies the results
-    back in list order.
+    backend says (Gloo: up to 4 MB in all on its own transport, through shared memory from 3
+    tensors of up to 64 KB each on average; MCCL: up to 8 MB, and from 2 such tensors), the
+    tensors go as one buffer, in one :func:`all_reduce`, as torch's Gloo flattens them: over
+    their own memory where they tile one buffer in list order (``x.chunk(n)``), else copied in
+    and out. Otherwise (larger tensors, NCCL and HCCL, which have no rule) compat issues one
+    :func:`all_reduce` per tensor, all at once (one after another when the call is synchronous,
+    on the world, of dense tensors). The results are the same (each element is reduced alone
+    either way), and every rank issues the same calls whatever its tensors' layout. A tensor
+    given twice, or tensors that share memory, are reduced once, as on Gloo: compat reduces
+    copies of them and copies the results back in list order.
 
     Examples
     --------
