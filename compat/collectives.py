@@ -176,9 +176,7 @@ def _ran_plain_rooted(
         if parts is None:
             return False
     world = current.world.handle
-    current.implementation(collective, tensor, None, world, facts[0])(
-        tensor, parts, root, world, False
-    )
+    current.plain_implementation(collective, tensor, facts[0])(tensor, parts, root, world, False)
     return True
 
 
@@ -282,11 +280,11 @@ def reduce_scatter(
             whole = inputs[0] if len(inputs) == 1 else current.adapter.joined(inputs)
             world = current.world.handle
             if whole is not None:  # as below
-                run = current.implementation("reduce_scatter_tensor", whole, None, world, dtype)
+                run = current.plain_implementation("reduce_scatter_tensor", whole, dtype)
                 run(output, whole, known, world, False)
             else:
-                run = current.implementation(
-                    "reduce_scatter", output, None, world, dtype, copies=len(inputs)
+                run = current.plain_implementation(
+                    "reduce_scatter", output, dtype, copies=len(inputs)
                 )
                 run(output, inputs, known, world, False)
             return None
@@ -430,7 +428,7 @@ def _reduce_scatter_tensor(
             result = _plain_output(current, out, (shape[0] // count, *shape[1:]), tensor, dtype)
             if result is not None:
                 world = current.world.handle
-                run = current.implementation("reduce_scatter_tensor", tensor, None, world, dtype)
+                run = current.plain_implementation("reduce_scatter_tensor", tensor, dtype)
                 run(result, tensor, reduce_op, world, False)
                 return result
     tensor_param, out_param = names
@@ -486,7 +484,7 @@ def all_reduce(
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
             world = current.world.handle
-            run = current.implementation("all_reduce", tensor, None, world, dtype)
+            run = current.plain_implementation("all_reduce", tensor, dtype)
             run(tensor, known, world, False)
             return None
     call = Call(group, async_op)
@@ -550,7 +548,7 @@ def all_reduce_coalesced(
                 # Else one synchronous all_reduce after another: the results are those of the
                 # calls issued at once, and no Work is made per tensor.
                 for tensor in each if whole is None else [whole]:
-                    run = current.implementation("all_reduce", tensor, None, world, dtype)
+                    run = current.plain_implementation("all_reduce", tensor, dtype)
                     run(tensor, known, world, False)
                 finish()
                 return None
@@ -698,7 +696,7 @@ def all_gather(
         outputs = current.checks.plain_list(tensor_list, facts)
         if outputs is not None:
             world = current.world.handle
-            run = current.implementation("all_gather", tensor, None, world, facts[0])
+            run = current.plain_implementation("all_gather", tensor, facts[0])
             run(outputs, tensor, world, False)
             return None
     call = Call(group, async_op)
@@ -805,7 +803,7 @@ def _all_gather_into_tensor(
             result = _plain_output(current, out, gathered, tensor, dtype)
             if result is not None:
                 world = current.world.handle
-                run = current.implementation("all_gather_into_tensor", tensor, None, world, dtype)
+                run = current.plain_implementation("all_gather_into_tensor", tensor, dtype)
                 run(result, tensor, world, False)
                 return result
     tensor_param, out_param = names
@@ -850,7 +848,7 @@ def broadcast(
     if plain is not None and plain[0].checks.plain_root(src, group_src):
         current, (dtype, _) = plain
         world = current.world.handle
-        current.implementation("broadcast", tensor, None, world, dtype)(tensor, src, world, False)
+        current.plain_implementation("broadcast", tensor, dtype)(tensor, src, world, False)
         return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -947,7 +945,7 @@ def scatter_tensor(
                     current.adapter.parts(tensor, [rows] * count) if current.rank == root else None
                 )
                 world = current.world.handle
-                run = current.implementation("scatter", result, None, world, dtype)
+                run = current.plain_implementation("scatter", result, dtype)
                 run(result, parts, root, world, False)
                 return result
     call = Call(group, async_op)
@@ -1020,7 +1018,7 @@ def reduce(
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
             world = current.world.handle
-            run = current.implementation("reduce", tensor, None, world, dtype)
+            run = current.plain_implementation("reduce", tensor, dtype)
             run(tensor, dst, known, world, False)
             return None
     call = Call(group, async_op)
@@ -1072,7 +1070,7 @@ def all_to_all_single(
         ):
             sizes = [shape[0] // count] * count
             world = current.world.handle
-            run = current.implementation("all_to_all_single", input, None, world, dtype)
+            run = current.plain_implementation("all_to_all_single", input, dtype)
             run(output, input, sizes, sizes, world, False)
             return None
     call = Call(group, async_op)
@@ -1134,9 +1132,7 @@ def all_to_all(
         outputs = checks.plain_list(output_tensor_list, facts) if inputs else None
         if inputs and outputs:
             world = current.world.handle
-            run = current.implementation(
-                "all_to_all", first, None, world, facts[0], copies=len(inputs)
-            )
+            run = current.plain_implementation("all_to_all", first, facts[0], copies=len(inputs))
             run(outputs, inputs, world, False)
             return None
     call = Call(group, async_op)

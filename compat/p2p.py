@@ -120,7 +120,7 @@ def send(
     current = state.current()
     dtype = current.checks.plain_point_to_point(tensor, dst, group, tag, group_dst)
     if dtype is not None:
-        current.implementation("send", tensor, group=None, dtype=dtype)(tensor, dst, None, 0)
+        current.plain_implementation("send", tensor, dtype)(tensor, dst, None, 0)
         return
     call = Call(group)
     rank, tag = _check_point_to_point(call, tensor, dst, "dst", group_dst, "group_dst", tag)
@@ -167,7 +167,7 @@ def recv(
     if dtype is not None and src is not None:  # a plain call's src is an int: for the typing
         # Receives from src issued earlier by irecv and not yet run take their messages first.
         algorithms.settle_deferred_recvs(current.adapter, src, None)
-        current.implementation("recv", tensor, group=None, dtype=dtype)(tensor, src, None, 0)
+        current.plain_implementation("recv", tensor, dtype)(tensor, src, None, 0)
         return src
     call = Call(group)
     _source(src, group_src)
@@ -220,7 +220,7 @@ def isend(
     current = state.current()
     dtype = current.checks.plain_point_to_point(tensor, dst, group, tag, group_dst)
     if dtype is not None:
-        run = current.implementation("isend", tensor, group=None, dtype=dtype)
+        run = current.plain_implementation("isend", tensor, dtype)
         return Work((run(tensor, dst, None, 0),))
     call = Call(group)
     rank, tag = _check_point_to_point(call, tensor, dst, "dst", group_dst, "group_dst", tag)
@@ -269,7 +269,7 @@ def irecv(
     current = state.current()
     dtype = current.checks.plain_point_to_point(tensor, src, group, tag, group_src)
     if dtype is not None:
-        run = current.implementation("irecv", tensor, group=None, dtype=dtype)
+        run = current.plain_implementation("irecv", tensor, dtype)
         return Work((run(tensor, src, None, 0),))
     call = Call(group)
     _source(src, group_src)
@@ -410,7 +410,7 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
         plain_specs, dtype = plain
         world = current.world.handle
         like = plain_specs[0][1]
-        run = current.implementation("batch_isend_irecv", like, group=world, dtype=dtype)
+        run = current.plain_implementation("batch_isend_irecv", like, dtype)
         handles = run(plain_specs, world)
         if len(handles) == len(plain_specs):
             return [Work((handle,)) for handle in handles]

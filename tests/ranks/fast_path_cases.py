@@ -387,26 +387,32 @@ def case_coalesced_shared_memory_reduced_once(kit: Any) -> None:
 @contextmanager
 def all_reduces_counted() -> Iterator[list[int]]:
     """How many all_reduce implementations were run meanwhile (each is one collective on the
-    wire, whichever path issued it)."""
+    wire, whichever path issued it: State.implementation or, in the common case,
+    State.plain_implementation)."""
     current = state.current()
-    made, original = [0], current.implementation
+    made = [0]
 
-    def counting(collective: str, *args: Any, **kwargs: Any) -> Callable[..., Any]:
-        run = original(collective, *args, **kwargs)
-        if collective != "all_reduce":
-            return run
+    def counting(original: Callable[..., Any]) -> Callable[..., Any]:
+        def choose(collective: str, *args: Any, **kwargs: Any) -> Callable[..., Any]:
+            run = original(collective, *args, **kwargs)
+            if collective != "all_reduce":
+                return run
 
-        def counted(*call_args: Any) -> Any:
-            made[0] += 1
-            return run(*call_args)
+            def counted(*call_args: Any) -> Any:
+                made[0] += 1
+                return run(*call_args)
 
-        return counted
+            return counted
 
-    current.implementation = counting  # type: ignore[method-assign]
+        return choose
+
+    current.implementation = counting(current.implementation)  # type: ignore[method-assign]
+    current.plain_implementation = counting(current.plain_implementation)  # type: ignore[method-assign]
     try:
         yield made
     finally:
         del current.implementation
+        del current.plain_implementation
 
 
 def _expected_all_reduces(kit: Any, shapes: list[tuple[int, ...]], itemsize: int = 4) -> int:
@@ -673,6 +679,69 @@ def case_blocking_point_to_point(kit: Any) -> None:
     _check(kit, base, sent[0][left], "recv into a view, whole base")
 
 
+def case_forced_choice_after_the_common_path(kit: Any) -> None:
+    """The common path's choice, kept by (collective, dtype) once made
+    (State.plain_implementation), is what State.implementation chooses on the world, and gives
+    way to a choice forced later and back to the table's once the force is lifted: isend, irecv,
+    send, recv, all_reduce and broadcast, each run before, during and after the force, their
+    results checked."""
+    n, me = world(), rank()
+    right, left = (me + 1) % n, (me - 1) % n
+    current = state.current()
+    names = ("isend", "irecv", "send", "recv", "all_reduce", "broadcast")
+    sent = [values("p2p-forced", r, (2, 3)) for r in range(n)]
+    outgoing = kit.tensor(sent[me], "float32")
+    total = np.sum(sent, axis=0)
+    recorded: dict[str, int] = dict.fromkeys(names, 0)
+
+    def run_all(step: str) -> None:
+        received = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+        works = [compat.isend(outgoing, right), compat.irecv(received, left)]
+        for work in works:
+            work.wait()
+        assert_close(kit.numpy(received), sent[left], "float32", f"irecv, {step}")
+        received = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+        if me % 2 == 0:  # even ranks send first: no cycle of blocking calls
+            compat.send(outgoing, right)
+            compat.recv(received, left)
+        else:
+            compat.recv(received, left)
+            compat.send(outgoing, right)
+        assert_close(kit.numpy(received), sent[left], "float32", f"recv, {step}")
+        reduced = kit.tensor(sent[me], "float32")
+        compat.all_reduce(reduced)
+        assert_close(kit.numpy(reduced), total, "float32", f"all_reduce, {step}")
+        broadcast = kit.tensor(sent[me], "float32")
+        compat.broadcast(broadcast, 0)
+        assert_close(kit.numpy(broadcast), sent[0], "float32", f"broadcast, {step}")
+        assert_close(kit.numpy(outgoing), sent[me], "float32", f"sent tensor unchanged, {step}")
+
+    run_all("before the force")
+    for name in names:
+        chosen = current.implementation(name, outgoing, group=current.world.handle)
+        kept = current.plain_implementation(name, outgoing, "float32")
+        assert kept is chosen, f"{name}: the common path's choice {kept} is not {chosen}"
+    real = {name: current.plain_implementation(name, outgoing, "float32") for name in names}
+
+    def recording(name: str) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            recorded[name] += 1
+            return real[name](*args)
+
+        return run
+
+    for name in names:
+        current.force(name, "float32", ("recording", recording(name)))
+    try:
+        run_all("forced")
+    finally:
+        for name in names:
+            current.force(name, "float32", None)
+    assert recorded == dict.fromkeys(names, 1), f"forced choices run: {recorded}"
+    run_all("after the force")
+    assert recorded == dict.fromkeys(names, 1), f"after the force: {recorded}"
+
+
 register("fast_path-plain", case_plain_calls_skip_call, 1)
 register("fast_path-blocking_p2p", case_blocking_point_to_point, 2)
 register("fast_path-batch_p2p", case_batch_point_to_point, 2)
@@ -682,3 +751,4 @@ register("fast_path-coalesced_shared", case_coalesced_shared_memory_reduced_once
 register("fast_path-unseen_op", case_unseen_op_takes_the_full_path, 1)
 register("fast_path-full", case_other_calls_take_the_full_path, 1)
 register("fast_path-coalesced_layouts", case_coalesced_layouts_differ_by_rank, 1)
+register("fast_path-forced_after_cached", case_forced_choice_after_the_common_path, 2)

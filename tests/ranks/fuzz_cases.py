@@ -11,8 +11,9 @@ parameter of a list or of a P2POp may be named with its index or field, ``input_
 job usable: after each function's trials every rank runs a good all_reduce (``follow_up``).
 
 No bad call can communicate, and so none can hang, even one compat wrongly accepts: each runs
-under a tripwire that replaces every way into communication (``State.implementation``, which
-every collective, point-to-point call and object collective goes through, and the adapter's
+under a tripwire that replaces every way into communication (``State.implementation`` and
+``State.plain_implementation``, which every collective, point-to-point call and object
+collective goes through, and the adapter's
 collectives, barrier, new_group and destroy, the pre-flight check and the deferred receives) by
 a function raising :class:`Reached`. A call that gets there is reported as accepted, with its
 arguments, and the ranks stay in step: between the trials they only run the follow-up, the same
@@ -131,7 +132,11 @@ def tripwire() -> Iterator[None]:
         return
     adapter = state.adapter
     count, groups = state.group_count, dict(state.groups)
-    instance = [(state, "implementation"), *((adapter, name) for name in _ADAPTER_METHODS)]
+    instance = [
+        (state, "implementation"),
+        (state, "plain_implementation"),
+        *((adapter, name) for name in _ADAPTER_METHODS),
+    ]
     modules = [
         (compat.state, "leave"),
         (compat.collectives, "preflight"),
