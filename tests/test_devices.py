@@ -230,6 +230,65 @@ def test_bench_makes_its_buffers_on_the_home_device(clean_env: pytest.MonkeyPatc
         assert out is None or out.device.type == "meta", op
 
 
+class _StubBackend:
+    def __init__(self, coalesces: bool) -> None:
+        self.supports_coalescing = coalesces
+
+
+class _StubGroup:
+    """A process group whose backend on the home device coalesces or not (NCCL or Gloo), and
+    whose own send/recv record what they were given."""
+
+    def __init__(self, home: torch.device, coalesces: bool) -> None:
+        self.home, self.coalesces, self.calls = home, coalesces, []
+
+    def _get_backend(self, device: torch.device) -> _StubBackend:
+        assert device == self.home, device
+        return _StubBackend(self.coalesces)
+
+    def send(self, tensors: list[torch.Tensor], peer: int, tag: int) -> str:
+        self.calls.append(("send", tensors[0], peer, tag))
+        return f"sent to {peer}"
+
+    def recv(self, tensors: list[torch.Tensor], peer: int, tag: int) -> str:
+        self.calls.append(("recv", tensors[0], peer, tag))
+        return f"received from {peer}"
+
+
+def test_batch_isend_irecv_coalesces_through_torch_where_the_backend_does(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """A batch goes through torch.distributed.batch_isend_irecv where the group's backend on
+    the home device coalesces (NCCL: one group call, which only torch's function makes, and one
+    Work for the batch), and op by op to the group's own send and recv, in list order, where it
+    does not (Gloo, as torch's function does there): stub groups stand in for both."""
+    adapter = torch_adapter.TorchAdapter()
+    adapter._peer = lambda group, rank: (group, rank + 10)  # type: ignore[method-assign]
+    a, b, c = torch.zeros(2), torch.ones(2), torch.full((2,), 2.0)
+    specs = [("irecv", a, 1, 0), ("isend", b, 2, 7), ("isend", c, 1, 0)]
+
+    gloo = _StubGroup(adapter._home, coalesces=False)
+    assert adapter.batch_isend_irecv(specs, gloo) == [
+        "received from 11", "sent to 12", "sent to 11"
+    ]  # fmt: skip
+    assert [(kind, tensor is mine, peer, tag) for (kind, tensor, peer, tag), mine in zip(
+        gloo.calls, (a, b, c), strict=True
+    )] == [("recv", True, 11, 0), ("send", True, 12, 7), ("send", True, 11, 0)]  # fmt: skip
+
+    batches: list[list[Any]] = []
+    clean_env.setattr(
+        torch_adapter.dist, "P2POp", lambda op, tensor, peer, group, tag: (op, tensor, peer, tag)
+    )
+    clean_env.setattr(
+        torch_adapter.dist, "batch_isend_irecv", lambda ops: (batches.append(ops), ["one"])[1]
+    )
+    nccl = _StubGroup(adapter._home, coalesces=True)
+    assert adapter.batch_isend_irecv(specs, nccl) == ["one"]
+    dist = torch_adapter.dist
+    assert batches == [[(dist.irecv, a, 1, 0), (dist.isend, b, 2, 7), (dist.isend, c, 1, 0)]]
+    assert nccl.calls == []
+
+
 #: Every adapter collective, sync and async, on torch's fake process group (another C++
 #: backend than Gloo) with tensors on the meta device; prints what reached torch's functions.
 FAKE_BACKEND_SCRIPT = """
