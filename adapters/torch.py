@@ -505,7 +505,8 @@ class TorchAdapter(Adapter):
         running."""
         if not _DIRECT or has_torch_function(relevant):
             return None
-        process_group = group if group is not None else dist.group.WORLD
+        # torch's world as dist.group.WORLD gives it, through one property where that takes two
+        process_group = group if group is not None else _c10d._world.default_pg
         if batched and process_group in _c10d._world.pg_coalesce_state:
             return None
         return process_group
