@@ -694,11 +694,14 @@ class TorchAdapter(Adapter):
     def _send(self, tensor: torch.Tensor, dst: int, group: GroupHandle, tag: int = 0) -> Handle:
         if has_torch_function_unary(tensor):  # a subclass that overrides torch's functions
             return _member_work(dist.isend(tensor, dst, group=group, tag=tag))
-        # On the world, what _peer answers is read here, through one property where
-        # dist.group.WORLD takes two: one Python call and one property fewer per message,
-        # each 1.5 us or more right after a collective (measured).
-        world: Any = _c10d._world.default_pg  # what _peer finds for the world
-        process_group, peer = (world, dst) if group is None else self._peer(group, dst)
+        if group is None:
+            # torch's world, looked up each call (a script may re-create it behind compat),
+            # through one property where dist.group.WORLD takes two: right after a collective
+            # each Python call or property costs 1.5 us or more (measured).
+            process_group: Any = _c10d._world.default_pg
+            peer = dst
+        else:
+            process_group, peer = self._peer(group, dst)
         # The group's own method returns a Work, never None: no _member_work call, which costs
         # about 1.5 us right after a collective (as every Python call then, measured).
         sent: Any = process_group.send([tensor], peer, tag)  # a torch Work: a Handle
@@ -707,9 +710,12 @@ class TorchAdapter(Adapter):
     def _recv(self, tensor: torch.Tensor, src: int, group: GroupHandle, tag: int = 0) -> Handle:
         if has_torch_function_unary(tensor):
             return _member_work(dist.irecv(tensor, src, group=group, tag=tag))
-        world: Any = _c10d._world.default_pg  # what _peer finds for the world
-        process_group, peer = (world, src) if group is None else self._peer(group, src)
-        received: Any = process_group.recv([tensor], peer, tag)  # as in _send
+        if group is None:  # as in _send
+            process_group: Any = _c10d._world.default_pg
+            peer = src
+        else:
+            process_group, peer = self._peer(group, src)
+        received: Any = process_group.recv([tensor], peer, tag)
         return received
 
     isend = _send
@@ -719,14 +725,9 @@ class TorchAdapter(Adapter):
         """Global ``rank``'s rank in ``group`` (None: the world, where the two are one)."""
         return rank if group is None else self._peer(group, rank)[1]
 
-    def _peer(self, group: GroupHandle, rank: int) -> tuple[dist.ProcessGroup, int]:
-        """The process group of ``group`` and global ``rank``'s rank in it."""
-        if group is None:
-            # Looked up each call: a script may re-create torch's world behind compat. What
-            # dist.group.WORLD returns, through one property instead of two.
-            world = _c10d._world.default_pg
-            assert world is not None  # compat runs collectives only once torch is initialised
-            return world, rank
+    def _peer(self, group: dist.ProcessGroup, rank: int) -> tuple[dist.ProcessGroup, int]:
+        """``group`` (a group, not the world: its callers read that themselves) and global
+        ``rank``'s rank in it."""
         key = (group, rank)
         found = self._group_peers.get(key)
         if found is None:
@@ -739,7 +740,8 @@ class TorchAdapter(Adapter):
             # What torch's batch_isend_irecv does where the backend does not coalesce (Gloo):
             # each op issued in list order as an isend or irecv, one Work each; here without
             # torch's P2POp objects and its checks of them and of each op, which compat has
-            # made (2 ranks, 1 KB, right after a collective: 1.08-1.15 of torch's through it).
+            # made (compat bench, 2 ranks, 1K-64K on Gloo's transport: 1.12-1.17 of torch's
+            # through it, 0.96-1.02 without).
             issue = {"isend": self._send, "irecv": self._recv}
             return [issue[kind](tensor, peer, group, tag) for kind, tensor, peer, tag in p2p_ops]
         # One Work for the whole (coalesced) batch (NCCL): torch's own function coalesces it.
