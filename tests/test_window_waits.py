@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import mmap
 import platform
+import threading
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -41,6 +44,19 @@ def test_timer_slack_is_set_and_the_previous_returned() -> None:
         backoff.timer_slack(before)
 
 
+def _in_this_thread(stand_in: Callable[[float], None]) -> Callable[[float], None]:
+    """``time.sleep`` for the test: ``stand_in`` in this thread, the real sleep in every other
+    (backoff.time is the time module itself, and make test's background rank jobs poll from
+    threads of this process: one of their sleeps, with the default 50 us slack, once reached a
+    test's stand-in and failed it)."""
+    sleep, mine = time.sleep, threading.get_ident()
+
+    def sleeping(seconds: float) -> None:
+        (stand_in if threading.get_ident() == mine else sleep)(seconds)
+
+    return sleeping
+
+
 def test_a_sleeping_wait_tightens_the_timer_slack_and_puts_it_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -56,7 +72,7 @@ def test_a_sleeping_wait_tightens_the_timer_slack_and_puts_it_back(
         if len(seen) == 3:
             peer_arrivals[0] = 1  # the peer arrives while this rank sleeps
 
-    monkeypatch.setattr(backoff.time, "sleep", sleep)
+    monkeypatch.setattr(backoff.time, "sleep", _in_this_thread(sleep))
     own = backoff.timer_slack(40_000)
     try:
         slots = window.publish()
@@ -70,7 +86,7 @@ def test_a_sleeping_wait_tightens_the_timer_slack_and_puts_it_back(
 def test_a_wait_that_times_out_puts_the_timer_slack_back(monkeypatch: pytest.MonkeyPatch) -> None:
     window = _window()
     window.timeout = 0.0  # the peer never arrives: the first sleep's check gives up
-    monkeypatch.setattr(backoff.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(backoff.time, "sleep", _in_this_thread(lambda seconds: None))
     own = backoff.timer_slack(30_000)
     try:
         with pytest.raises(shared_memory.CollectiveTimeout, match="did not reach it"):
