@@ -175,13 +175,7 @@ class Work:
                 else:
                     pending[0].wait(timeout)
                 del pending[0]
-            # _complete's steps, inline: wait() is on the path of every asynchronous call, and
-            # right after a message arrives each Python call costs 1.5 us or more (measured).
-            finish = self._finish
-            if finish is not None:
-                self._finish = None
-                finish()
-            self._finished = True
+            self._complete()
         return True
 
     def is_completed(self) -> bool:
