@@ -684,11 +684,12 @@ def case_forced_choice_after_the_common_path(kit: Any) -> None:
     (State.plain_implementation), is what State.implementation chooses on the world, and gives
     way to a choice forced later and back to the table's once the force is lifted: isend, irecv,
     send, recv, all_reduce and broadcast, each run before, during and after the force, their
-    results checked."""
+    results checked; and all_gather_into_tensor, whose choice can depend on the size (its
+    choices by size are kept instead)."""
     n, me = world(), rank()
     right, left = (me + 1) % n, (me - 1) % n
     current = state.current()
-    names = ("isend", "irecv", "send", "recv", "all_reduce", "broadcast")
+    names = ("isend", "irecv", "send", "recv", "all_reduce", "broadcast", "all_gather_into_tensor")
     sent = [values("p2p-forced", r, (2, 3)) for r in range(n)]
     outgoing = kit.tensor(sent[me], "float32")
     total = np.sum(sent, axis=0)
@@ -714,6 +715,10 @@ def case_forced_choice_after_the_common_path(kit: Any) -> None:
         broadcast = kit.tensor(sent[me], "float32")
         compat.broadcast(broadcast, 0)
         assert_close(kit.numpy(broadcast), sent[0], "float32", f"broadcast, {step}")
+        gathered = kit.tensor(np.full((2 * n, 3), SENTINEL), "float32")
+        compat.all_gather_into_tensor(outgoing, out=gathered)
+        expected = np.concatenate(sent)
+        assert_close(kit.numpy(gathered), expected, "float32", f"all_gather_into_tensor, {step}")
         assert_close(kit.numpy(outgoing), sent[me], "float32", f"sent tensor unchanged, {step}")
 
     run_all("before the force")
