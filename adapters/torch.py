@@ -37,12 +37,19 @@ from compat.types import Handle, ReduceOp
 _reduce_scatter_single = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
 _all_gather_single = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
 
-#: Whether the collectives may call the process group's methods directly (TorchAdapter._direct):
-#: where a torch release keeps no record of open _coalescing_manager contexts where 2.13 does,
-#: or names the methods otherwise, every collective goes through torch's own function.
-_DIRECT = hasattr(getattr(_c10d, "_world", None), "pg_coalesce_state") and all(
-    hasattr(dist.ProcessGroup, name)
-    for name in ("all_gather_single", "reduce_scatter_single", "all_to_all_single", "alltoall")
+#: Whether compat may call the process group's methods directly (the collectives through
+#: TorchAdapter._direct, send, recv and batch_isend_irecv): where a torch release keeps no record
+#: of open _coalescing_manager contexts where 2.13 does, has no _World.default_pg (the world's
+#: group, read there in one property), or names the methods otherwise, every call goes through
+#: torch's own function.
+_DIRECT = (
+    hasattr(getattr(_c10d, "_world", None), "pg_coalesce_state")
+    and hasattr(_c10d._world, "default_pg")
+    and all(
+        hasattr(dist.ProcessGroup, name)
+        for name in ("all_gather_single", "reduce_scatter_single", "all_to_all_single", "alltoall")
+    )
+    and hasattr(dist.ProcessGroup, "_get_backend")
 )
 
 
@@ -692,7 +699,9 @@ class TorchAdapter(Adapter):
     # wrapped to translate its own errors (translating_errors). isend/irecv are these functions
     # themselves, under their names (isend/irecv are bound by latency: no call in between).
     def _send(self, tensor: torch.Tensor, dst: int, group: GroupHandle, tag: int = 0) -> Handle:
-        if has_torch_function_unary(tensor):  # a subclass that overrides torch's functions
+        # torch's function for a subclass that overrides torch's functions (or a torch release
+        # whose groups compat does not call directly, _DIRECT)
+        if not _DIRECT or has_torch_function_unary(tensor):
             return _member_work(dist.isend(tensor, dst, group=group, tag=tag))
         if group is None:
             # torch's world, looked up each call (a script may re-create it behind compat),
@@ -708,7 +717,7 @@ class TorchAdapter(Adapter):
         return sent
 
     def _recv(self, tensor: torch.Tensor, src: int, group: GroupHandle, tag: int = 0) -> Handle:
-        if has_torch_function_unary(tensor):
+        if not _DIRECT or has_torch_function_unary(tensor):  # as in _send
             return _member_work(dist.irecv(tensor, src, group=group, tag=tag))
         if group is None:  # as in _send
             process_group: Any = _c10d._world.default_pg
@@ -735,16 +744,19 @@ class TorchAdapter(Adapter):
         return found
 
     def batch_isend_irecv(self, p2p_ops: list[P2PSpec], group: GroupHandle) -> list[Handle]:
-        process_group: Any = _c10d._world.default_pg if group is None else group
-        if not process_group._get_backend(self._home).supports_coalescing:
-            # What torch's batch_isend_irecv does where the backend does not coalesce (Gloo):
-            # each op issued in list order as an isend or irecv, one Work each; here without
-            # torch's P2POp objects and its checks of them and of each op, which compat has
-            # made (compat bench, 2 ranks, 1K-64K on Gloo's transport: 1.12-1.17 of torch's
-            # through it, 0.96-1.02 without).
-            issue = {"isend": self._send, "irecv": self._recv}
-            return [issue[kind](tensor, peer, group, tag) for kind, tensor, peer, tag in p2p_ops]
-        # One Work for the whole (coalesced) batch (NCCL): torch's own function coalesces it.
+        if _DIRECT:
+            process_group: Any = _c10d._world.default_pg if group is None else group
+            if not process_group._get_backend(self._home).supports_coalescing:
+                # What torch's batch_isend_irecv does where the backend does not coalesce
+                # (Gloo): each op issued in list order as an isend or irecv, one Work each; here
+                # without torch's P2POp objects and its checks of them and of each op, which
+                # compat has made (compat bench, 2 ranks, 1K-64K on Gloo's transport: 1.12-1.17
+                # of torch's through it, 0.96-1.02 without).
+                issue = {"isend": self._send, "irecv": self._recv}
+                return [
+                    issue[kind](tensor, peer, group, tag) for kind, tensor, peer, tag in p2p_ops
+                ]
+        # One Work for the whole (coalesced) batch (NCCL), which only torch's function makes.
         functions = {"isend": dist.isend, "irecv": dist.irecv}
         works = dist.batch_isend_irecv(
             [

@@ -289,6 +289,61 @@ def test_batch_isend_irecv_coalesces_through_torch_where_the_backend_does(
     assert nccl.calls == []
 
 
+def test_point_to_point_goes_through_torch_where_groups_are_not_called_directly(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """On a torch release whose process groups compat does not call directly (_DIRECT False:
+    no _World.default_pg, for one), send, recv and batch_isend_irecv go through torch's own
+    functions, on the world and on a group, and never read the world's group or call a
+    group's methods; with _DIRECT, send and recv call the group's own methods."""
+    adapter = torch_adapter.TorchAdapter()
+    adapter._peer = lambda group, rank: (group, rank + 10)  # type: ignore[method-assign]
+    a, b = torch.zeros(2), torch.ones(2)
+    group = _StubGroup(adapter._home, coalesces=False)
+    through_torch: list[tuple[Any, ...]] = []
+    dist = torch_adapter.dist
+    clean_env.setattr(
+        dist,
+        "isend",
+        lambda t, peer, group, tag: (through_torch.append(("isend", t, peer, group, tag)), "i")[1],
+    )
+    clean_env.setattr(
+        dist,
+        "irecv",
+        lambda t, peer, group, tag: (through_torch.append(("irecv", t, peer, group, tag)), "r")[1],
+    )
+    clean_env.setattr(dist, "P2POp", lambda op, t, peer, group, tag: (op, t, peer, group, tag))
+    clean_env.setattr(
+        dist, "batch_isend_irecv", lambda ops: (through_torch.append(("batch", ops)), ["b"])[1]
+    )
+
+    class NoWorld:  # _World without default_pg: any read of it fails the test
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"read _c10d._world.{name}")
+
+    clean_env.setattr(torch_adapter._c10d, "_world", NoWorld())
+    clean_env.setattr(torch_adapter, "_DIRECT", False)
+    assert adapter._send(a, 1, None, 0) == "i"
+    assert adapter._recv(b, 1, group, 5) == "r"
+    assert adapter.batch_isend_irecv([("irecv", a, 1, 0), ("isend", b, 0, 3)], None) == ["b"]
+    assert adapter.batch_isend_irecv([("isend", b, 1, 0)], group) == ["b"]
+    assert through_torch == [
+        ("isend", a, 1, None, 0),
+        ("irecv", b, 1, group, 5),
+        ("batch", [(dist.irecv, a, 1, None, 0), (dist.isend, b, 0, None, 3)]),
+        ("batch", [(dist.isend, b, 1, group, 0)]),
+    ]
+    assert group.calls == []
+
+    clean_env.setattr(torch_adapter, "_DIRECT", True)
+    assert adapter._send(a, 1, group, 0) == "sent to 11"
+    assert adapter._recv(b, 0, group, 4) == "received from 10"
+    assert [(kind, peer, tag) for kind, _, peer, tag in group.calls] == [
+        ("send", 11, 0), ("recv", 10, 4)
+    ]  # fmt: skip
+    assert len(through_torch) == 4
+
+
 #: Every adapter collective, sync and async, on torch's fake process group (another C++
 #: backend than Gloo) with tensors on the meta device; prints what reached torch's functions.
 FAKE_BACKEND_SCRIPT = """
