@@ -92,7 +92,14 @@ class MindSporeKit(Kit):
     def __init__(self) -> None:
         import mindspore as ms
 
-        ms.set_device("CPU")  # no communication init: comm is local to the process
+        # No communication init: comm is local to the process. set_device refuses once a kernel
+        # has run (another test file of this pytest process may have run one, on the device
+        # MindSpore chose itself): that device must be the CPU.
+        try:
+            ms.set_device("CPU")
+        except RuntimeError:
+            if ms.get_context("device_target") != "CPU":
+                raise
         self.ms = ms
         self.cpu_names = ["CPU", "cpu"]
         self.missing_device = "Ascend"
