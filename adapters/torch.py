@@ -97,6 +97,12 @@ _ENDING_WAIT = timedelta(milliseconds=10)
 _ENDED_WITHIN_SECONDS = 5.0
 
 
+def _ended(entry: tuple[dist.Work | Handle, threading.Event | None]) -> bool:
+    """Whether a pending timed send or recv has ended: its waiting thread's wait returned (one
+    that no thread waits for ends only in destroy)."""
+    return entry[1] is not None and entry[1].is_set()
+
+
 def home_index(rendezvous: Rendezvous, visible: int) -> int:
     """The CUDA device an NCCL rank uses, of the ``visible`` ones: ``init(device_id=)`` (an index
     or a torch.device); else the local rank a launcher gives (``LOCAL_RANK`` from torchrun, then
@@ -162,7 +168,9 @@ class TorchAdapter(Adapter):
         # measured on Gloo).
         self._home_is_cpu = True
         self._timeout = DEFAULT_TIMEOUT_SECONDS  # a collective's bound: see init
-        self._pending: list[tuple[dist.Work, threading.Event]] = []  # timed p2p: see destroy
+        #: timed point to point still pending, with the event its waiting thread sets when the
+        #: wait returns (None: no thread waits, keep_pending); see destroy
+        self._pending: list[tuple[dist.Work | Handle, threading.Event | None]] = []
         #: (subgroup, global rank) -> (process group, the rank in it), for point to point
         self._group_peers: dict[tuple[Any, int], tuple[dist.ProcessGroup, int]] = {}
         self._dtype_names = _dtype_names()
@@ -220,20 +228,22 @@ class TorchAdapter(Adapter):
         if not dist.is_initialized() or self._adopted:
             return
         # A timed send or recv whose peer never came (monitored_barrier past its timeout) is
-        # still pending in Gloo, its wait on a thread of its own. Left so, the wait returns
-        # during the interpreter's shutdown, when the group is torn down, and aborts the process
-        # ("terminate called without an active exception": 9 of 20 3-rank jobs, measured;
-        # aborting the group does not end the wait). A timed-out wait closes the group's
-        # connections, which ends every pending wait at once; the threads are then joined.
-        pending = [(work, returned) for work, returned in self._pending if not returned.is_set()]
+        # still pending in Gloo, its wait on a thread of its own (reported_barrier) or on none
+        # (keep_pending). Left so, the wait returns during the interpreter's shutdown, when the
+        # group is torn down, and aborts the process ("terminate called without an active
+        # exception": 9 of 20 3-rank jobs, measured; aborting the group does not end the wait).
+        # A timed-out wait closes the group's connections, which ends every pending wait at
+        # once; the threads are then joined.
+        pending = [entry for entry in self._pending if not _ended(entry)]
         self._pending.clear()
         for work, _ in pending:
             try:
                 work.wait(_ENDING_WAIT)
-            except RuntimeError:
+            except (RuntimeError, CollectiveTimeout):  # keep_pending's handles translate
                 pass  # timed out, or its connection is already closed: it has ended
         for _, returned in pending:
-            returned.wait(_ENDED_WITHIN_SECONDS)
+            if returned is not None:
+                returned.wait(_ENDED_WITHIN_SECONDS)
         dist.destroy_process_group()
 
     def rank(self) -> int:
@@ -795,9 +805,12 @@ class TorchAdapter(Adapter):
             finally:
                 returned.set()
 
-        self._pending[:] = [entry for entry in self._pending if not entry[1].is_set()]
+        self._pending[:] = [entry for entry in self._pending if not _ended(entry)]
         self._pending.append((work, returned))
         return completes_within(waiting, seconds)
+
+    def keep_pending(self, handles: Sequence[Handle]) -> None:
+        self._pending.extend((handle, None) for handle in handles)
 
     # -- framework facts for compat's tools ------------------------------------------------
     def device_kinds(self) -> set[str]:

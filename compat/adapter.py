@@ -551,6 +551,12 @@ class Adapter(ABC):
         """Receive into ``tensor`` from global rank ``src``; False if nothing arrived within
         ``seconds`` (or it failed). As :meth:`send_within`, it may stay pending."""
 
+    def keep_pending(self, handles: Sequence[Handle]) -> None:
+        """Hold ``handles``, a monitored_barrier's sends to and receives from peers that never
+        came (compat.algorithms.reported_barrier_in_memory), until :meth:`destroy`, which ends
+        them: their tensors' memory must outlive them."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no pending handles")
+
     # -- framework facts for compat's tools ------------------------------------------------
     def device_kinds(self) -> set[str]:
         """The accelerators this process can use, as ``default_backend[].when`` in

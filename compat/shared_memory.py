@@ -171,7 +171,7 @@ class SharedWindow:
         self._fence = threading.Lock()
         #: how long a rank waits for its peers: as long as the backend's collectives would
         self.timeout = adapter.collective_timeout()
-        self._yields = _YIELDS if len(maps) <= _cores() else 0
+        self._yields = yields_for(len(maps))
         #: the thread that runs asynchronous collectives, made on the first (see run)
         self._issue_order: _IssueOrder | None = None
         #: set by close: a wait for peers ends at once (the slots are about to be unmapped)
@@ -466,6 +466,12 @@ def in_issue_order(algorithm: Callable[..., Any], adapter: Adapter, *args: Any) 
     if found is None:  # the table chooses these only for groups with a window
         raise RuntimeError(f"{algorithm.__name__}: the group has no shared-memory window")
     return found.run(partial(algorithm, adapter, *arguments, group), async_op)
+
+
+def yields_for(ranks: int) -> int:
+    """How many polls yield the CPU before a wait for ``ranks`` processes sleeps (see _YIELDS):
+    none where they are more than this process's cores."""
+    return _YIELDS if ranks <= _cores() else 0
 
 
 def _cores() -> int:

@@ -6,6 +6,7 @@ Every name starts with "a2a" (or "bad_input[a2a"), so ``-k a2a`` selects them.
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 import compat
+from compat import algorithms, state
 from tests.ranks.bad_input_cases import bad_case, expect_error, f32
 from tests.ranks.cases import (
     DTYPES,
@@ -409,12 +411,29 @@ register("a2a_default_root", case_default_root)
 
 
 def case_monitored_barrier(kit: Any) -> None:
-    compat.monitored_barrier(timeout=20)
-    compat.monitored_barrier(timeout=timedelta(seconds=20), wait_all_ranks=True)
-    compat.monitored_barrier()
-    group = subgroup()
-    if rank() in group.ranks:
-        compat.monitored_barrier(group, timeout=20)
+    """monitored_barrier's normal path on the world and a group; where the capability table
+    chooses reported_barrier_in_memory (Gloo's own transport), without starting a thread."""
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted_start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    threading.Thread.start = counted_start  # type: ignore[method-assign]
+    try:
+        compat.monitored_barrier(timeout=20)
+        compat.monitored_barrier(timeout=timedelta(seconds=20), wait_all_ranks=True)
+        compat.monitored_barrier()
+        group = subgroup()
+        if rank() in group.ranks:
+            compat.monitored_barrier(group, timeout=20)
+    finally:
+        threading.Thread.start = start  # type: ignore[method-assign]
+    current = state.current()
+    chosen = current.implementation("monitored_barrier", None, 0, current.world.handle, "uint8")
+    if getattr(chosen, "func", None) is algorithms.reported_barrier_in_memory:
+        assert not started, f"monitored_barrier started threads: {started}"
     follow_up(kit)
 
 
