@@ -1187,8 +1187,8 @@ def reported_barrier_in_memory(
     deadline = started + max(timeout, _GRACE)  # as reported_barrier's first receive waits
     sends = [adapter.isend(arrival, peer, group, ARRIVAL_TAG) for peer in peers]
     receives = [
-        adapter.irecv(adapter.narrow(heard, index, 1), peer, group, ARRIVAL_TAG)
-        for index, peer in enumerate(peers)
+        adapter.irecv(flag, peer, group, ARRIVAL_TAG)
+        for flag, peer in zip(adapter.parts(heard, [1] * len(peers)), peers, strict=True)
     ]
     flags = (ctypes.c_ubyte * len(peers)).from_address(adapter.host_address(heard))
     with Backoff(shared_memory.yields_for(len(ranks))) as backoff:

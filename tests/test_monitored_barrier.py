@@ -52,8 +52,8 @@ class _HostAdapter:
     def in_host_memory(self, tensor: Array) -> bool:
         return self.in_host
 
-    def narrow(self, tensor: Array, start: int, length: int) -> Array:
-        return tensor[start : start + length]
+    def parts(self, tensor: Array, sizes: Sequence[int]) -> list[Array]:
+        return np.split(tensor, np.cumsum(sizes)[:-1])
 
     def host_address(self, tensor: Array) -> int:
         address: int = tensor.ctypes.data
