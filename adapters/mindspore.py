@@ -29,6 +29,7 @@ copies and reductions run in numpy on the tensors' own memory (``_host_view``).
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import math
 import operator
@@ -262,6 +263,7 @@ class MindSporeAdapter(Adapter):
                 "MS_WORKER_NUM": str(world),
             }
             if rank == 0:
+                _check_scheduler_port(common["MS_SCHED_HOST"], port)
                 self._scheduler = _start_scheduler(common)
             os.environ.update(common, MS_ROLE="MS_WORKER", MS_NODE_ID=str(rank))
             os.environ.setdefault("RANK_ID", str(rank))
@@ -1173,6 +1175,28 @@ def _torch_meeting(rendezvous: Rendezvous) -> tuple[str, int, int, int] | None:
         # it, and the workers waited for ever: measured); the scheduler takes the next port.
         master_port += 1
     return os.environ["MASTER_ADDR"], master_port, rank, world
+
+
+def _check_scheduler_port(address: str, port: int) -> None:
+    """Raise where another process holds ``port`` at ``address``, so that MindSpore's scheduler
+    could not listen there. Its output is not shown, and every rank would then wait in
+    mindspore.communication.init for ever, retrying to reach it (measured: a port held by a
+    listening socket, 2 ranks still waiting after 120 s, with no error). A launcher's free port
+    can be taken before rank 0 gets here: by another job, or as the local port of any
+    outgoing connection (both draw from the same range)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                return  # MindSpore's scheduler meets it too, and says so
+            raise RuntimeError(
+                f"MASTER_PORT: MindSpore's scheduler, which compat starts on rank 0 at the "
+                f"address the job meets at (init_method's tcp://host:port, else MASTER_ADDR and "
+                f"MASTER_PORT, the next port under torchrun), cannot listen on {address}:{port}: "
+                f"another process holds that port; expected a free port, got {port}"
+            ) from error
 
 
 #: Run in the scheduler rank 0 starts, before frameworks.toml's code: the kernel kills the

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import os
 import re
+import socket
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 
 from compat.tools.launch import launch
 from tests.jobs import BACKGROUND, JobSpec
+from tests.processes import run_bounded
 from tests.ranks import fault_cases
 from tests.ranks.cases import case_names
 
@@ -226,3 +229,26 @@ def test_a_rank_that_skips_monitored_barrier_is_named_on_every_rank_that_waited(
         assert ("in the group's shared memory" in lines[0]) == (env is None), lines[0]
         seconds = float(lines[0].split("CollectiveTimeout after ")[1].split(" s:")[0])
         assert 4.5 <= seconds <= 5 + 8, lines[0]
+
+
+def test_a_taken_meeting_port_is_an_error_on_mindspore_not_a_wait() -> None:
+    """Where another process holds the port the job meets at (MASTER_PORT), MindSpore's
+    scheduler, which compat starts on rank 0, cannot listen: rank 0 raises at once, naming the
+    port (before, every rank waited in mindspore.communication.init for ever, measured: still
+    waiting after 120 s, with no error)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        env = {
+            **os.environ, "COMPAT_FRAMEWORK": "mindspore", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port), "RANK": "0", "WORLD_SIZE": "2", "GLOG_v": "3",
+        }  # fmt: skip
+        started = time.monotonic()
+        done = run_bounded([sys.executable, "-c", "import compat; compat.init()"], 120, env=env)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert time.monotonic() - started < 60, done.stderr[-2000:]
+    assert (
+        "MASTER_PORT: MindSpore's scheduler, which compat starts on rank 0" in done.stderr
+        and f"cannot listen on 127.0.0.1:{port}: another process holds that port" in done.stderr
+    ), done.stderr[-2000:]
