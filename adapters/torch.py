@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -16,6 +15,7 @@ from torch.distributed import distributed_c10d as _c10d
 from torch.overrides import has_torch_function, has_torch_function_unary
 
 from compat import tables
+from compat._net import free_port
 from compat._timing import completes_within
 from compat.adapter import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -129,13 +129,6 @@ def home_index(rendezvous: Rendezvous, visible: int) -> int:
     return local % visible
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class _Differentiable(torch.autograd.Function):
     """Runs a collective forward; its backward is the collective compat.autograd pairs with it."""
 
@@ -212,7 +205,7 @@ class TorchAdapter(Adapter):
             kwargs["init_method"] = "env://"
         else:
             # Not started by a launcher: a world of one process.
-            kwargs.update(init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+            kwargs.update(init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
         for option in ("device_id", "pg_options"):
             if getattr(rendezvous, option) is not None:
                 kwargs[option] = getattr(rendezvous, option)

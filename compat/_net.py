@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
+import random
 import socket
+
+#: Where free_port looks first: below the local ports of outgoing connections (see free_port).
+_LOWEST_PORT = 20000
+#: Linux's range for those local ports (net.ipv4.ip_local_port_range).
+_EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now (the OS's choice; free until someone binds it)."""
+    """A TCP port on 127.0.0.1 that is free now (free until someone binds it).
+
+    Taken below the range the OS draws the local ports of outgoing connections from, where it
+    can tell that range (Linux): a job's server binds its port seconds after the launcher chose
+    it (MindSpore's scheduler, once rank 0 has imported MindSpore), and a port from that range
+    can meanwhile become any connection's local port. Elsewhere, or where no port below the
+    range is free after a few tries, the OS's choice."""
+    try:
+        with open(_EPHEMERAL_RANGE) as text:
+            ephemeral = int(text.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 0
+    if ephemeral > _LOWEST_PORT:
+        for _ in range(20):
+            port = random.randrange(_LOWEST_PORT, ephemeral)
+            if _bindable(port):
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+        return chosen
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True

@@ -617,3 +617,23 @@ def test_launch_and_init_share_one_framework_rule(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("COMPAT_FRAMEWORK", "jax")
     with pytest.raises(ValueError, match="COMPAT_FRAMEWORK: expected one of"):
         dispatch.choose_framework(None, first_if_several=True)
+
+
+def test_free_port_is_below_the_local_ports_of_outgoing_connections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The launcher's port comes from below Linux's range for outgoing connections' local ports
+    (which could take it before the job's server binds it), and is free; where that range cannot
+    be read, or nothing below it is free, the OS chooses."""
+    from compat import _net
+
+    lowest = int(Path(_net._EPHEMERAL_RANGE).read_text().split()[0])
+    for _ in range(20):
+        port = _net.free_port()
+        assert _net._LOWEST_PORT <= port < lowest, (port, lowest)
+        assert _net._bindable(port)
+    monkeypatch.setattr(_net, "_EPHEMERAL_RANGE", "/nonexistent/ip_local_port_range")
+    assert _net.free_port() >= lowest
+    monkeypatch.undo()
+    monkeypatch.setattr(_net, "_bindable", lambda port: False)
+    assert _net.free_port() >= lowest
