@@ -1203,12 +1203,7 @@ def reported_barrier_in_memory(
         adapter.keep_pending(
             [sends[index] for index in silent] + [receives[index] for index in silent]
         )
-        names = ", ".join(str(peers[index]) for index in silent)
-        raise CollectiveTimeout(
-            f"monitored_barrier: rank{'s' if len(silent) > 1 else ''} {names} did not arrive "
-            f"within the timeout of {timeout:g} s (this rank waited "
-            f"{time.monotonic() - started:.1f} s)"
-        )
+        raise _not_arrived([peers[index] for index in silent], timeout, started)
 
 
 def shared_memory_monitored_barrier(
@@ -1233,12 +1228,10 @@ def shared_memory_monitored_barrier(
     window.run(job, False)
     if missing:
         ranks = adapter.group_ranks(group)
-        names = ", ".join(str(ranks[index]) for index in missing)
-        raise CollectiveTimeout(
-            f"monitored_barrier: rank{'s' if len(missing) > 1 else ''} {names} did not arrive "
-            f"within the timeout of {timeout:g} s (this rank waited "
-            f"{time.monotonic() - started:.1f} s for them in the group's shared memory)"
-        )
+        raise _not_arrived(
+            [ranks[index] for index in missing], timeout, started,
+            waited=" for them in the group's shared memory",
+        )  # fmt: skip
 
 
 def _announced_barrier(
@@ -1269,18 +1262,25 @@ def _announced_barrier(
         ):
             silent.append(peer)
     if silent:
-        names = ", ".join(map(str, silent))
         after = (
             f"; not checked (this backend cannot receive past a rank that is away): "
             f"rank{'s' if len(unchecked) > 1 else ''} {', '.join(map(str, unchecked))}"
             if unchecked
             else ""
         )
-        raise CollectiveTimeout(
-            f"monitored_barrier: rank{'s' if len(silent) > 1 else ''} {names} did not arrive "
-            f"within the timeout of {timeout:g} s (this rank waited "
-            f"{time.monotonic() - started:.1f} s){after}"
-        )
+        raise _not_arrived(silent, timeout, started, after=after)
+
+
+def _not_arrived(
+    missing: Sequence[int], timeout: float, started: float, waited: str = "", after: str = ""
+) -> CollectiveTimeout:
+    """monitored_barrier's error naming the ``missing`` ranks, for a rank that started waiting
+    at ``started``; ``waited`` says where it waited, ``after`` what follows."""
+    return CollectiveTimeout(
+        f"monitored_barrier: rank{'s' if len(missing) > 1 else ''} "
+        f"{', '.join(map(str, missing))} did not arrive within the timeout of {timeout:g} s "
+        f"(this rank waited {time.monotonic() - started:.1f} s{waited}){after}"
+    )
 
 
 # -- point to point ------------------------------------------------------------------------------
