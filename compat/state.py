@@ -86,7 +86,7 @@ class State:
         return self._sized(by_size, like, nbytes, copies)
 
     def plain_implementation(
-        self, collective: str, like: Any, dtype: str, nbytes: int | None = None, copies: int = 1
+        self, collective: str, like: Any, dtype: str, copies: int = 1
     ) -> Callable[..., Any]:
         """:meth:`implementation` on the world, for ``like``, a tensor of ``dtype`` that the
         common-case checks (:class:`compat._validate.Checks`, ``plain_*``) passed: on this
@@ -108,7 +108,7 @@ class State:
                 self._plain_runs[key] = by_size[0][1]
                 return by_size[0][1]
             self._plain_sized[key] = by_size
-        return self._sized(by_size, like, nbytes, copies)
+        return self._sized(by_size, like, None, copies)
 
     def _choices(
         self, collective: str, dtype: str, group: Any, in_host: bool
@@ -223,9 +223,9 @@ class State:
         choice. For ``compat bench`` (timing one algorithm, or compat's own work alone)."""
         for cached in [key for key in self._implementations if key[:2] == (collective, dtype)]:
             del self._implementations[cached]
-        self._plain_runs.pop((collective, dtype), None)
-        self._plain_sized.pop((collective, dtype), None)
         key = (collective, dtype)
+        self._plain_runs.pop(key, None)
+        self._plain_sized.pop(key, None)
         if run is None:
             self._forced.pop(key, None)
         elif isinstance(run, str):
