@@ -36,6 +36,8 @@ def free_port() -> int:
 
 
 def _bindable(port: int) -> bool:
+    # Without SO_REUSEADDR, unlike the MindSpore adapter's check of a port already chosen: a
+    # port a closed connection still holds (TIME_WAIT) is passed over here, where another will do.
     with socket.socket() as sock:
         try:
             sock.bind(("127.0.0.1", port))
