@@ -28,6 +28,11 @@ from compat.types import WORLD, Group, ReduceOp, parse_op
 if TYPE_CHECKING:
     from compat.state import State
 
+#: ``checked`` of plain_list and plain_tensors where no tensor of the list was checked before.
+#: Not None: an item that is ``checked`` is not read again, and None is a bad item, which the
+#: full checks must see (with None here, ``all_gather([None, None], t)`` reached the backend).
+_NOTHING_CHECKED: Any = object()
+
 
 class Checks:
     """The checks of one process's calls (``State.checks``), with what they have seen before."""
@@ -110,7 +115,7 @@ class Checks:
         return type(tensor) in self._tensor_types and self.adapter.dense_facts(tensor) == facts
 
     def plain_list(
-        self, value: object, facts: TensorFacts, checked: object = None
+        self, value: object, facts: TensorFacts, checked: object = _NOTHING_CHECKED
     ) -> list[Tensor] | None:
         """``value`` as a list if it is the common case of the list forms: one tensor per rank
         of the world, each as :meth:`plain_tensor` checks a tensor (dense, non-empty, of a type
@@ -128,7 +133,7 @@ class Checks:
         return list(value)
 
     def plain_tensors(
-        self, value: object, dtype: str, checked: object = None
+        self, value: object, dtype: str, checked: object = _NOTHING_CHECKED
     ) -> list[Tensor] | None:
         """``value`` as a list if it is a non-empty list of tensors, each as :meth:`plain_tensor`
         checks a tensor and of ``dtype``, of any shapes (all_reduce_coalesced's common case);

@@ -747,6 +747,52 @@ def case_forced_choice_after_the_common_path(kit: Any) -> None:
     assert recorded == dict.fromkeys(names, 1), f"after the force: {recorded}"
 
 
+def case_none_in_a_list_is_refused(kit: Any) -> None:
+    """A None among a list form's tensors, every item or one, is refused by the full checks on
+    the calling rank, naming the item, before any communication, with every output untouched;
+    the next collective works. (The common-case test once took a None item for the tensor it
+    had already checked, and sent the list on: an AttributeError from inside the algorithm, or
+    at world size 1 a call that reached the backend.) Every rank passes the same bad list, as
+    each is the root of its own scatter and gather, so no rank waits for another."""
+    n, me = world(), rank()
+    mine = values("none-in-list", me, (2, 3))
+
+    def tensor() -> Any:
+        return kit.tensor(mine, "float32")
+
+    outputs = _sentinels(kit, n, (2, 3))
+    out = kit.tensor(np.full((2, 3), SENTINEL), "float32")
+    last = [None] if n == 1 else [*outputs[:-1], None]  # one None, after dense tensors
+    inputs = [tensor() for _ in range(n)]
+    calls: list[tuple[str, Callable[[], Any]]] = [
+        ("tensor_list[0]", lambda: compat.all_gather([None] * n, tensor())),
+        (f"tensor_list[{n - 1}]", lambda: compat.all_gather(last, tensor())),
+        ("input_list[0]", lambda: compat.reduce_scatter(out, [None] * n)),
+        (f"input_list[{n - 1}]", lambda: compat.reduce_scatter(out, [*inputs[:-1], None])),
+        ("scatter_list[0]", lambda: compat.scatter(out, [None] * n, src=me)),
+        ("gather_list[0]", lambda: compat.gather(tensor(), [None] * n, dst=me)),
+        ("output_tensor_list[0]", lambda: compat.all_to_all([None] * n, inputs)),
+        (f"output_tensor_list[{n - 1}]", lambda: compat.all_to_all(last, inputs)),
+        (f"input_tensor_list[{n - 1}]", lambda: compat.all_to_all(outputs, [*inputs[:-1], None])),
+        ("tensors[1]", lambda: compat.all_reduce_coalesced([tensor(), None])),
+    ]
+    for item, call in calls:
+        try:
+            call()
+        except TypeError as error:
+            assert str(error).startswith(f"{item}: expected a "), (item, error)
+        else:
+            raise AssertionError(f"a None as {item} was accepted")
+        for r, output in enumerate([*outputs, out]):
+            np.testing.assert_array_equal(
+                kit.numpy(output), np.full((2, 3), SENTINEL), f"{item}: output {r} written"
+            )
+    reduced = tensor()
+    compat.all_reduce(reduced)
+    everyone = [values("none-in-list", r, (2, 3)) for r in range(n)]
+    assert_close(kit.numpy(reduced), np.sum(everyone, axis=0), "float32", "the next all_reduce")
+
+
 register("fast_path-plain", case_plain_calls_skip_call, 1)
 register("fast_path-blocking_p2p", case_blocking_point_to_point, 2)
 register("fast_path-batch_p2p", case_batch_point_to_point, 2)
@@ -757,3 +803,4 @@ register("fast_path-unseen_op", case_unseen_op_takes_the_full_path, 1)
 register("fast_path-full", case_other_calls_take_the_full_path, 1)
 register("fast_path-coalesced_layouts", case_coalesced_layouts_differ_by_rank, 1)
 register("fast_path-forced_after_cached", case_forced_choice_after_the_common_path, 2)
+register("fast_path-none_in_list", case_none_in_a_list_is_refused, 1)
