@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 #: ``checked`` of plain_list and plain_tensors where no tensor of the list was checked before.
 #: Not None: an item that is ``checked`` is not read again, and None is a bad item, which the
-#: full checks must see (with None here, ``all_gather([None, None], t)`` reached the backend).
+#: full checks must see (with None here, ``all_gather([None], t)`` at world size 1 reached
+#: torch's allgather, and a list with one None item failed inside the algorithms).
 _NOTHING_CHECKED: Any = object()
 
 
