@@ -1194,11 +1194,12 @@ def reported_barrier_in_memory(
     with Backoff(shared_memory.yields_for(len(ranks))) as backoff:
         while not all(flags) and time.monotonic() < deadline:
             backoff.pause()
-    silent = [index for index, flag in enumerate(flags) if not flag]
-    for index in range(len(peers)):
-        if index not in silent:
-            receives[index].wait()
-            sends[index].wait()
+    heard_from = [bool(flag) for flag in flags]  # one reading: a byte arriving now is too late
+    for came, receive, send in zip(heard_from, receives, sends, strict=True):
+        if came:
+            receive.wait()
+            send.wait()
+    silent = [index for index, came in enumerate(heard_from) if not came]
     if silent:
         adapter.keep_pending(
             [sends[index] for index in silent] + [receives[index] for index in silent]
