@@ -79,11 +79,15 @@ _DESCRIPTION_BYTES = 128
 #: then (at compat.mailbox.MARKER) 8 random bytes fixed when the file is made.
 FLAG_BYTES = 64
 #: Polls that yield the CPU before the waits sleep (1e-5 s more each time, up to 1 ms), where
-#: every rank of the group can have a core of its own; with more ranks than cores the waits sleep
-#: at once: a polling rank took the core of the rank it waited for (4 ranks on 2 cores, Gloo,
-#: all_reduce 1K-64M 0.05-0.84 of native sleeping at once against 0.11-0.80 polling; scatter at
-#: 1M 1.33 against 1.42).
+#: every rank of the group can have a core of its own.
 _YIELDS = 2000
+#: The same with more ranks than cores: a few. Polling as long took the core of the rank waited
+#: for (4 ranks on 2 cores, Gloo, all_reduce 1K-64M 0.11-0.80 of native against 0.05-0.84
+#: sleeping at once; scatter at 1M 1.42 against 1.33), but a sleep costs 25-45 us of CPU time
+#: here (a VM: time.sleep(1e-5) and sleep(0) alike) against 1 us for a yield, and a rank often
+#: arrives within a few yields: 3 ranks on 2 cores, a loop of 1 KB calls, all_reduce 330 -> 210
+#: us a call, gather 375 -> 230 (4 ranks: 460 -> 224 and 429 -> 218), with 20 of them.
+_YIELDS_OVERSUBSCRIBED = 20
 #: Bytes kept at the start of a slot for the word an algorithm publishes
 #: (:meth:`SharedWindow.write_word`), so that what follows stays aligned for any dtype.
 HEADER_BYTES = 64
@@ -470,8 +474,8 @@ def in_issue_order(algorithm: Callable[..., Any], adapter: Adapter, *args: Any) 
 
 def yields_for(ranks: int) -> int:
     """How many polls yield the CPU before a wait for ``ranks`` processes sleeps (see _YIELDS):
-    none where they are more than this process's cores."""
-    return _YIELDS if ranks <= _cores() else 0
+    a few where they are more than this process's cores."""
+    return _YIELDS if ranks <= _cores() else _YIELDS_OVERSUBSCRIBED
 
 
 def _cores() -> int:
