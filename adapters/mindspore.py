@@ -615,6 +615,25 @@ class MindSporeAdapter(Adapter):
         operations first, since numpy does not queue behind them."""
         if not self._on_cpu:
             return None
+        made = getattr(tensor, _MADE_OVER, None)
+        if made is not None:
+            array, address = made
+            _pynative_executor.sync()
+            # The tensor's memory is still that array's (nothing compat does replaces it):
+            # the array itself, without the 3-8 us of making it again (measured).
+            if (
+                tensor.data_ptr() == address
+                and _is_contiguous(tensor)
+                and tuple(_shape_of(tensor)) == array.shape
+            ):
+                wanted = (
+                    _BIT_DTYPES.get(tensor.itemsize)
+                    if bits
+                    else self._numpy_dtypes.get(_dtype_of(tensor))
+                )
+                if wanted is None:
+                    return None
+                return array if array.dtype == wanted else array.view(wanted)
         if bits:
             dtype = _BIT_DTYPES.get(tensor.itemsize)
         else:
@@ -749,7 +768,11 @@ class MindSporeAdapter(Adapter):
         is) in its numpy spelling, or as bits where numpy has none (bfloat16: the bits viewed as
         the dtype, same memory)."""
         tensor = _from_c_contiguous(array)
-        return tensor if dtype in self._numpy_dtypes else tensor.view(dtype)
+        address = tensor.data_ptr()
+        if dtype not in self._numpy_dtypes:
+            tensor = tensor.view(dtype)
+        setattr(tensor, _MADE_OVER, (array, address))
+        return tensor
 
     # -- staging of views --------------------------------------------------------------------
     def _alias(self, tensor: ms.Tensor) -> ms.Tensor | None:
@@ -1079,6 +1102,11 @@ def _array_at(address: int, nbytes: int, dtype: np.dtype[Any], owner: object) ->
     memory.owner = owner  # type: ignore[attr-defined]  # ctypes instances take attributes
     return np.frombuffer(memoryview(memory).cast("B"), dtype=dtype)
 
+
+#: The attribute of a tensor :meth:`MindSporeAdapter._over` made: (the numpy array, its memory's
+#: address), which _host_view returns while the tensor still lies over that memory. A shared-memory
+#: gather on 3 ranks made 10 host views a call on the root, 6-10 us each (measured).
+_MADE_OVER = "_compat_made_over"
 
 #: The largest new tensor made from numpy rather than by mint.empty (MindSporeAdapter._allocate).
 _HOST_ALLOCATION_MAX = 1 << 20

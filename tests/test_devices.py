@@ -218,6 +218,38 @@ def test_the_off_cpu_copy_writes_a_0d_tensor_in_place_and_a_0d_view_through() ->
         assert base.astype(ms.float32).asnumpy().tolist() == [0.0, 5.0, 0.0], dtype
 
 
+def test_a_tensor_compat_made_over_host_memory_is_read_through_its_own_array() -> None:
+    """The MindSpore adapter's tensors over numpy memory (flat views, the window's slots, parts)
+    are read through the array they were made over, not a new one each time (3-8 us each), and
+    only while their memory is still that array's: after assign_value moved it, the new one."""
+    ms_adapter = _mindspore()
+    import mindspore as ms
+    import numpy as np
+
+    adapter = ms_adapter.MindSporeAdapter()
+    user = ms.Tensor(np.arange(8, dtype=np.float32))
+    flat = adapter.flat_view(user)
+    memory = memoryview(bytearray(256))
+    slot = adapter.host_tensor(memory, 64, 8, user)
+    parts = adapter.parts(flat, [3, 5])
+    for made in (flat, slot, *parts):
+        first = adapter._host_view(made)
+        assert first is adapter._host_view(made)  # the same array: nothing made again
+        assert adapter._host_view(made, bits=True).dtype == np.uint32
+    adapter.copy_(slot, flat)
+    assert np.frombuffer(memory, np.float32, 8, 64).tolist() == list(range(8))
+    adapter.copy_(parts[1], ms.Tensor(np.full(5, -1, np.float32)))
+    assert user.asnumpy().tolist() == [0, 1, 2, -1, -1, -1, -1, -1]
+    flat.assign_value(ms.Tensor(np.full(8, 7, np.float32)))  # new memory for `flat`
+    assert adapter._host_view(flat).tolist() == [7] * 8
+    adapter.copy_(flat, ms.Tensor(np.full(8, 9, np.float32)))
+    assert flat.asnumpy().tolist() == [9] * 8
+    assert user.asnumpy().tolist() == [0, 1, 2, -1, -1, -1, -1, -1]  # no longer its memory
+    bits = adapter.flat_view(ms.Tensor(np.ones(4, np.float32)).astype(ms.bfloat16))
+    assert adapter._host_view(bits) is None  # numpy has no bfloat16
+    assert adapter._host_view(bits, bits=True).dtype == np.uint16
+
+
 def test_bench_makes_its_buffers_on_the_home_device(clean_env: pytest.MonkeyPatch) -> None:
     """compat bench's native and compat calls share buffers made by the adapter: on the home
     device (``meta`` standing in for a GPU), never the CPU."""
