@@ -86,7 +86,7 @@ _YIELDS = 2000
 #: sleeping at once; scatter at 1M 1.42 against 1.33), but a sleep costs 25-45 us of CPU time
 #: here (a VM: time.sleep(1e-5) and sleep(0) alike) against 1 us for a yield, and a rank often
 #: arrives within a few yields: 3 ranks on 2 cores, a loop of 1 KB calls, all_reduce 330 -> 210
-#: us a call, gather 375 -> 230 (4 ranks: 460 -> 224 and 429 -> 218), with 20 of them.
+#: us a call, gather 375 -> 234 (4 ranks: 460 -> 224 and 429 -> 218), with 20 of them.
 _YIELDS_OVERSUBSCRIBED = 20
 #: Bytes kept at the start of a slot for the word an algorithm publishes
 #: (:meth:`SharedWindow.write_word`), so that what follows stays aligned for any dtype.
