@@ -1014,21 +1014,20 @@ def shared_memory_gather(
     group: GroupHandle,
     async_op: bool,
 ) -> Handle | None:
-    """gather through shared memory: every rank writes its tensor into ``dst``'s region of its
-    slot, round by round, and ``dst`` copies every rank's from there. Every part has ``tensor``'s
-    size, so every rank counts the same rounds. The rounds are one-way: the ranks other than
-    ``dst`` wait for no rank (as a backend's gather returns on them once their send is out),
-    ``dst`` for every rank."""
+    """gather through shared memory: every rank writes its tensor into its slot, round by round,
+    and ``dst`` copies every rank's from there. Every part has ``tensor``'s size, so every rank
+    counts the same rounds. The rounds are one-way: the ranks other than ``dst`` wait for no
+    rank (as a backend's gather returns on them once their send is out), ``dst`` for every
+    rank."""
     window = _window(adapter, group)
-    count, root = window.size, adapter.group_ranks(group).index(dst)
+    root = adapter.group_ranks(group).index(dst)
     views = _FlatViews(adapter)
     source = views.source(tensor)
-    region = window.region_bytes(count)
-    step = _step(adapter, source, region)
+    step = _step(adapter, source, window.region_bytes())
     pieces = _chunks(adapter, source, step)
     if window.me != root:
         for piece in pieces:
-            adapter.copy_(window.own(adapter.numel(piece), piece, root * region), piece)
+            adapter.copy_(window.own(adapter.numel(piece), piece), piece)
             window.publish(wait_for=())
         return views.done(async_op)
     assert gather_list is not None  # the root's list, checked by compat.gather
@@ -1040,7 +1039,7 @@ def shared_memory_gather(
             if peer != root:
                 piece = chunks[index]
                 numel = adapter.numel(piece)
-                adapter.copy_(piece, window.read(slots[peer], numel, piece, root * region))
+                adapter.copy_(piece, window.read(slots[peer], numel, piece))
     if pieces:
         adapter.copy_(targets[root], source)
     return views.done(async_op)

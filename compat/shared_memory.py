@@ -186,6 +186,11 @@ class SharedWindow:
         """The number of ranks."""
         return len(self._maps)
 
+    @property
+    def rounds(self) -> int:
+        """The rounds this rank has published in this window so far."""
+        return self._round
+
     def _slot(self, rank: int) -> memoryview:
         start = FLAG_BYTES + (self._round % 2) * self.slot_bytes
         return self._views[rank][start : start + self.slot_bytes]

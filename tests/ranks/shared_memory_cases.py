@@ -223,6 +223,55 @@ def case_reduce_scatter_rounds(kit: Any) -> None:
     compat.destroy(group)
 
 
+def case_round_sizes(kit: Any) -> None:
+    """Where each rank writes one part, a round carries a whole slot of it (not a slot shared
+    out among the ranks): gather, all_gather_into_tensor, broadcast and reduce of 2 slots and 5
+    rows of 2 per rank take 3 rounds on every rank, at any number of ranks (gather took one round
+    per slot / ranks before), and give numpy's results in sentinel-filled bases."""
+    group = compat.new_group(list(range(world())))
+    window = shared_memory.window(_adapter(), group.handle)
+    assert window is not None, "no window"
+    n, me, handle = world(), compat.get_rank(), group.handle
+    rows = 2 * window.region_bytes() // 8 + 5  # float32 of shape (rows, 2)
+    key = "sm-round-sizes"
+    mine = Placed(kit, values(key, me, (rows, 2)), "float32", "interior")
+    expected = [values(key, r, (rows, 2)) for r in range(n)]
+
+    def rounds_of(label: str, algorithm: Any, *args: Any) -> None:
+        before = window.rounds
+        algorithm(_adapter(), *args, handle, False)
+        took = window.rounds - before
+        assert took == 3, f"{label}: {took} rounds for 2 slots and 5 rows per rank, not 3"
+
+    for root in range(n):
+        gathered = [sentinel_out(kit, (rows, 2), "float32", "column") for _ in range(n)]
+        listed = [g.view for g in gathered] if me == root else None
+        rounds_of(f"gather to {root}", algorithms.shared_memory_gather, mine.view, listed, root)
+        for r, placed in enumerate(gathered):
+            if me == root:
+                placed.result(expected[r])
+            placed.check(f"gather to {root}: part {r}")
+        mine.check(f"gather to {root}: the input changed")
+    whole = sentinel_out(kit, (n * rows, 2), "float32", "interior")
+    rounds_of(
+        "all_gather_into_tensor",
+        algorithms.shared_memory_all_gather_into_tensor,
+        whole.view,
+        mine.view,
+    )
+    whole.result(np.concatenate(expected))
+    whole.check("all_gather_into_tensor")
+    x = Placed(kit, expected[me], "float32", "column")
+    rounds_of("broadcast", algorithms.shared_memory_broadcast, x.view, 0)
+    x.result(expected[0])
+    x.check("broadcast from 0")
+    y = Placed(kit, expected[me], "float32", "interior")
+    rounds_of("reduce", algorithms.shared_memory_reduce, y.view, 0, ReduceOp("sum"))
+    y.result(reduce_np(expected, "sum") if me == 0 else expected[me])
+    y.check("reduce to 0")
+    compat.destroy(group)
+
+
 def _finish(done: Any, async_op: bool) -> None:
     if async_op:
         assert done is not None and done.is_completed(), "expected a completed Work"
@@ -612,6 +661,7 @@ register("shared_memory-opt-out", case_opt_out, min_world=2)
 register("shared_memory-stale-files", case_stale_files, min_world=2)
 register("shared_memory-rooted", case_rooted, min_world=2)
 register("shared_memory-reduce_scatter-rounds", case_reduce_scatter_rounds, min_world=2)
+register("shared_memory-round-sizes", case_round_sizes, min_world=2)
 register("shared_memory-chosen", case_chosen, min_world=2)
 register("shared_memory-fallback", case_fallback, min_world=2)
 register("shared_memory-one-way", case_one_way, min_world=2)
