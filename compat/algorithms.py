@@ -1045,6 +1045,90 @@ def shared_memory_gather(
     return views.done(async_op)
 
 
+#: The tag of the messages compat's collectives send through a window's point-to-point channels:
+#: users' tags are 0 or more (compat.p2p checks), so no user's receive takes these.
+_COLLECTIVE_TAG = -1
+
+
+def shared_memory_p2p_scatter(
+    adapter: Adapter,
+    tensor: Tensor,
+    scatter_list: list[Tensor] | None,
+    src: int,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """scatter through the window's point-to-point channels (:mod:`compat.mailbox`): ``src``
+    sends each rank its part, and each rank receives it into its tensor. A part larger than its
+    channel is read by its rank straight from ``src``'s memory, where the host allows it: one
+    copy, every rank its own at once, and no rounds. ``src`` returns once every part has been
+    read or lies in its channel. A group whose window has no channels (made after the group)
+    runs :func:`shared_memory_scatter`."""
+    window = _window(adapter, group)
+    if not window.point_to_point:
+        return shared_memory_scatter(adapter, tensor, scatter_list, src, group, async_op)
+    mailbox = window.mailbox()
+    root = mailbox.index[src]
+    views = _FlatViews(adapter)
+    target = views.target(tensor)
+    nbytes = adapter.nbytes(target)
+    if window.me != root:
+        address = adapter.host_address(target)
+        mailbox.irecv(address, nbytes, root, _COLLECTIVE_TAG, target).wait()
+        return views.done(async_op)
+    assert scatter_list is not None  # the root's list, checked by compat.scatter
+    parts = [views.source(item) for item in scatter_list]
+    sends = [
+        mailbox.isend(adapter.host_address(part), nbytes, peer, _COLLECTIVE_TAG, part)
+        for peer, part in enumerate(parts)
+        if peer != root
+    ]
+    if nbytes:
+        adapter.copy_(target, parts[root])
+    for send in sends:
+        send.wait()
+    return views.done(async_op)
+
+
+def shared_memory_p2p_gather(
+    adapter: Adapter,
+    tensor: Tensor,
+    gather_list: list[Tensor] | None,
+    dst: int,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """gather through the window's point-to-point channels (:mod:`compat.mailbox`): every rank
+    sends ``dst`` its tensor, and ``dst`` receives each into its part. A tensor larger than its
+    channel is read by ``dst`` straight from its rank's memory, where the host allows it (one
+    copy, no rounds); that rank returns once it has been read, the others once their tensor lies
+    in the channel. A group whose window has no channels runs :func:`shared_memory_gather`."""
+    window = _window(adapter, group)
+    if not window.point_to_point:
+        return shared_memory_gather(adapter, tensor, gather_list, dst, group, async_op)
+    mailbox = window.mailbox()
+    root = mailbox.index[dst]
+    views = _FlatViews(adapter)
+    source = views.source(tensor)
+    nbytes = adapter.nbytes(source)
+    if window.me != root:
+        address = adapter.host_address(source)
+        mailbox.isend(address, nbytes, root, _COLLECTIVE_TAG, source).wait()
+        return views.done(async_op)
+    assert gather_list is not None  # the root's list, checked by compat.gather
+    targets = [views.target(item) for item in gather_list]
+    receives = [
+        mailbox.irecv(adapter.host_address(target), nbytes, peer, _COLLECTIVE_TAG, target)
+        for peer, target in enumerate(targets)
+        if peer != root
+    ]
+    if nbytes:
+        adapter.copy_(targets[root], source)
+    for receive in receives:
+        receive.wait()
+    return views.done(async_op)
+
+
 # -- all_to_all (list form) ----------------------------------------------------------------------
 
 

@@ -143,9 +143,9 @@ class _Message:
 
     def timed_out(self, seconds: float) -> CollectiveTimeout:
         return CollectiveTimeout(
-            f"{self._KIND} of {self.nbytes} bytes {self._TOWARD} group rank {self.peer} (tag "
-            f"{self.tag}) through shared memory did not complete within {seconds:g} s: group "
-            f"rank {self.peer} did not {self._PEER_MISSED}"
+            f"{self._KIND} of {self.nbytes} bytes {self._TOWARD} group rank {self.peer} "
+            f"({_labelled(self.tag)}) through shared memory did not complete within {seconds:g} "
+            f"s: group rank {self.peer} did not {self._PEER_MISSED}"
         )
 
 
@@ -199,11 +199,16 @@ class _Stashed:
             self.receiver.fill(self)
 
 
+def _labelled(tag: int) -> str:
+    """How an error names a message's tag: a negative one is a collective's (compat.algorithms)."""
+    return f"tag {tag}" if tag >= 0 else "a collective's part"
+
+
 def _mismatch(receive: _Receive, nbytes: int) -> CollectiveMismatchError:
     return CollectiveMismatchError(
-        f"recv: group rank {receive.peer} sent {nbytes} bytes (tag {receive.tag}); the tensor "
-        f"that receives them holds {receive.nbytes} bytes: the receiving tensor's shape and "
-        "dtype must match the sent tensor's"
+        f"recv: group rank {receive.peer} sent {nbytes} bytes ({_labelled(receive.tag)}); the "
+        f"tensor that receives them holds {receive.nbytes} bytes: the receiving tensor's shape "
+        "and dtype must match the sent tensor's"
     )
 
 

@@ -143,17 +143,18 @@ def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
 
 
 def test_choices_bounded_by_the_groups_size() -> None:
-    """Gloo's scatter on one host: through shared memory, but from 256 KB per rank at 3 ranks
-    and more Gloo's own (measured faster there); min_ranks/max_ranks bound a choice by the
-    group's size."""
+    """Gloo's gather on one host: through the window's channels, but from 1 MB per rank at 2
+    ranks in rounds through the slots (measured faster there); min_ranks/max_ranks bound a
+    choice by the group's size."""
     for ranks in (2, 3, 4, 8):
-        assert capabilities.resolve("gloo", "scatter", "float32", 1024, True, ranks) == (
-            "shared_memory_scatter"
+        assert capabilities.resolve("gloo", "gather", "float32", 1024, True, ranks) == (
+            "shared_memory_p2p_gather"
         )
-        large = capabilities.resolve("gloo", "scatter", "float32", 2**18, True, ranks)
-        assert large == ("native" if ranks >= 3 else "shared_memory_scatter"), (ranks, large)
-    assert capabilities.size_thresholds("gloo", "scatter", "float32", True, 2) == [0]
-    assert capabilities.size_thresholds("gloo", "scatter", "float32", True, 3) == [0, 2**18]
+        large = capabilities.resolve("gloo", "gather", "float32", 2**20, True, ranks)
+        expected = "shared_memory_gather" if ranks == 2 else "shared_memory_p2p_gather"
+        assert large == expected, (ranks, large)
+    assert capabilities.size_thresholds("gloo", "gather", "float32", True, 2) == [0, 2**20]
+    assert capabilities.size_thresholds("gloo", "gather", "float32", True, 3) == [0]
     entry = {"impl": "native", "async": "native", "choose": [
         {"algorithm": "a", "min_bytes": 0, "max_ranks": 2, "reason": "r"},
         {"algorithm": "b", "min_bytes": 0, "min_ranks": 3, "max_ranks": 5, "reason": "r"},
@@ -176,7 +177,9 @@ def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() ->
     for collective, entry in gloo_ops.items():
         for choice in entry.get("choose", ()):
             if choice["algorithm"].startswith("shared_memory_"):
-                found = capabilities.choice("gloo", collective, "float32", 0, True)
+                # Where the choice applies: from its size, at its least number of ranks.
+                size, ranks = choice["min_bytes"], choice.get("min_ranks", 2)
+                found = capabilities.choice("gloo", collective, "float32", size, True, ranks)
                 # Point to point moves on as waits make progress (compat.mailbox), no thread;
                 # monitored_barrier is always blocking, and takes its turn in the window's
                 # issue order itself (SharedWindow.run).

@@ -352,12 +352,117 @@ def case_direct(kit: Any) -> None:
     compat.barrier()
 
 
+#: (rows of 3, dtype, layout) of the scatter and gather through the channels: a part that fits
+#: in a 256-byte channel, and parts of several channels' worth (streamed or read directly).
+ROOTED = [(2, "float32", "interior"), (40, "int32", "column"), (23, "float64", "transposed")]
+
+
+def case_rooted(kit: Any) -> None:
+    """scatter and gather through the channels (shared_memory_p2p_scatter, _gather) through
+    256-byte channels, from every root, sync and async, views of sentinel-filled bases (the
+    whole base checked, the sent views unchanged), with a user's message of tag 0 from each rank
+    to the root sent before each call and received after it (the collectives' messages never
+    take it); then on the world, parts larger than its channels, only headers through the
+    rings where large messages are read directly; then a window without channels (made after
+    its group), where they run in rounds."""
+    adapter = state.current().adapter
+    group = _small_channel_group()
+    n, me = world(), compat.get_rank()
+    for root in range(n):
+        for async_op in (False, True):
+            for rows, dtype, layout in ROOTED:
+                _rooted_through_channels(
+                    kit, group, root, async_op, (rows, 3), dtype, layout, f"small {root}"
+                )
+    compat.destroy(group)
+    window = adapter.windows.get(None)
+    box = window.mailbox()
+    rows = window.channel_bytes // 8 + 1  # float32 (rows, 2): more than a channel
+    for root in range(n):
+        sent = [box.ring_bytes_sent(peer) for peer in range(n)]
+        _rooted_through_channels(kit, None, root, False, (rows, 2), "float32", "column", "world")
+        through = [box.ring_bytes_sent(peer) - sent[peer] for peer in range(n)]
+        if mailbox.DIRECT_READS and box.reads_directly_from(root):
+            if me != root:  # gather's part (a header alone) and the user's note (header, 64 bytes)
+                assert through[root] == 3 * mailbox.HEADER, through
+    group = compat.new_group(list(range(n)))
+    later = adapter.windows[group.handle]
+    later.point_to_point = False  # as a window made on a group's first collective
+    before = later.rounds
+    _rooted_through_channels(kit, None, 0, False, (rows, 2), "float32", "interior", "rounds", group)
+    assert later.rounds > before, "a window without channels: no rounds ran"
+    later.point_to_point = True
+    compat.destroy(group)
+
+
+def _rooted_through_channels(
+    kit: Any,
+    group: Any,
+    root: int,
+    async_op: bool,
+    shape: tuple[int, int],
+    dtype: str,
+    layout: str,
+    label: str,
+    window_group: Any = None,
+) -> None:
+    """One scatter and one gather from ``root`` (a group rank) through the channels of
+    ``group`` (None: the world), each between a user's message to the root and its receive;
+    ``window_group``: the group whose window runs them instead (its ranks are the world's)."""
+    n, me = world(), compat.get_rank()
+    on = group if window_group is None else window_group
+    handle = None if on is None else on.handle
+    adapter = state.current().adapter
+    what = f"{label} root {root} {shape} {dtype} {layout} async={async_op}"
+    seed = f"mailbox-rooted-{what}"
+    note = kit.tensor(np.array([me + 0.5]), "float32")
+    noted = kit.tensor(np.zeros(1), "float32")
+    if me != root:
+        compat.send(note, root, group)
+    parts = [Placed(kit, data(seed, 10 * me + j, shape, dtype), dtype, layout) for j in range(n)]
+    out = sentinel_out(kit, shape, dtype, layout)
+    done = algorithms.shared_memory_p2p_scatter(
+        adapter, out.view, [p.view for p in parts] if me == root else None, root, handle, async_op
+    )
+    _finished(done, async_op)
+    out.result(data(seed, 10 * root + me, shape, dtype))
+    out.check(f"scatter {what}")
+    for j, part in enumerate(parts):
+        part.check(f"scatter {what}: part {j} changed")
+    mine = Placed(kit, data(seed + "g", me, shape, dtype), dtype, layout)
+    outs = [sentinel_out(kit, shape, dtype, layout) for _ in range(n)]
+    done = algorithms.shared_memory_p2p_gather(
+        adapter, mine.view, [o.view for o in outs] if me == root else None, root, handle, async_op
+    )
+    _finished(done, async_op)
+    for j, o in enumerate(outs):
+        if me == root:
+            o.result(data(seed + "g", j, shape, dtype))
+        o.check(f"gather {what}: part {j}")
+    mine.check(f"gather {what}: the input changed")
+    if me == root:
+        for peer in range(n):
+            if peer != root:
+                compat.recv(noted, peer, group)
+                expected = np.array([peer + 0.5])
+                assert np.array_equal(kit.numpy(noted), expected), (what, kit.numpy(noted))
+
+
+def _finished(done: Any, async_op: bool) -> None:
+    if async_op:
+        assert done is not None and done.is_completed(), "expected a completed Work"
+        done.wait()
+    else:
+        assert done is None, done
+
+
 # MindSpore's tag is a reserved parameter (any tag but 0 is an UnsupportedError).
 for _name, _case, _frameworks in (
     ("mailbox-streams", case_streams, ("torch", "mindspore")),
     ("mailbox-outstanding", case_outstanding, ("torch", "mindspore")),
     ("mailbox-mismatch-timeout", case_mismatch_and_timeout, ("torch", "mindspore")),
     ("mailbox-collective-meanwhile", case_collective_meanwhile, ("torch", "mindspore")),
+    ("mailbox-rooted", case_rooted, ("torch", "mindspore")),
     ("mailbox-tags", case_tags, ("torch",)),
 ):
     register(_name, _both_ways(_case, True), 2, _frameworks)

@@ -302,15 +302,15 @@ def case_chosen(kit: Any) -> None:
     assert runtime.algorithm("all_reduce", "float32", 1024, one_host=True) == (
         "shared_memory_all_reduce"
     )
-    # A choice's min_ranks/max_ranks count the group's ranks (Gloo's scatter: native from 256 KB
-    # per rank at 3 ranks and more).
+    # A choice's min_ranks/max_ranks count the group's ranks (Gloo's gather: in rounds from 1 MB
+    # per rank at 2 ranks, through the channels otherwise).
     for nbytes in (1024, 2**20):
         expected = capabilities.resolve(
-            runtime.capability_key, "scatter", "float32", nbytes, True, n
+            runtime.capability_key, "gather", "float32", nbytes, True, n
         )
-        assert runtime.algorithm("scatter", "float32", nbytes, True, n) == expected
+        assert runtime.algorithm("gather", "float32", nbytes, True, n) == expected
         big = kit.tensor(np.zeros(nbytes // 4), "float32")
-        assert _runs(runtime.implementation("scatter", big, None, None), expected)
+        assert _runs(runtime.implementation("gather", big, None, None), expected)
     # compat bench's algorithm column names what runs: a rooted row's size is the root's list
     # (n parts), and the table chooses by the part each rank passes.
     for op in ("scatter", "gather"):
