@@ -1064,30 +1064,7 @@ def shared_memory_p2p_scatter(
     copy, every rank its own at once, and no rounds. ``src`` returns once every part has been
     read or lies in its channel. A group whose window has no channels (made after the group)
     runs :func:`shared_memory_scatter`."""
-    window = _window(adapter, group)
-    if not window.point_to_point:
-        return shared_memory_scatter(adapter, tensor, scatter_list, src, group, async_op)
-    mailbox = window.mailbox()
-    root = mailbox.index[src]
-    views = _FlatViews(adapter)
-    target = views.target(tensor)
-    nbytes = adapter.nbytes(target)
-    if window.me != root:
-        address = adapter.host_address(target)
-        mailbox.irecv(address, nbytes, root, _COLLECTIVE_TAG, target).wait()
-        return views.done(async_op)
-    assert scatter_list is not None  # the root's list, checked by compat.scatter
-    parts = [views.source(item) for item in scatter_list]
-    sends = [
-        mailbox.isend(adapter.host_address(part), nbytes, peer, _COLLECTIVE_TAG, part)
-        for peer, part in enumerate(parts)
-        if peer != root
-    ]
-    if nbytes:
-        adapter.copy_(target, parts[root])
-    for send in sends:
-        send.wait()
-    return views.done(async_op)
+    return _rooted_through_channels(adapter, tensor, scatter_list, src, group, async_op, False)
 
 
 def shared_memory_p2p_gather(
@@ -1103,29 +1080,47 @@ def shared_memory_p2p_gather(
     channel is read by ``dst`` straight from its rank's memory, where the host allows it (one
     copy, no rounds); that rank returns once it has been read, the others once their tensor lies
     in the channel. A group whose window has no channels runs :func:`shared_memory_gather`."""
+    return _rooted_through_channels(adapter, tensor, gather_list, dst, group, async_op, True)
+
+
+def _rooted_through_channels(
+    adapter: Adapter,
+    tensor: Tensor,
+    listed: list[Tensor] | None,
+    root_rank: int,
+    group: GroupHandle,
+    async_op: bool,
+    to_root: bool,
+) -> Handle | None:
+    """One message between the root (global rank ``root_rank``) and each other rank, through
+    the channels: ``tensor`` on a rank other than the root, ``listed[p]`` (one per group rank)
+    on the root; toward the root (gather) or from it (scatter). The root's own part is copied
+    between ``tensor`` and ``listed[root]``."""
     window = _window(adapter, group)
     if not window.point_to_point:
-        return shared_memory_gather(adapter, tensor, gather_list, dst, group, async_op)
+        rounds = shared_memory_gather if to_root else shared_memory_scatter
+        return rounds(adapter, tensor, listed, root_rank, group, async_op)
     mailbox = window.mailbox()
-    root = mailbox.index[dst]
+    root = mailbox.index[root_rank]
     views = _FlatViews(adapter)
-    source = views.source(tensor)
-    nbytes = adapter.nbytes(source)
+    mine = views.source(tensor) if to_root else views.target(tensor)
+    nbytes = adapter.nbytes(mine)
     if window.me != root:
-        address = adapter.host_address(source)
-        mailbox.isend(address, nbytes, root, _COLLECTIVE_TAG, source).wait()
+        post = mailbox.isend if to_root else mailbox.irecv
+        post(adapter.host_address(mine), nbytes, root, _COLLECTIVE_TAG, mine).wait()
         return views.done(async_op)
-    assert gather_list is not None  # the root's list, checked by compat.gather
-    targets = [views.target(item) for item in gather_list]
-    receives = [
-        mailbox.irecv(adapter.host_address(target), nbytes, peer, _COLLECTIVE_TAG, target)
-        for peer, target in enumerate(targets)
+    assert listed is not None  # the root's list, checked by compat.scatter and compat.gather
+    parts = [views.target(item) if to_root else views.source(item) for item in listed]
+    post = mailbox.irecv if to_root else mailbox.isend
+    pending = [
+        post(adapter.host_address(part), nbytes, peer, _COLLECTIVE_TAG, part)
+        for peer, part in enumerate(parts)
         if peer != root
     ]
     if nbytes:
-        adapter.copy_(targets[root], source)
-    for receive in receives:
-        receive.wait()
+        adapter.copy_(*((parts[root], mine) if to_root else (mine, parts[root])))
+    for message in pending:
+        message.wait()
     return views.done(async_op)
 
 

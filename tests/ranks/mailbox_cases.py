@@ -20,7 +20,7 @@ import numpy as np
 
 import compat
 from compat import algorithms, mailbox, shared_memory, state
-from tests.ranks.cases import register, values, world
+from tests.ranks.cases import register, values, wait_if, world
 from tests.ranks.layout_cases import Placed, sentinel_out
 from tests.ranks.p2p_cases import data, ring_peers
 
@@ -424,7 +424,7 @@ def _rooted_through_channels(
     done = algorithms.shared_memory_p2p_scatter(
         adapter, out.view, [p.view for p in parts] if me == root else None, root, handle, async_op
     )
-    _finished(done, async_op)
+    wait_if(done, async_op)
     out.result(data(seed, 10 * root + me, shape, dtype))
     out.check(f"scatter {what}")
     for j, part in enumerate(parts):
@@ -434,7 +434,7 @@ def _rooted_through_channels(
     done = algorithms.shared_memory_p2p_gather(
         adapter, mine.view, [o.view for o in outs] if me == root else None, root, handle, async_op
     )
-    _finished(done, async_op)
+    wait_if(done, async_op)
     for j, o in enumerate(outs):
         if me == root:
             o.result(data(seed + "g", j, shape, dtype))
@@ -446,14 +446,6 @@ def _rooted_through_channels(
                 compat.recv(noted, peer, group)
                 expected = np.array([peer + 0.5])
                 assert np.array_equal(kit.numpy(noted), expected), (what, kit.numpy(noted))
-
-
-def _finished(done: Any, async_op: bool) -> None:
-    if async_op:
-        assert done is not None and done.is_completed(), "expected a completed Work"
-        done.wait()
-    else:
-        assert done is None, done
 
 
 # MindSpore's tag is a reserved parameter (any tag but 0 is an UnsupportedError).
