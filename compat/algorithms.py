@@ -1117,8 +1117,10 @@ def _rooted_through_channels(
         for peer, part in enumerate(parts)
         if peer != root
     ]
-    if nbytes:
-        adapter.copy_(*((parts[root], mine) if to_root else (mine, parts[root])))
+    if nbytes and to_root:
+        adapter.copy_(parts[root], mine)
+    elif nbytes:
+        adapter.copy_(mine, parts[root])
     for message in pending:
         message.wait()
     return views.done(async_op)
