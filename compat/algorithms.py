@@ -161,6 +161,27 @@ def all_gather_reduce_to_dst(
     return _complete([pending], async_op, finish)
 
 
+def gather_reduce_to_dst(
+    adapter: Adapter, tensor: Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """reduce as a gather to ``dst`` plus a local reduction there (into buffers of the scratch
+    pool); the other ranks send their tensors as they are, so they stay unchanged without a
+    copy."""
+    if adapter.rank() != dst:
+        return adapter.gather(tensor, None, dst, group, async_op)
+    shape = adapter.shape(tensor)
+    taken = [adapter.scratch.take(shape, tensor) for _ in adapter.group_ranks(group)]
+    gathered = [buffer for buffer, _ in taken]
+    pending = adapter.gather(tensor, gathered, dst, group, async_op)
+
+    def finish() -> None:
+        adapter.copy_(tensor, adapter.reduce_local(gathered, op))
+        for buffer, key in taken:
+            adapter.scratch.give(buffer, key)
+
+    return _complete([pending], async_op, finish)
+
+
 def reduce_keep_input(
     adapter: Adapter, tensor: Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
 ) -> Handle | None:

@@ -423,7 +423,8 @@ def _check_choices(
     where: _Where, key: str, choices: list[dict[str, Any]], dtypes: set[str]
 ) -> None:
     """Size-dependent choices: sizes >= 0, listed in increasing order (how they read best). A
-    choice from 0 bytes for every dtype must be conditional (one_host), else it is the default."""
+    choice from 0 bytes for every dtype must be conditional (one_host, or bounded by the group's
+    size), else it is the default."""
     previous = -1
     for index, choice in enumerate(choices):
         choice_key = f"{key}.choose[{index}]"
@@ -433,7 +434,8 @@ def _check_choices(
             raise where.fail(f"{choice_key}.min_bytes", "expected choices in increasing min_bytes")
         previous = choice["min_bytes"]
         _check_subset(where, f"{choice_key}.dtypes", choice.get("dtypes", []), dtypes, "dtypes")
-        if choice["min_bytes"] == 0 and "dtypes" not in choice and not choice.get("one_host"):
+        conditional = choice.get("one_host") or {"min_ranks", "max_ranks"} & set(choice)
+        if choice["min_bytes"] == 0 and "dtypes" not in choice and not conditional:
             raise where.fail(
                 choice_key,
                 "a choice from 0 bytes for every dtype leaves the default unused: make "

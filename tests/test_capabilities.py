@@ -155,6 +155,19 @@ def test_choices_bounded_by_the_groups_size() -> None:
         assert large == expected, (ranks, large)
     assert capabilities.size_thresholds("gloo", "gather", "float32", True, 2) == [0, 2**20]
     assert capabilities.size_thresholds("gloo", "gather", "float32", True, 3) == [0]
+    # Gloo's reduce across hosts: a gather plus the root's reduction up to a size that falls as
+    # the ranks grow (the root takes in every rank's tensor), then Gloo's reduce from a copy.
+    switch = {2: 16 * 2**20, 3: 10 * 2**20, 4: 7 * 2**20}
+    for ranks in (2, 3, 4, 5, 8):
+        for size in (1024, 4 * 2**20, 7 * 2**20, 10 * 2**20, 16 * 2**20, 64 * 2**20):
+            found = capabilities.resolve("gloo", "reduce", "float32", size, False, ranks)
+            gathers = ranks in switch and size < switch[ranks]
+            assert found == ("gather_reduce_to_dst" if gathers else "reduce_keep_input"), (
+                ranks, size, found,
+            )  # fmt: skip
+        assert capabilities.resolve("gloo", "reduce", "float32", 0, True, ranks) == (
+            "shared_memory_reduce"
+        )
     entry = {"impl": "native", "async": "native", "choose": [
         {"algorithm": "a", "min_bytes": 0, "max_ranks": 2, "reason": "r"},
         {"algorithm": "b", "min_bytes": 0, "min_ranks": 3, "max_ranks": 5, "reason": "r"},
@@ -202,7 +215,7 @@ def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() ->
         "pairwise_all_gather",
         "native",
     )
-    assert capabilities.choice("gloo", "reduce", "float32", 0) == ("reduce_keep_input", "native")
+    assert capabilities.choice("gloo", "reduce", "float32", 0) == ("gather_reduce_to_dst", "native")
     adapter: Any = object()
     background = capabilities.bind(adapter, "all_reduce", "shared_memory_all_reduce", "background")
     assert isinstance(background, partial)

@@ -124,6 +124,18 @@ def test_difference_line_keeps_parentheses_whole() -> None:
     assert line == "NCCL on both (MindSpore: 'nccl'; torch: Backend.NCCL); differs: `b`, `c`"
 
 
+def test_capability_choices_name_their_group_sizes() -> None:
+    """A choice bounded by the group's size says so once, as a range where it has both ends."""
+    choice = {"algorithm": "a", "min_bytes": 7 * 2**20, "min_ranks": 4, "max_ranks": 4}
+    assert docs._choice_text(choice) == "from 7 MB: a (4 ranks)"
+    assert docs._choice_text({**choice, "max_ranks": 6}) == "from 7 MB: a (4-6 ranks)"
+    del choice["max_ranks"]
+    assert docs._choice_text(choice) == "from 7 MB: a (4 ranks or more)"
+    bounded = {"algorithm": "b", "min_bytes": 0, "max_ranks": 2, "one_host": True}
+    assert docs._choice_text(bounded) == "one host: b (2 ranks or fewer)"
+    assert docs._choice_text({"algorithm": "c", "min_bytes": 0}) == "c"
+
+
 def test_compat_diff_prints_one_family(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["diff", "torch.distributed.reduce_scatter"]) == 0
     out = capsys.readouterr().out

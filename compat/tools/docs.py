@@ -390,6 +390,16 @@ def _capability_cell(cap: Table | None) -> str:
     return text
 
 
+def _rank_bounds(least: int | None, most: int | None) -> str:
+    """A choice's bounds on the group's size: "3 ranks", "2-4 ranks", "3 ranks or more", "2
+    ranks or fewer", or "" (any)."""
+    if least is not None and most is not None:
+        return f"{least} ranks" if least == most else f"{least}-{most} ranks"
+    if least is not None:
+        return f"{least} ranks or more"
+    return "" if most is None else f"{most} ranks or fewer"
+
+
 def _choice_text(choice: Table) -> str:
     """A size-dependent choice: "from 4 MB: buffered_send_reduce_scatter (float32, ...)"; one
     for one host: "one host: shared_memory_all_reduce"."""
@@ -403,13 +413,9 @@ def _choice_text(choice: Table) -> str:
         text = choice["algorithm"]
     if choice.get("one_host"):
         text = f"one host: {text}"
-    bounds = [
-        f"{choice[key]} {word}"
-        for key, word in (("min_ranks", "ranks or more"), ("max_ranks", "ranks or fewer"))
-        if key in choice
-    ]
+    bounds = _rank_bounds(choice.get("min_ranks"), choice.get("max_ranks"))
     if bounds:
-        text += f" ({', '.join(bounds)})"
+        text += f" ({bounds})"
     if choice.get("async") in ("completed", "progress"):
         text += f", async: {choice['async']}"
     return text

@@ -444,22 +444,22 @@ def case_uneven_dispatch(kit: Any) -> None:
         runtime.force("reduce_scatter_uneven", "float32", None)
 
 
-def case_reduce_keep_input_concurrent(kit: Any) -> None:
-    """reduce_keep_input's copies on the non-root ranks come from the scratch pool: two async
-    calls in flight, waited for in reverse order, then a synchronous one, each gives the root
-    its reduction and leaves every other rank's tensor as it was (a copy given back to the pool
+def case_reduce_concurrent(kit: Any, algorithm: str) -> None:
+    """A reduce algorithm's buffers come from the scratch pool (reduce_keep_input's copies on
+    the other ranks, gather_reduce_to_dst's gathered tensors on the root): two async calls in
+    flight, waited for in reverse order, then a synchronous one, each gives the root its
+    reduction and leaves every other rank's tensor as it was (a buffer given back to the pool
     before its call completed would be reused by the next)."""
+    run = getattr(algorithms, algorithm)
     n, me, dst = world(), rank(), world() - 1
-    seeds = [f"keep-input-{i}" for i in range(3)]
+    seeds = [f"{algorithm}-concurrent-{i}" for i in range(3)]
     mine = [values(seed, me, (3, 4)) for seed in seeds]
     tensors = [kit.tensor(values_, "float32") for values_ in mine]
-    first = algorithms.reduce_keep_input(adapter(), tensors[0], dst, ReduceOp.SUM, None, True)
-    second = algorithms.reduce_keep_input(adapter(), tensors[1], dst, ReduceOp.SUM, None, True)
+    first = run(adapter(), tensors[0], dst, ReduceOp.SUM, None, True)
+    second = run(adapter(), tensors[1], dst, ReduceOp.SUM, None, True)
     second.wait()
     first.wait()
-    finish(
-        algorithms.reduce_keep_input(adapter(), tensors[2], dst, ReduceOp.SUM, None, False), False
-    )
+    finish(run(adapter(), tensors[2], dst, ReduceOp.SUM, None, False), False)
     for seed, tensor, values_ in zip(seeds, tensors, mine, strict=True):
         if me == dst:
             expected = reduce_np([values(seed, r, (3, 4)) for r in range(n)], "sum")
@@ -468,8 +468,41 @@ def case_reduce_keep_input_concurrent(kit: Any) -> None:
             assert_close(kit.numpy(tensor), values_, "float32", f"{seed}: a non-root's tensor")
 
 
+def _reduce_cases(
+    kit: Any, algorithm: str, async_op: bool, group: Any, combos_: list[tuple[str, str]]
+) -> None:
+    """``algorithm`` (a reduce) to every root of ``group``, for ``combos_`` (op, dtype), on
+    tensors in sentinel-filled bases (the public path gives the algorithms dense tensors: a
+    whole base, and a contiguous view inside one): the root's holds the reduction, the others'
+    are unchanged, and the bases are checked whole."""
+    ranks = members(group)
+    handle = None if group is None else group.handle
+    run = getattr(algorithms, algorithm)
+    for op, dtype in combos_:
+        for dst in ranks:
+            for layout in ("dense", "interior"):
+                for shape in ((5, 3), (1, 4)):
+                    what = f"{algorithm} {op} {dtype} to {dst} {layout} {shape}"
+                    key = f"algo-reduce-{op}-{dtype}-{shape}"
+                    x = Placed(kit, _data(key, rank(), shape, dtype, op), dtype, layout)
+                    finish(run(adapter(), x.view, dst, ReduceOp(op), handle, async_op), async_op)
+                    if rank() == dst:
+                        x.result(reduce_np([_data(key, r, shape, dtype, op) for r in ranks], op))
+                    x.check(what)
+
+
+def case_reduce(kit: Any, algorithm: str, async_op: bool) -> None:
+    few = [("sum", "float32"), ("max", "int64")]
+    _reduce_cases(kit, algorithm, async_op, None, few if async_op else combos(DTYPES))
+
+
+def case_reduce_subgroup(kit: Any, algorithm: str) -> None:
+    group = subgroup()
+    if rank() in members(group):
+        _reduce_cases(kit, algorithm, False, group, [("sum", "float32"), ("min", "int32")])
+
+
 register("algorithm-join", case_join)
-register("algorithm-reduce-keep-input-concurrent", case_reduce_keep_input_concurrent, 2, ("torch",))
 register("algorithm-dense-dtype", case_dense_dtype)
 register("algorithm-views-keep-their-memory", case_views_keep_their_memory)
 for _async in (False, True):
@@ -513,6 +546,20 @@ for _algorithm, (_tensor_form, _frameworks, _dtypes) in ALGORITHMS.items():
     _register_sync_and_async(_algorithm, "-uneven", case_uneven, _frameworks, algorithm=_algorithm)
     _register(_algorithm, "-subgroup", case_subgroup, _frameworks, algorithm=_algorithm)
     _register(_algorithm, "-concurrent", case_concurrent, _frameworks, algorithm=_algorithm)
+
+# Gloo's choices for reduce across hosts (capabilities.toml, gloo.ops.reduce).
+_register_sync_and_async(
+    "gather_reduce_to_dst", "", case_reduce, TORCH, algorithm="gather_reduce_to_dst"
+)
+_register(
+    "gather_reduce_to_dst",
+    "-subgroup",
+    case_reduce_subgroup,
+    TORCH,
+    algorithm="gather_reduce_to_dst",
+)
+for _algorithm in ("reduce_keep_input", "gather_reduce_to_dst"):
+    _register(_algorithm, "-concurrent", case_reduce_concurrent, TORCH, algorithm=_algorithm)
 
 
 # -- all_gather, all_reduce and all_to_all by buffered sends (MCCL) or isend/irecv pairs (Gloo) ---
