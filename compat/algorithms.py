@@ -656,6 +656,20 @@ def pairwise_all_gather_into_tensor(
     return pairwise_all_gather(adapter, parts, tensor, group, async_op)
 
 
+def pairwise_all_gather_reduce(
+    adapter: Adapter, tensor: Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """all_reduce as :func:`pairwise_all_gather` plus a local reduction, in rank order on every
+    rank (so every rank ends with the same bits): one step of messages, where Gloo's ring takes
+    several."""
+    count = len(adapter.group_ranks(group))
+    gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
+    pending = pairwise_all_gather(adapter, gathered, tensor, group, async_op)
+    return _complete(
+        [pending], async_op, lambda: adapter.copy_(tensor, adapter.reduce_local(gathered, op))
+    )
+
+
 # -- shared memory (ranks of one host) ------------------------------------------------------------
 # The data goes through memory every rank of the group maps (compat.shared_memory); the ranks
 # wait for each other once per round of at most a slot's bytes. The capability table chooses these

@@ -168,6 +168,20 @@ def test_choices_bounded_by_the_groups_size() -> None:
         assert capabilities.resolve("gloo", "reduce", "float32", 0, True, ranks) == (
             "shared_memory_reduce"
         )
+    # Gloo across hosts at 2-4 ranks: one step of point-to-point messages where Gloo's ring
+    # takes several (all_gather at every size; all_reduce below 768 KB, its own ring above).
+    for ranks in (2, 3, 4, 5):
+        few = ranks <= 4
+        for size in (1024, 512 * 2**10, 2**20, 64 * 2**20):
+            pairwise = {
+                "all_gather": few or size >= 4 * 2**20,
+                "all_gather_into_tensor": few or size >= 4 * 2**20,
+                "all_reduce": few and size < 768 * 2**10,
+            }
+            for collective, expected in pairwise.items():
+                found = capabilities.resolve("gloo", collective, "float32", size, False, ranks)
+                assert (found != capabilities.NATIVE) == expected, (collective, ranks, size, found)
+                assert found.startswith("pairwise_") or found == capabilities.NATIVE, found
     entry = {"impl": "native", "async": "native", "choose": [
         {"algorithm": "a", "min_bytes": 0, "max_ranks": 2, "reason": "r"},
         {"algorithm": "b", "min_bytes": 0, "min_ranks": 3, "max_ranks": 5, "reason": "r"},

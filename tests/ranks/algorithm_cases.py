@@ -573,7 +573,11 @@ GATHER_ALGORITHMS = {
     "shared_memory_all_gather": BOTH,
 }
 #: all_reduce algorithms, and all_to_all_single's with its list form, -> frameworks.
-ALL_REDUCE_ALGORITHMS = {"buffered_send_all_reduce": MINDSPORE, "shared_memory_all_reduce": BOTH}
+ALL_REDUCE_ALGORITHMS = {
+    "buffered_send_all_reduce": MINDSPORE,
+    "pairwise_all_gather_reduce": TORCH,
+    "shared_memory_all_reduce": BOTH,
+}
 A2A_ALGORITHMS = {
     ("buffered_send_all_to_all", "buffered_send_all_to_all_list"): MINDSPORE,
     ("shared_memory_all_to_all", "shared_memory_all_to_all_list"): BOTH,
