@@ -614,9 +614,10 @@ def pairwise_all_gather(
     """all_gather as one irecv from and one isend to each peer, all issued at once, each peer's
     tensor received straight into its ``tensor_list`` entry (parts of any dim-0 size).
 
-    Gloo's allgather was more than twice as slow at 64 MB (capabilities.toml says by how much).
-    An output the backend cannot receive into as it is (not contiguous) is received into a buffer
-    of its own and copied in once complete. The messages carry :data:`ALGORITHM_TAG`.
+    One step of messages, where Gloo's ring takes one per peer (capabilities.toml says where it
+    is faster, and by how much). An output the backend cannot receive into as it is (not
+    contiguous) is received into a buffer of its own and copied in once complete. The messages
+    carry :data:`ALGORITHM_TAG`.
     """
     ranks = adapter.group_ranks(group)
     count, me = len(ranks), ranks.index(adapter.rank())
