@@ -120,8 +120,12 @@ class State:
         key = (collective, dtype, group, in_host)
         by_size = self._implementations.get(key)
         if by_size is None:
-            ranks = self._one_host_ranks(collective, in_host, group)
-            by_size = self._implementations[key] = self._by_size(collective, dtype, ranks)
+            one_host = self._one_host_ranks(collective, in_host, group) > 0
+            # The group's size bounds choices on one host and off it alike (the table's
+            # min_ranks and max_ranks).
+            ranks = None if group is NO_GROUP else len(self.adapter.group_ranks(group))
+            by_size = self._by_size(collective, dtype, ranks, one_host)
+            self._implementations[key] = by_size
         return by_size
 
     def _sized(
@@ -234,15 +238,14 @@ class State:
             self._forced[key] = run
 
     def _by_size(
-        self, collective: str, dtype: str, one_host_ranks: int
+        self, collective: str, dtype: str, ranks: int | None, one_host: bool
     ) -> list[tuple[int, Callable[..., Any]]]:
         """(min_bytes, callable) from 0 bytes up: where the choice for ``dtype`` can change, on a
-        group of ``one_host_ranks`` with a shared-memory window (0: without)."""
+        group of ``ranks`` (None: unknown), with a shared-memory window or not (``one_host``)."""
         forced = self._forced.get((collective, dtype))
         if forced is not None:
             return [(0, forced[1])]
-        key, one_host = self.capability_key, one_host_ranks > 0
-        ranks = one_host_ranks or None
+        key = self.capability_key
         return [
             (
                 size,

@@ -664,7 +664,7 @@ def algorithm_of(
             spec.dtype or dtype,
             given,
             one_host,
-            world if one_host else None,
+            world,
         )
         for name in spec.collectives
     ]

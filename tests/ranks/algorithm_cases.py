@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, state, tables
+from compat import algorithms, capabilities, shared_memory, state, tables
 from compat.types import ReduceOp
 from tests.ranks.cases import (
     DTYPES,
@@ -210,6 +210,33 @@ def case_choice(kit: Any) -> None:
     parts = adapter().split(kit.tensor(mine, "float32"), [rows] * n)
     wait_if(compat.reduce_scatter(output, parts, async_op=True), True)
     np.testing.assert_allclose(kit.numpy(output), full[rows * me : rows * (me + 1)])
+
+
+def _bound_name(run: Any) -> str:
+    """The algorithm a callable the runtime bound runs (capabilities.bind), or "native"."""
+    if not isinstance(run, partial):
+        return capabilities.NATIVE
+    return str((run.args[0] if run.func is shared_memory.in_issue_order else run.func).__name__)
+
+
+def case_choice_by_group_size(kit: Any) -> None:
+    """What the runtime runs on the world, at each size where the table's choice can change,
+    is the table's choice for the world's size, with the world's window or without it (the
+    backend's own transport): a choice bounded by the group's size (min_ranks, max_ranks)
+    applies only within its bounds, on one host and off it."""
+    runtime = state.current()
+    key = runtime.capability_key
+    like = kit.tensor(np.zeros(4), "float32")
+    ops = tables.lookup("capabilities", key, "ops")
+    for collective in ops:
+        if collective in capabilities.POINT_TO_POINT or "barrier" in collective:
+            continue
+        one_host = runtime.through_shared_memory(collective, like, None)
+        choices = ops[collective].get("choose", [])
+        for size in sorted({0, *(c["min_bytes"] for c in choices), 2**30}):
+            expected = capabilities.resolve(key, collective, "float32", size, one_host, world())
+            run = runtime.implementation(collective, like, size, None, "float32")
+            assert _bound_name(run) == expected, (collective, size, one_host, run, expected)
 
 
 def case_choice_gather(kit: Any) -> None:
@@ -815,3 +842,4 @@ for _names, _frameworks in A2A_ALGORITHMS.items():
 
 register("algorithm-choice", case_choice)
 register("algorithm-choice-gather", case_choice_gather)
+register("algorithm-choice-by-group-size", case_choice_by_group_size)
