@@ -205,10 +205,16 @@ def _labelled(tag: int) -> str:
 
 
 def _mismatch(receive: _Receive, nbytes: int) -> CollectiveMismatchError:
+    if receive.tag < 0:  # a part of a collective (compat.algorithms), not a user's recv
+        return CollectiveMismatchError(
+            f"scatter or gather: group rank {receive.peer} sent {nbytes} bytes as its part; "
+            f"this rank's tensor for it holds {receive.nbytes} bytes: every rank's part must "
+            "have the same shape and dtype"
+        )
     return CollectiveMismatchError(
-        f"recv: group rank {receive.peer} sent {nbytes} bytes ({_labelled(receive.tag)}); the "
-        f"tensor that receives them holds {receive.nbytes} bytes: the receiving tensor's shape "
-        "and dtype must match the sent tensor's"
+        f"recv: group rank {receive.peer} sent {nbytes} bytes (tag {receive.tag}); the tensor "
+        f"that receives them holds {receive.nbytes} bytes: the receiving tensor's shape and "
+        "dtype must match the sent tensor's"
     )
 
 

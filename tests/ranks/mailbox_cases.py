@@ -448,6 +448,43 @@ def _rooted_through_channels(
                 assert np.array_equal(kit.numpy(noted), expected), (what, kit.numpy(noted))
 
 
+def case_rooted_mismatch(kit: Any) -> None:
+    """A scatter through the channels whose part for rank 1 is smaller than rank 1's tensor,
+    then a gather the other way: the receiving rank raises CollectiveMismatchError naming the
+    collectives and both sizes (not a "recv"), its tensor untouched; the sender returns, and the
+    next scatter and gather are exact."""
+    group = _small_channel_group()
+    me, n = compat.get_rank(), world()
+    parts = [kit.tensor(np.full(10, float(j)), "float32") for j in range(n)]
+    if me == 1:
+        out = sentinel_out(kit, (12,), "float32", "dense")
+        try:
+            compat.scatter(out.view, None, 0, group)
+        except compat.CollectiveMismatchError as error:
+            text = str(error)
+            assert text.startswith("scatter or gather:"), text
+            assert "group rank 0" in text and "40 bytes" in text and "48 bytes" in text, text
+        else:
+            raise AssertionError("a scatter's part of 40 bytes filled a tensor of 48")
+        out.check("the tensor of a refused part")
+    else:
+        compat.scatter(kit.tensor(np.zeros(10), "float32"), parts if me == 0 else None, 0, group)
+    compat.barrier(group)
+    out = sentinel_out(kit, (10,), "float32", "dense")
+    compat.scatter(out.view, parts if me == 0 else None, 0, group)
+    out.result(np.full(10, float(me)))
+    out.check("the scatter after a refused part")
+    gathered = [sentinel_out(kit, (10,), "float32", "dense") for _ in range(n)]
+    mine = kit.tensor(np.full(10, me + 0.5), "float32")
+    compat.gather(mine, [g.view for g in gathered] if me == 0 else None, 0, group)
+    if me == 0:
+        for j, g in enumerate(gathered):
+            g.result(np.full(10, j + 0.5))
+            g.check(f"the gather after a refused part: part {j}")
+    compat.barrier(group)
+    compat.destroy(group)
+
+
 # MindSpore's tag is a reserved parameter (any tag but 0 is an UnsupportedError).
 for _name, _case, _frameworks in (
     ("mailbox-streams", case_streams, ("torch", "mindspore")),
@@ -455,6 +492,7 @@ for _name, _case, _frameworks in (
     ("mailbox-mismatch-timeout", case_mismatch_and_timeout, ("torch", "mindspore")),
     ("mailbox-collective-meanwhile", case_collective_meanwhile, ("torch", "mindspore")),
     ("mailbox-rooted", case_rooted, ("torch", "mindspore")),
+    ("mailbox-rooted-mismatch", case_rooted_mismatch, ("torch", "mindspore")),
     ("mailbox-tags", case_tags, ("torch",)),
 ):
     register(_name, _both_ways(_case, True), 2, _frameworks)
