@@ -449,26 +449,29 @@ def _rooted_through_channels(
 
 
 def case_rooted_mismatch(kit: Any) -> None:
-    """A scatter through the channels whose part for rank 1 is smaller than rank 1's tensor,
-    then a gather the other way: the receiving rank raises CollectiveMismatchError naming the
-    collectives and both sizes (not a "recv"), its tensor untouched; the sender returns, and the
-    next scatter and gather are exact."""
+    """A scatter through the channels whose part for rank 1 is smaller than rank 1's tensor:
+    rank 1 raises CollectiveMismatchError naming the collectives and both sizes (not a "recv"),
+    its tensor untouched, and the root returns; with the pre-flight check on (COMPAT_CHECK=1)
+    every rank raises before any message, saying the ranks disagree. Then the next scatter and
+    gather are exact."""
     group = _small_channel_group()
     me, n = compat.get_rank(), world()
+    checked = state.current().check
     parts = [kit.tensor(np.full(10, float(j)), "float32") for j in range(n)]
-    if me == 1:
-        out = sentinel_out(kit, (12,), "float32", "dense")
-        try:
-            compat.scatter(out.view, None, 0, group)
-        except compat.CollectiveMismatchError as error:
-            text = str(error)
+    out = sentinel_out(kit, (12 if me == 1 else 10,), "float32", "dense")
+    try:
+        compat.scatter(out.view, parts if me == 0 else None, 0, group)
+    except compat.CollectiveMismatchError as error:
+        text = str(error)
+        if checked:
+            assert "disagree" in text and "rank 1 [12]" in text, text
+        else:
+            assert me == 1, f"rank {me}: {text}"
             assert text.startswith("scatter or gather:"), text
             assert "group rank 0" in text and "40 bytes" in text and "48 bytes" in text, text
-        else:
-            raise AssertionError("a scatter's part of 40 bytes filled a tensor of 48")
         out.check("the tensor of a refused part")
     else:
-        compat.scatter(kit.tensor(np.zeros(10), "float32"), parts if me == 0 else None, 0, group)
+        assert not checked and me != 1, f"rank {me}: a part of 40 bytes went to a tensor of 48"
     compat.barrier(group)
     out = sentinel_out(kit, (10,), "float32", "dense")
     compat.scatter(out.view, parts if me == 0 else None, 0, group)
