@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from compat import shared_memory
@@ -138,9 +139,22 @@ def all_gather_reduce(
     adapter: Adapter, tensor: Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
 ) -> Handle | None:
     """all_reduce as all_gather plus a local reduction: exact for every dtype all_gather moves."""
+    return _gathered_then_reduced(adapter, tensor, op, group, async_op, adapter.all_gather)
+
+
+def _gathered_then_reduced(
+    adapter: Adapter,
+    tensor: Tensor,
+    op: ReduceOp,
+    group: GroupHandle,
+    async_op: bool,
+    all_gather: Callable[[list[Tensor], Tensor, GroupHandle, bool], Handle | None],
+) -> Handle | None:
+    """all_reduce as ``all_gather`` (called as the adapter's) into new tensors, then each rank
+    reduces them in rank order, so every rank ends with the same bits."""
     count = len(adapter.group_ranks(group))
     gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
-    pending = adapter.all_gather(gathered, tensor, group, async_op)
+    pending = all_gather(gathered, tensor, group, async_op)
     return _complete(
         [pending], async_op, lambda: adapter.copy_(tensor, adapter.reduce_local(gathered, op))
     )
@@ -663,12 +677,8 @@ def pairwise_all_gather_reduce(
     """all_reduce as :func:`pairwise_all_gather` plus a local reduction, in rank order on every
     rank (so every rank ends with the same bits): one step of messages, where Gloo's ring takes
     several."""
-    count = len(adapter.group_ranks(group))
-    gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
-    pending = pairwise_all_gather(adapter, gathered, tensor, group, async_op)
-    return _complete(
-        [pending], async_op, lambda: adapter.copy_(tensor, adapter.reduce_local(gathered, op))
-    )
+    pairwise = partial(pairwise_all_gather, adapter)
+    return _gathered_then_reduced(adapter, tensor, op, group, async_op, pairwise)
 
 
 # -- shared memory (ranks of one host) ------------------------------------------------------------

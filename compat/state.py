@@ -120,7 +120,7 @@ class State:
         key = (collective, dtype, group, in_host)
         by_size = self._implementations.get(key)
         if by_size is None:
-            one_host = self._one_host_ranks(collective, in_host, group) > 0
+            one_host = self._on_one_host(collective, in_host, group)
             # The group's size bounds choices on one host and off it alike (the table's
             # min_ranks and max_ranks).
             ranks = None if group is NO_GROUP else len(self.adapter.group_ranks(group))
@@ -175,7 +175,7 @@ class State:
     def through_shared_memory(self, collective: str, like: Any, group: Any) -> bool:
         """Whether ``collective`` on tensors of ``like``'s kind on ``group`` (a handle) can take
         the table's shared-memory choices: the same answer on every rank of the group."""
-        return self._one_host_ranks(collective, self.adapter.in_host_memory(like), group) > 0
+        return self._on_one_host(collective, self.adapter.in_host_memory(like), group)
 
     def _wants_one_host(self, collective: str) -> bool:
         """Whether the table has a one_host choice for ``collective`` (looked up once)."""
@@ -194,30 +194,27 @@ class State:
             del self._implementations[key]
         shared_memory.close(self.adapter, group)
 
-    def _one_host_ranks(self, collective: str, in_host: bool, group: Any) -> int:
-        """The size of ``group`` (a handle) where ``collective``'s one_host choices apply, else
-        0. They apply where the table has one, the call's tensors are in host memory
-        (``in_host``, False without a group) and the group has a shared-memory window (made at
-        compat.init and compat.new_group, else on first use, which is a collective of the
-        group: compat.shared_memory)."""
+    def _on_one_host(self, collective: str, in_host: bool, group: Any) -> bool:
+        """Whether ``collective``'s one_host choices apply on ``group`` (a handle): where the
+        table has one, the call's tensors are in host memory (``in_host``, False without a
+        group) and the group has a shared-memory window (made at compat.init and
+        compat.new_group, else on first use, which is a collective of the group:
+        compat.shared_memory)."""
         if not in_host or not self._wants_one_host(collective):
-            return 0
+            return False
         if collective in capabilities.POINT_TO_POINT:
             # Only a window made with the group, never made here: making one is a collective,
             # and a sender and its receiver must take the same path (SharedWindow.point_to_point).
             made = self.adapter.windows.get(group)
-            if made is None or not made.point_to_point or not made.waits_in_memory:
-                return 0
-            return made.size
+            return made is not None and made.point_to_point and made.waits_in_memory
         if collective == "monitored_barrier":
             # Only a window already made: making one is a collective, which would wait for the
             # rank that is away without the barrier's timeout; and only where ranks wait in
             # memory, since the backend's barrier, the rounds' meeting place elsewhere, takes no
             # timeout.
             made = self.adapter.windows.get(group)
-            return made.size if made is not None and made.waits_in_memory else 0
-        found = shared_memory.window(self.adapter, group)
-        return 0 if found is None else found.size
+            return made is not None and made.waits_in_memory
+        return shared_memory.window(self.adapter, group) is not None
 
     def force(
         self, collective: str, dtype: str, run: str | tuple[str, Callable[..., Any]] | None
