@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, capabilities, shared_memory, state, tables
+from compat import algorithms, capabilities, state, tables
 from compat.types import ReduceOp
 from tests.ranks.cases import (
     DTYPES,
@@ -28,6 +28,7 @@ from tests.ranks.cases import (
     rank,
     reduce_np,
     register,
+    runs,
     sentinel,
     subgroup,
     uneven_sizes,
@@ -212,13 +213,6 @@ def case_choice(kit: Any) -> None:
     np.testing.assert_allclose(kit.numpy(output), full[rows * me : rows * (me + 1)])
 
 
-def _bound_name(run: Any) -> str:
-    """The algorithm a callable the runtime bound runs (capabilities.bind), or "native"."""
-    if not isinstance(run, partial):
-        return capabilities.NATIVE
-    return str((run.args[0] if run.func is shared_memory.in_issue_order else run.func).__name__)
-
-
 def case_choice_by_group_size(kit: Any) -> None:
     """What the runtime runs on the world, at each size where the table's choice can change,
     is the table's choice for the world's size, with the world's window or without it (the
@@ -236,7 +230,7 @@ def case_choice_by_group_size(kit: Any) -> None:
         for size in sorted({0, *(c["min_bytes"] for c in choices), 2**30}):
             expected = capabilities.resolve(key, collective, "float32", size, one_host, world())
             run = runtime.implementation(collective, like, size, None, "float32")
-            assert _bound_name(run) == expected, (collective, size, one_host, run, expected)
+            assert runs(run, expected), (collective, size, one_host, run, expected)
 
 
 def case_choice_gather(kit: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import state, tables
+from compat import algorithms, state, tables
 
 REDUCE_OPS = ["sum", "prod", "min", "max", "avg"]
 DTYPES = ["float32", "float64", "int32", "int64", "float16", "bfloat16"]
@@ -120,6 +120,18 @@ def wait_if(work: Any, async_op: bool) -> None:
         assert work.is_completed()
     else:
         assert work is None, f"expected None for a synchronous call, got {work!r}"
+
+
+def runs(chosen: Any, name: str) -> bool:
+    """Whether ``chosen`` (what State.implementation returned) runs ``name``: "native" (the
+    adapter's method) or a compat.algorithms function (bound, perhaps through the window's
+    thread)."""
+    if name == "native":
+        return not isinstance(chosen, partial)
+    # Neither attribute on the adapter's own method (COMPAT_SHARED_MEMORY=0): the case's assert
+    # then names what was chosen, rather than an AttributeError here.
+    bound = (getattr(chosen, "func", None), *getattr(chosen, "args", ()))
+    return getattr(algorithms, name) in bound
 
 
 _GROUPS: dict[int, compat.Group] = {}

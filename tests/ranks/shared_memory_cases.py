@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from datetime import timedelta
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,7 @@ import compat
 from compat import algorithms, capabilities, shared_memory, state
 from compat.tools import bench
 from compat.types import ReduceOp
-from tests.ranks.cases import reduce_np, register, subgroup, values, world
+from tests.ranks.cases import reduce_np, register, runs, subgroup, values, world
 from tests.ranks.layout_cases import Placed, sentinel_out
 
 #: A slot this small makes every collective below take several rounds: 256 bytes of data, 64 of
@@ -310,7 +309,7 @@ def case_chosen(kit: Any) -> None:
         )
         assert runtime.algorithm("gather", "float32", nbytes, True, n) == expected
         big = kit.tensor(np.zeros(nbytes // 4), "float32")
-        assert _runs(runtime.implementation("gather", big, None, None), expected)
+        assert runs(runtime.implementation("gather", big, None, None), expected)
     # compat bench's algorithm column names what runs: a rooted row's size is the root's list
     # (n parts), and the table chooses by the part each rank passes.
     for op in ("scatter", "gather"):
@@ -318,19 +317,7 @@ def case_chosen(kit: Any) -> None:
             label = bench.algorithm_of(runtime, op, False, "float32", size, n)
             part = kit.tensor(np.zeros(size // n // 4), "float32")
             ran = runtime.implementation(op, part, None, None)
-            assert _runs(ran, label), (op, size, label, ran)
-
-
-def _runs(chosen: Any, name: str) -> bool:
-    """Whether ``chosen`` (what State.implementation returned) runs ``name``: "native" (the
-    adapter's method) or a compat.algorithms function (bound, perhaps through the window's
-    thread)."""
-    if name == "native":
-        return not isinstance(chosen, partial)
-    # Neither attribute on the adapter's own method (COMPAT_SHARED_MEMORY=0): the case's assert
-    # then names what was chosen, rather than an AttributeError here.
-    bound = (getattr(chosen, "func", None), *getattr(chosen, "args", ()))
-    return getattr(algorithms, name) in bound
+            assert runs(ran, label), (op, size, label, ran)
 
 
 def case_one_way(kit: Any) -> None:
@@ -595,7 +582,7 @@ def case_barrier(kit: Any) -> None:
     a group compat made; with device_ids it is the backend's own call."""
     runtime = state.current()
     chosen = runtime.implementation("barrier", None, 0, None, "uint8")
-    assert _runs(chosen, "shared_memory_barrier"), chosen
+    assert runs(chosen, "shared_memory_barrier"), chosen
     late = world() - 1
     group = compat.new_group(list(range(world())))
     for on, async_op in ((None, False), (None, True), (group, False), (group, True)):
