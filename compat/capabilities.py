@@ -207,6 +207,12 @@ def _parameters(function: Callable[..., Any], skip: int) -> tuple[str, ...]:
     return tuple(inspect.signature(function).parameters)[skip:]
 
 
+def problem(collective: str, name: str) -> str | None:
+    """Why ``name`` (an algorithm of compat.algorithms, or ``"native"``) cannot run
+    ``collective``'s calls (an entry of the table), or None if it can."""
+    return _problem(COLLECTIVES[collective], name)
+
+
 def _problem(method: str, name: str) -> str | None:
     """Why ``name`` cannot run adapter method ``method``'s calls, or None if it can."""
     native = getattr(Adapter, method, None)

@@ -60,6 +60,42 @@ def test_defaults_keep_a_sweep_of_every_op_short() -> None:
         bench.settings(_args(rounds=0))
 
 
+def test_algorithm_must_run_the_ops_collective() -> None:
+    """--algorithm is checked before any rank starts, against every table entry it forces: the
+    op's own, or the one the op runs (scatter_tensor and the object collectives run scatter's
+    entry, all_reduce_coalesced all_reduce's, isend_irecv isend's and irecv's)."""
+    assert bench.forced_entries("scatter_tensor", True) == ["scatter"]
+    assert bench.forced_entries("scatter_object_list", True) == ["scatter"]
+    assert bench.forced_entries("all_reduce_coalesced", True) == ["all_reduce"]
+    assert bench.forced_entries("isend_irecv", True) == ["isend", "irecv"]
+    assert bench.forced_entries("reduce_scatter", False) == ["reduce_scatter"]
+    assert bench.forced_entries("reduce_scatter", True) == ["reduce_scatter_tensor"]
+    for op, name in [
+        ("scatter_tensor", "shared_memory_p2p_scatter"),
+        ("scatter_object_list", "native"),
+        ("all_reduce_coalesced", "pairwise_all_gather_reduce"),
+        ("isend_irecv", "native"),
+        ("reduce_scatter", "buffered_send_reduce_scatter"),  # the list form, where not joined
+        ("reduce_scatter", "buffered_send_reduce_scatter_tensor"),  # joined: the tensor form's
+        ("monitored_barrier", "reported_barrier"),
+    ]:
+        assert bench.settings(_args(op=op, algorithm=name)).ops == (op,), (op, name)
+    refused = [
+        ("all_reduce", "pairwise_all_gather_reduc", "compat.algorithms has no function"),
+        ("scatter_tensor", "gather_reduce_to_dst", "scatter: algorithm 'gather_reduce_to_dst'"),
+        ("isend_irecv", "shared_memory_isend", "irecv: algorithm 'shared_memory_isend'"),
+    ]
+    for op, name, reason in refused:
+        with pytest.raises(ValueError, match=rf"--algorithm: expected .* --op {op}'s .*; got "
+                           rf"'{name}' \(.*{re.escape(reason)}"):  # fmt: skip
+            bench.settings(_args(op=op, algorithm=name))
+    # On the ranks, with the adapter's answer: the list form's algorithm where the parts are
+    # joined (they run as the tensor form) is refused there.
+    bench.check_algorithm("reduce_scatter", "buffered_send_reduce_scatter", joins=False)
+    with pytest.raises(ValueError, match="reduce_scatter_tensor: algorithm"):
+        bench.check_algorithm("reduce_scatter", "buffered_send_reduce_scatter", joins=True)
+
+
 def test_both_frameworks_sweep_the_sizes_they_share() -> None:
     assert bench.common_sizes(["torch", "mindspore"]) == "1K..16M"
     assert bench.common_sizes(["torch"]) == bench.default_sizes("torch")
@@ -185,6 +221,27 @@ def test_bench_every_op_on_both_frameworks_side_by_side() -> None:
         block = summary[summary.index(f"# {op}") + 2 :][: 1 if op in BARRIERS else 2]
         assert [row.split()[0] for row in block] == (["0"] if op in BARRIERS else ["1K", "2K"])
         assert all(len(row.split()) == 10 for row in block), block
+
+
+def test_algorithm_forces_the_entry_the_op_runs() -> None:
+    """--algorithm native on ops that run another op's table entry (scatter_tensor and
+    scatter_object_list run scatter's): the rows say native, where the table chooses shared
+    memory on this host (they showed the table's choice, and ran it, before)."""
+    for op in ("scatter_tensor", "scatter_object_list"):
+        run = succeeded(bench_command(
+            "-n", "2", "--framework", "torch", "--op", op, "--algorithm", "native", "--sizes",
+            "1K", "--rounds", "1", "--budget", "0.001", "--csv", "rows.csv", timeout=120,
+            outputs=("rows.csv",),
+        ).run())  # fmt: skip
+        records = list(csv.DictReader(io.StringIO(run.files["rows.csv"], newline="")))
+        assert [record["algorithm"] for record in records] == ["native"], (op, records)
+    refused = bench_command(
+        "-n", "2", "--framework", "torch", "--op", "scatter_tensor", "--algorithm",
+        "gather_reduce_to_dst", timeout=60,
+    ).run()  # fmt: skip
+    assert refused.returncode != 0
+    assert "--algorithm: expected 'native' or a compat.algorithms function" in refused.stderr
+    assert "[rank" not in refused.stdout + refused.stderr  # refused before any rank started
 
 
 def test_bench_at_world_size_one_measures_compat_own_work() -> None:

@@ -65,7 +65,7 @@ from functools import partial
 from typing import Any
 
 import compat
-from compat import algorithms, state, tables
+from compat import algorithms, capabilities, state, tables
 from compat.adapter import Adapter
 from compat.collectives import BARRIER_DTYPE
 from compat.tools._sizes import format_size
@@ -171,6 +171,33 @@ def collective_of(op: str, joins: bool) -> str:
     if op == "reduce_scatter" and joins:
         return "reduce_scatter_tensor"
     return op
+
+
+def forced_entries(op: str, joins: bool) -> list[str]:
+    """The capability-table entries ``--algorithm`` forces for ``op``: those whose choice its
+    rows report (scatter_tensor and scatter_object_list run scatter's, all_reduce_coalesced
+    all_reduce's, isend_irecv both isend's and irecv's)."""
+    return list(dict.fromkeys(collective_of(name, joins) for name in SPECS[op].collectives))
+
+
+def check_algorithm(op: str, name: str, joins: bool | None = None) -> None:
+    """Raise ValueError unless ``name`` can run every entry ``--algorithm`` forces for ``op``
+    (:func:`forced_entries`). ``joins`` None, before any rank has its adapter: for one of
+    :func:`adapter_joins`'s answers at least (the ranks check again with theirs)."""
+    problems: list[str] = []
+    for answer in (False, True) if joins is None else (joins,):
+        found = [
+            f"{entry}: {problem}"
+            for entry in forced_entries(op, answer)
+            if (problem := capabilities.problem(entry, name)) is not None
+        ]
+        if not found:
+            return
+        problems += found
+    raise ValueError(
+        f"--algorithm: expected 'native' or a compat.algorithms function that runs --op {op}'s "
+        f"collective; got {name!r} ({'; '.join(dict.fromkeys(problems))})"
+    )
 
 
 def adapter_joins(adapter: Adapter, dtype: str) -> bool:
@@ -279,7 +306,8 @@ def settings(args: argparse.Namespace) -> Settings:
     Raises
     ------
     ValueError
-        An option out of range, or ``--algorithm`` with more than one op.
+        An option out of range, or ``--algorithm`` with more than one op or one that cannot
+        run the op's collective (:func:`check_algorithm`).
     """
     ops = parse_ops(args.op)
     single = len(ops) == 1
@@ -289,10 +317,13 @@ def settings(args: argparse.Namespace) -> Settings:
         raise ValueError(f"--rounds: expected an int >= 1; got {rounds}")
     if not 0 < budget < float("inf"):
         raise ValueError(f"--budget: expected seconds > 0; got {budget}")
-    if args.algorithm is not None and not single:
-        raise ValueError(
-            f"--algorithm: expected one --op (an algorithm runs one collective); got {args.op!r}"
-        )
+    if args.algorithm is not None:
+        if not single:
+            raise ValueError(
+                f"--algorithm: expected one --op (an algorithm runs one collective); got "
+                f"{args.op!r}"
+            )
+        check_algorithm(ops[0], args.algorithm)
     return Settings(ops, rounds, budget)
 
 
@@ -340,7 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="run this compat.algorithms function (or 'native') for the op at every size "
         "instead of the capability table's choice: how the table's thresholds are measured "
-        "(one --op only)",
+        "(one --op only; for the table entry the op runs: scatter's for scatter_tensor and "
+        "scatter_object_list, all_reduce's for all_reduce_coalesced; checked before any rank "
+        "starts)",
     )
     return parser
 
@@ -710,7 +743,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"# {op}: needs 2 ranks or more; skipped", flush=True)
             continue
         if args.algorithm is not None:
-            force(collective_of(op, joins), args.dtype, args.algorithm)
+            check_algorithm(op, args.algorithm, joins)
+            for entry in forced_entries(op, joins):
+                force(entry, spec.dtype or args.dtype, args.algorithm)
         op_rows: list[dict[str, Any]] = []
         for index, size in enumerate(_sweep_sizes(op, sizes)):
             rows = max(1, size // itemsize // n)
@@ -734,7 +769,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if lead:
                 print(format_row(values), flush=True)
         if args.algorithm is not None:
-            runtime.force(collective_of(op, joins), args.dtype, None)
+            for entry in forced_entries(op, joins):
+                runtime.force(entry, spec.dtype or args.dtype, None)
         if not spec.noop:
             if lead:
                 print(
