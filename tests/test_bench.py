@@ -226,7 +226,8 @@ def test_bench_every_op_on_both_frameworks_side_by_side() -> None:
 def test_algorithm_forces_the_entry_the_op_runs() -> None:
     """--algorithm native on ops that run another op's table entry (scatter_tensor and
     scatter_object_list run scatter's): the rows say native, where the table chooses shared
-    memory on this host (they showed the table's choice, and ran it, before)."""
+    memory on this host. Before, the entry forced was named after the op: native crashed the
+    ranks (no such entry), and any other algorithm was forced where no call reads it."""
     for op in ("scatter_tensor", "scatter_object_list"):
         run = succeeded(bench_command(
             "-n", "2", "--framework", "torch", "--op", op, "--algorithm", "native", "--sizes",
