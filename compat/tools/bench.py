@@ -557,11 +557,6 @@ def measure(pair: Pair, rounds: int, budget: float) -> tuple[float, float]:
     return statistics.median(times["compat"]), statistics.median(times["native"])
 
 
-def force(collective: str, dtype: str, algorithm: str) -> None:
-    """Make compat run ``algorithm`` for ``collective`` on ``dtype`` at every size."""
-    state.current().force(collective, dtype, algorithm)
-
-
 class _Completed:
     """The handle of a collective replaced by a no-op: already complete."""
 
@@ -742,10 +737,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if lead:
                 print(f"# {op}: needs 2 ranks or more; skipped", flush=True)
             continue
+        forced: list[str] = []  # --algorithm: every entry the op's calls reach
         if args.algorithm is not None:
             check_algorithm(op, args.algorithm, joins)
-            for entry in forced_entries(op, joins):
-                force(entry, spec.dtype or args.dtype, args.algorithm)
+            forced = forced_entries(op, joins)
+        for entry in forced:
+            runtime.force(entry, spec.dtype or args.dtype, args.algorithm)
         op_rows: list[dict[str, Any]] = []
         for index, size in enumerate(_sweep_sizes(op, sizes)):
             rows = max(1, size // itemsize // n)
@@ -768,9 +765,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             op_rows.append(values)
             if lead:
                 print(format_row(values), flush=True)
-        if args.algorithm is not None:
-            for entry in forced_entries(op, joins):
-                runtime.force(entry, spec.dtype or args.dtype, None)
+        for entry in forced:
+            runtime.force(entry, spec.dtype or args.dtype, None)
         if not spec.noop:
             if lead:
                 print(
