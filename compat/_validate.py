@@ -92,28 +92,45 @@ class Checks:
         dtype = self.adapter.dense_dtype(tensor)
         return dtype if dtype in self._dtypes_ok else None
 
-    def plain_tensor(self, tensor: object, group: object, async_op: object) -> TensorFacts | None:
-        """``tensor``'s dtype and shape if a collective on it alone is the common case in every
-        argument checked here: synchronous, on the world, without the pre-flight check, and a
-        dense, non-empty tensor of a type seen before, on this rank's device, of a supported
-        dtype. Checked in one step without building any message: right after a collective
-        compat's Python runs cold, and the full checks of a broadcast took 9.5 us there (1.5 us
-        back to back) while the other ranks waited (measured, 2 ranks on Gloo). None sends the
-        call to the full checks, which raise where they fail."""
+    def plain_tensor(
+        self, tensor: object, group: object, async_op: object, out: object = None
+    ) -> tuple[TensorFacts, TensorFacts | None] | None:
+        """``tensor``'s dtype and shape if a collective on it is the common case in every
+        argument checked here: synchronous, on the world, without the pre-flight check, no
+        deferred receive waiting (:meth:`compat.collectives.Call.issue`'s check), and a dense,
+        non-empty tensor of a type seen before, on this rank's device, of a supported dtype;
+        with them, ``out``'s dtype and shape, where the call writes a tensor form's ``out``
+        (None where ``out`` is None: the call makes it). None where either is not the common
+        case; an ``out`` of another dtype or shape is the caller's to refuse, as it knows the
+        shape it expects.
+
+        Checked in one step without building any message: right after a collective compat's
+        Python runs cold, and the full checks of a broadcast took 9.5 us there (1.5 us back to
+        back) while the other ranks waited (measured, 2 ranks on Gloo). Reading ``out`` here
+        rather than in calls of their own saves the calls between the reads: MindSpore's
+        reduce_scatter_tensor with ``out`` at world size 1 took 4.4-4.9 us against 4.8-5.2,
+        torch's 2.9-3.0 against 3.3-3.4 and one 5.0 (one process, the two alternating, the
+        collective a no-op). None sends the call to the full checks, which raise where they
+        fail."""
+        known = self._tensor_types
+        # deferred_recvs read as it is, not through algorithms.deferred_sources: right after a
+        # collective each Python call costs about 1.5 us (cold caches, measured on Gloo).
         if (
             async_op is not False
             or (group is not None and group is not WORLD)
-            or type(tensor) not in self._tensor_types
+            or type(tensor) not in known
+            or (out is not None and type(out) not in known)
             or self.state.check
+            or self.adapter.deferred_recvs
         ):
             return None
         facts = self.adapter.dense_facts(tensor)
-        return facts if facts is not None and facts[0] in self._dtypes_ok else None
-
-    def plain_like(self, tensor: object, facts: TensorFacts) -> bool:
-        """Whether ``tensor`` is a tensor :meth:`plain_tensor` takes, of the dtype and shape
-        ``facts`` (another tensor's, checked by :meth:`plain_tensor`)."""
-        return type(tensor) in self._tensor_types and self.adapter.dense_facts(tensor) == facts
+        if facts is None or facts[0] not in self._dtypes_ok:
+            return None
+        if out is None:
+            return facts, None
+        out_facts = self.adapter.dense_facts(out)
+        return None if out_facts is None else (facts, out_facts)
 
     def plain_list(
         self, value: object, facts: TensorFacts, checked: object = _NOTHING_CHECKED

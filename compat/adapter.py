@@ -148,7 +148,7 @@ class Adapter(ABC):
         #: (compat.shared_memory)
         self.windows: dict[GroupHandle, SharedWindow | None] = {}
         #: the receives compat.algorithms defers (issued, not yet run), in issue order; every
-        #: collective's common case reads it (compat.collectives._plain)
+        #: collective's common case reads it (compat._validate.Checks.plain_tensor)
         self.deferred_recvs: list[DeferredRecv] = []
 
     # -- lifecycle -------------------------------------------------------------------------

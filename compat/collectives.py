@@ -24,7 +24,7 @@ from typing import Any
 
 from compat import state
 from compat._checks import check_bool, check_dtype, check_int, describe, even_split
-from compat.adapter import Adapter, Tensor, TensorFacts
+from compat.adapter import Adapter, Tensor
 from compat.algorithms import deferred_sources
 from compat.errors import UnsupportedError
 from compat.layout import Staging, completed
@@ -104,51 +104,6 @@ class Call(Staging):
         return (tensor, work) if self.async_op else tensor
 
 
-def _plain(
-    tensor: object, group: object, async_op: object
-) -> tuple[state.State, TensorFacts] | None:
-    """The process state and ``tensor``'s dtype and shape where a collective on ``tensor`` alone
-    can skip :class:`Call`: every argument :meth:`compat._validate.Checks.plain_tensor` checks
-    is the common case, and no deferred receive waits (:meth:`Call.issue`'s check). None: the
-    call takes the full path (Call, every check, the stand-ins of views)."""
-    current = state.current()
-    facts = current.checks.plain_tensor(tensor, group, async_op)
-    # Read here, not through deferred_sources: right after a collective each Python call costs
-    # about 1.5 us (cold caches, measured on Gloo).
-    if facts is None or current.adapter.deferred_recvs:
-        return None
-    return current, facts
-
-
-def _plain_tensor_form(
-    tensor: object,
-    group: object,
-    async_op: object,
-    split_sizes: object,
-    dim: object,
-    out: object,
-    out_required: bool,
-) -> tuple[state.State, TensorFacts] | None:
-    """:func:`_plain` for the tensor forms of all_gather and reduce_scatter: also no split
-    sizes, dim 0, and an ``out`` where the form requires one."""
-    if split_sizes is not None or type(dim) is not int or dim != 0:
-        return None
-    if out is None and out_required:
-        return None
-    return _plain(tensor, group, async_op)
-
-
-def _plain_output(
-    current: state.State, out: object, shape: tuple[int, ...], like: Tensor, dtype: str
-) -> Tensor | None:
-    """``out`` if it is a plain tensor (:meth:`compat._validate.Checks.plain_like`) of
-    ``dtype`` and ``shape``; a new tensor of them when ``out`` is None; else None (the full
-    path, which says what is wrong)."""
-    if out is None:
-        return current.adapter.empty(shape, like)
-    return out if current.checks.plain_like(out, (dtype, shape)) else None
-
-
 def _ran_plain_rooted(
     collective: str,
     tensor: Tensor,
@@ -158,15 +113,17 @@ def _ran_plain_rooted(
     group: object,
     async_op: object,
 ) -> bool:
-    """scatter's and gather's common case: :func:`_plain` for ``tensor``, a root given as a
+    """scatter's and gather's common case: the checks of ``tensor`` in
+    :meth:`compat._validate.Checks.plain_tensor`, a root given as a
     global rank, and the list ``value`` one that :meth:`compat._validate.Checks.plain_list`
     takes on the root and None elsewhere. Runs ``collective`` and says True; False: the call
     takes the full path, which says what is wrong."""
-    plain = _plain(tensor, group, async_op)
+    current = state.current()
+    plain = current.checks.plain_tensor(tensor, group, async_op)
     root = 0 if root is DEFAULT_ROOT else root
-    if plain is None or not plain[0].checks.plain_root(root, group_root):
+    if plain is None or not current.checks.plain_root(root, group_root):
         return False
-    current, facts = plain
+    facts = plain[0]
     if current.rank != root:
         if value is not None:
             return False
@@ -269,9 +226,10 @@ def reduce_scatter(
         tensor([3., 6.])   # rank 0
         tensor([9., 12.])  # rank 1
     """
-    plain = _plain(output, group, async_op)
+    current = state.current()
+    plain = current.checks.plain_tensor(output, group, async_op)
     if plain is not None:
-        current, facts = plain
+        facts = plain[0]
         dtype = facts[0]
         known = current.checks.known_reduction(op, dtype)
         inputs = None if known is None else current.checks.plain_list(input_list, facts)
@@ -419,18 +377,26 @@ def _reduce_scatter_tensor(
 ) -> Any:
     """reduce_scatter_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
-    plain = _plain_tensor_form(tensor, group, async_op, input_split_sizes, dim, out, out_required)
+    current = state.current()
+    common = input_split_sizes is None and type(dim) is int and dim == 0  # not False, not 0.0
+    plain = (
+        current.checks.plain_tensor(tensor, group, async_op, out)
+        if common and (out is not None or not out_required)
+        else None
+    )
     if plain is not None:
-        current, (dtype, shape) = plain
+        (dtype, shape), out_facts = plain
         reduce_op = current.checks.known_reduction(op, dtype)
         count = current.world_size
         if reduce_op is not None and shape and shape[0] % count == 0:
-            result = _plain_output(current, out, (shape[0] // count, *shape[1:]), tensor, dtype)
-            if result is not None:
+            part = (shape[0] // count, *shape[1:])
+            if out is None:
+                out = current.adapter.empty(part, tensor)
+            if out_facts is None or out_facts == (dtype, part):
                 world = current.world.handle
                 run = current.plain_implementation("reduce_scatter_tensor", tensor, dtype)
-                run(result, tensor, reduce_op, world, False)
-                return result
+                run(out, tensor, reduce_op, world, False)
+                return out
     tensor_param, out_param = names
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -478,9 +444,10 @@ def all_reduce(
         >>> t
         tensor([3., 6.])   # ranks 0 and 1
     """
-    plain = _plain(tensor, group, async_op)
+    current = state.current()
+    plain = current.checks.plain_tensor(tensor, group, async_op)
     if plain is not None:
-        current, (dtype, _) = plain
+        dtype = plain[0][0]
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
             world = current.world.handle
@@ -534,9 +501,10 @@ def all_reduce_coalesced(
         (tensor([3.]), tensor([[3., 6.]]))   # ranks 0 and 1
     """
     if isinstance(tensors, (list, tuple)) and tensors:
-        plain = _plain(tensors[0], group, async_op)
+        current = state.current()
+        plain = current.checks.plain_tensor(tensors[0], group, async_op)
         if plain is not None:
-            current, (dtype, _) = plain
+            dtype = plain[0][0]
             checks = current.checks
             known = checks.known_reduction(op, dtype)
             each = None if known is None else checks.plain_tensors(tensors, dtype, tensors[0])
@@ -690,9 +658,10 @@ def all_gather(
         >>> out
         [tensor([1., 2.]), tensor([11., 12.])]   # ranks 0 and 1
     """
-    plain = _plain(tensor, group, async_op)
+    current = state.current()
+    plain = current.checks.plain_tensor(tensor, group, async_op)
     if plain is not None:
-        current, facts = plain
+        facts = plain[0]
         outputs = current.checks.plain_list(tensor_list, facts)
         if outputs is not None:
             world = current.world.handle
@@ -795,17 +764,24 @@ def _all_gather_into_tensor(
 ) -> Any:
     """all_gather_into_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
-    plain = _plain_tensor_form(tensor, group, async_op, output_split_sizes, dim, out, out_required)
+    current = state.current()
+    common = output_split_sizes is None and type(dim) is int and dim == 0  # not False, not 0.0
+    plain = (
+        current.checks.plain_tensor(tensor, group, async_op, out)
+        if common and (out is not None or not out_required)
+        else None
+    )
     if plain is not None:
-        current, (dtype, shape) = plain
+        (dtype, shape), out_facts = plain
         if shape:
             gathered = (shape[0] * current.world_size, *shape[1:])
-            result = _plain_output(current, out, gathered, tensor, dtype)
-            if result is not None:
+            if out is None:
+                out = current.adapter.empty(gathered, tensor)
+            if out_facts is None or out_facts == (dtype, gathered):
                 world = current.world.handle
                 run = current.plain_implementation("all_gather_into_tensor", tensor, dtype)
-                run(result, tensor, world, False)
-                return result
+                run(out, tensor, world, False)
+                return out
     tensor_param, out_param = names
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -844,9 +820,10 @@ def broadcast(
 ) -> Work | None:
     """Copy ``tensor`` of global rank ``src`` (or of group rank ``group_src``; exactly one of
     the two) into ``tensor`` on every rank of the group."""
-    plain = _plain(tensor, group, async_op)
-    if plain is not None and plain[0].checks.plain_root(src, group_src):
-        current, (dtype, _) = plain
+    current = state.current()
+    plain = current.checks.plain_tensor(tensor, group, async_op)
+    if plain is not None and current.checks.plain_root(src, group_src):
+        dtype = plain[0][0]
         world = current.world.handle
         current.plain_implementation("broadcast", tensor, dtype)(tensor, src, world, False)
         return None
@@ -932,22 +909,25 @@ def scatter_tensor(
         tensor([1., 2.])   # rank 0
         tensor([3., 4.])   # rank 1
     """
-    plain = _plain(tensor, group, async_op)
+    current = state.current()
+    plain = current.checks.plain_tensor(tensor, group, async_op, out)
     root = 0 if src is DEFAULT_ROOT else src
-    if plain is not None and plain[0].checks.plain_root(root, group_src):
-        current, (dtype, shape) = plain
+    if plain is not None and current.checks.plain_root(root, group_src):
+        (dtype, shape), out_facts = plain
         count = current.world_size
         if shape and shape[0] % count == 0:
             rows = shape[0] // count
-            result = _plain_output(current, out, (rows, *shape[1:]), tensor, dtype)
-            if result is not None:
+            part = (rows, *shape[1:])
+            if out is None:
+                out = current.adapter.empty(part, tensor)
+            if out_facts is None or out_facts == (dtype, part):
                 parts = (
                     current.adapter.parts(tensor, [rows] * count) if current.rank == root else None
                 )
                 world = current.world.handle
-                run = current.plain_implementation("scatter", result, dtype)
-                run(result, parts, root, world, False)
-                return result
+                run = current.plain_implementation("scatter", out, dtype)
+                run(out, parts, root, world, False)
+                return out
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
@@ -1012,9 +992,10 @@ def reduce(
 ) -> Work | None:
     """Reduce ``tensor`` across ranks into ``tensor`` on global rank ``dst`` (or group rank
     ``group_dst``; exactly one of the two). Other ranks' tensors are left as they were."""
-    plain = _plain(tensor, group, async_op)
-    if plain is not None and plain[0].checks.plain_root(dst, group_dst):
-        current, (dtype, _) = plain
+    current = state.current()
+    plain = current.checks.plain_tensor(tensor, group, async_op)
+    if plain is not None and current.checks.plain_root(dst, group_dst):
+        dtype = plain[0][0]
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
             world = current.world.handle
@@ -1058,16 +1039,16 @@ def all_to_all_single(
         tensor([ 1., 11.])   # rank 0
         tensor([ 2., 12.])   # rank 1
     """
-    plain = _plain(input, group, async_op)
-    if plain is not None and output_split_sizes is None and input_split_sizes is None:
-        current, (dtype, shape) = plain
+    current = state.current()
+    plain = (
+        current.checks.plain_tensor(input, group, async_op, output)
+        if output is not None and output_split_sizes is None and input_split_sizes is None
+        else None  # a missing output: the full path says so
+    )
+    if plain is not None:
+        (dtype, shape), out_facts = plain
         count = current.world_size
-        if (
-            output is not None  # else the full path says so (_plain_output would make one)
-            and shape
-            and shape[0] % count == 0
-            and _plain_output(current, output, shape, input, dtype) is output
-        ):
+        if shape and shape[0] % count == 0 and out_facts == (dtype, shape):
             sizes = [shape[0] // count] * count
             world = current.world.handle
             run = current.plain_implementation("all_to_all_single", input, dtype)
@@ -1124,9 +1105,10 @@ def all_to_all(
         [tensor([1., 1.]), tensor([11., 11., 11.])]    # rank 1
     """
     listed = isinstance(input_tensor_list, (list, tuple)) and len(input_tensor_list) > 0
-    plain = _plain(input_tensor_list[0], group, async_op) if listed else None
+    current = state.current()
+    plain = current.checks.plain_tensor(input_tensor_list[0], group, async_op) if listed else None
     if plain is not None:
-        current, facts = plain
+        facts = plain[0]
         first, checks = input_tensor_list[0], current.checks
         inputs = checks.plain_list(input_tensor_list, facts, first) if facts[1] else None
         outputs = checks.plain_list(output_tensor_list, facts) if inputs else None

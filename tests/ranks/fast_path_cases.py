@@ -215,6 +215,42 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
             raise AssertionError("an out of the wrong shape was accepted")
         np.testing.assert_array_equal(kit.numpy(out), np.full((2 * n + 1, 3), SENTINEL))
 
+    def reduce_scatter_out_of_another_dtype() -> None:  # read with the input, refused after
+        out = kit.tensor(np.full((2, 3), SENTINEL), "float64")
+        whole = kit.tensor(values("fast-path-rs-out", me, (2 * n, 3)), "float32")
+        try:
+            compat.reduce_scatter_tensor(whole, out=out)
+        except (TypeError, ValueError) as error:
+            assert "out" in str(error), error
+        else:
+            raise AssertionError("an out of another dtype was accepted")
+        np.testing.assert_array_equal(kit.numpy(out), np.full((2, 3), SENTINEL))
+
+    def scatter_tensor_out_of_another_shape() -> None:
+        out = kit.tensor(np.full((3, 3), SENTINEL), "float32")
+        whole = kit.tensor(values("fast-path-st-out", me, (2 * n, 3)), "float32")
+        try:
+            compat.scatter_tensor(whole, 0, out=out)
+        except ValueError as error:
+            assert "out" in str(error), error
+        else:
+            raise AssertionError("an out of another shape was accepted")
+        np.testing.assert_array_equal(kit.numpy(out), np.full((3, 3), SENTINEL))
+
+    def exchange_into_strided_output() -> None:  # an output the backend cannot serve: staged
+        whole = [values("fast-path-a2a-strided", r, (2 * n, 3)) for r in range(n)]
+        received = np.concatenate([w[2 * me : 2 * me + 2] for w in whole])
+        base = kit.tensor(np.full((2 * n, 6), SENTINEL), "float32")
+        compat.all_to_all_single(base[:, :3], kit.tensor(whole[me], "float32"))
+        expected = np.concatenate([received, np.full((2 * n, 3), SENTINEL)], axis=1)
+        assert_close(kit.numpy(base), expected, "float32", "strided all_to_all_single, whole base")
+
+    def gather_into_strided_out() -> None:
+        base = kit.tensor(np.full((2 * n, 6), SENTINEL), "float32")
+        compat.all_gather_into_tensor(kit.tensor(everyone[me], "float32"), out=base[:, 3:])
+        expected = np.concatenate([np.full((2 * n, 3), SENTINEL), np.concatenate(everyone)], 1)
+        assert_close(kit.numpy(base), expected, "float32", "strided out, whole base")
+
     def scatter_uneven_splits() -> None:
         sizes = [1] * (n - 1) + [n + 1]  # 2n rows in all
         whole = [values("fast-path-split", r, (2 * n, 3)) for r in range(n)]
@@ -310,6 +346,10 @@ def case_other_calls_take_the_full_path(kit: Any) -> None:
         ("strided", strided_broadcast), ("empty", empty_all_reduce),
         ("dim=1", gather_along_dim_1), ("wrong out", gather_wrong_out),
         ("split sizes", scatter_uneven_splits), ("a2a split sizes", exchange_with_split_sizes),
+        ("out of another dtype", reduce_scatter_out_of_another_dtype),
+        ("out of another shape", scatter_tensor_out_of_another_shape),
+        ("strided a2a output", exchange_into_strided_output),
+        ("strided gather out", gather_into_strided_out),
     ]  # fmt: skip
     if n >= 2:  # with one rank every list has one shape
         cases.append(("uneven all_to_all", uneven_all_to_all))
