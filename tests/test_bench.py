@@ -11,6 +11,7 @@ import inspect
 import io
 import re
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,47 @@ def test_defaults_keep_a_sweep_of_every_op_short() -> None:
         bench.settings(_args(op="all", algorithm="native"))
     with pytest.raises(ValueError, match="--rounds: expected an int >= 1; got 0"):
         bench.settings(_args(rounds=0))
+    assert bench.settings(_args()).own_work_spread == bench.OWN_WORK_SPREAD_S == 2.0
+    assert bench.settings(_args(**{"own-work-spread": 0})).own_work_spread == 0
+    with pytest.raises(ValueError, match=r"--own-work-spread: expected seconds >= 0; got -1\.0"):
+        bench.settings(_args(**{"own-work-spread": -1}))
+
+
+def test_own_work_rounds_are_spread_over_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rounds timing compat's own work are spread over the seconds asked, a pause before
+    each (this machine's speed changes for a second at a time: rounds one after another fall
+    in one window); the no-ops are in place while they run and gone after. compat's state is
+    a stand-in here: the bench itself runs on real ranks below."""
+    forced: dict[str, object] = {}
+    adapter = types.SimpleNamespace()
+
+    class Runtime:
+        def __init__(self) -> None:
+            self.adapter = adapter
+
+        def force(self, name: str, dtype: str, choice: object) -> None:
+            forced[name] = choice
+
+    pauses: list[float] = []
+    monkeypatch.setattr(bench.state, "current", Runtime)
+    monkeypatch.setattr(bench.time, "sleep", pauses.append)
+    calls = {"compat": 0, "native": 0}
+
+    def compat_call() -> None:
+        assert forced["all_reduce"] == ("no-op", bench._no_op)
+        assert adapter.all_reduce is bench._no_op
+        calls["compat"] += 1
+
+    def native_call() -> None:
+        calls["native"] += 1
+
+    pair = bench.Pair(compat_call, native_call)
+    warm, after = bench.own_work(pair, ["all_reduce"], "float32", 3.0)
+    assert pauses == [3.0 / bench.OWN_WORK_ROUNDS] * bench.OWN_WORK_ROUNDS
+    rounds = bench.OWN_WORK_ROUNDS * bench.OWN_WORK_CALLS
+    assert calls == {"compat": 100 + rounds + 100, "native": 100}
+    assert 0 < warm and 0 < after
+    assert forced == {"all_reduce": None} and not hasattr(adapter, "all_reduce")
 
 
 def test_algorithm_must_run_the_ops_collective() -> None:
@@ -190,7 +232,8 @@ def _check_rows(records: list[dict[str, str]], framework: str, sizes: list[int])
 #: Every op on both frameworks, run in the background while other tests run (tests/jobs.py).
 BOTH_RUN = bench_command(
     "-n", "2", "--framework", "both", "--sizes", "1K..2K", "--factor", "2", "--rounds", "1",
-    "--budget", "0.001", "--control", "--csv", "bench.csv", timeout=400, outputs=("bench.csv",),
+    "--budget", "0.001", "--own-work-spread", "0.1", "--control", "--csv", "bench.csv",
+    timeout=400, outputs=("bench.csv",),
 )  # fmt: skip
 
 
@@ -231,8 +274,8 @@ def test_algorithm_forces_the_entry_the_op_runs() -> None:
     for op in ("scatter_tensor", "scatter_object_list"):
         run = succeeded(bench_command(
             "-n", "2", "--framework", "torch", "--op", op, "--algorithm", "native", "--sizes",
-            "1K", "--rounds", "1", "--budget", "0.001", "--csv", "rows.csv", timeout=120,
-            outputs=("rows.csv",),
+            "1K", "--rounds", "1", "--budget", "0.001", "--own-work-spread", "0.1", "--csv",
+            "rows.csv", timeout=120, outputs=("rows.csv",),
         ).run())  # fmt: skip
         records = list(csv.DictReader(io.StringIO(run.files["rows.csv"], newline="")))
         assert [record["algorithm"] for record in records] == ["native"], (op, records)
@@ -248,7 +291,7 @@ def test_algorithm_forces_the_entry_the_op_runs() -> None:
 def test_bench_at_world_size_one_measures_compat_own_work() -> None:
     out = succeeded(bench_command(
         "-n", "1", "--framework", "torch", "--sizes", "1K", "--rounds", "1", "--budget", "0.001",
-        timeout=120,
+        "--own-work-spread", "0.1", timeout=120,
     ).run()).stdout  # fmt: skip
     assert "# isend_irecv: needs 2 ranks or more; skipped" in out
     for op in (op for op in MEASURED_OWN_WORK if not bench.SPECS[op].peers):

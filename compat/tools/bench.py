@@ -290,6 +290,13 @@ def _op_list(text: str) -> str:
     return text
 
 
+#: compat's own work back to back is the fastest of this many rounds of calls, spread over
+#: about this many seconds: this machine's speed changes by 1.7x for a second or so at a time
+#: (a plain Python call took 37-40 ns, then 60-68 ns, with no steal time recorded), so rounds
+#: taken one after another all fall in the same window, fast or slow.
+OWN_WORK_ROUNDS, OWN_WORK_CALLS, OWN_WORK_SPREAD_S = 20, 500, 2.0
+
+
 @dataclass(frozen=True)
 class Settings:
     """The rank-side options, defaults resolved."""
@@ -297,6 +304,7 @@ class Settings:
     ops: tuple[str, ...]
     rounds: int
     budget: float
+    own_work_spread: float = OWN_WORK_SPREAD_S
 
 
 def settings(args: argparse.Namespace) -> Settings:
@@ -317,6 +325,8 @@ def settings(args: argparse.Namespace) -> Settings:
         raise ValueError(f"--rounds: expected an int >= 1; got {rounds}")
     if not 0 < budget < float("inf"):
         raise ValueError(f"--budget: expected seconds > 0; got {budget}")
+    if not 0 <= args.own_work_spread < float("inf"):
+        raise ValueError(f"--own-work-spread: expected seconds >= 0; got {args.own_work_spread}")
     if args.algorithm is not None:
         if not single:
             raise ValueError(
@@ -324,7 +334,7 @@ def settings(args: argparse.Namespace) -> Settings:
                 f"{args.op!r}"
             )
         check_algorithm(ops[0], args.algorithm)
-    return Settings(ops, rounds, budget)
+    return Settings(ops, rounds, budget, args.own_work_spread)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -357,6 +367,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="seconds per timed loop (0.1 for one op, 0.02 for several)",
+    )
+    parser.add_argument(
+        "--own-work-spread",
+        type=float,
+        default=OWN_WORK_SPREAD_S,
+        help=f"seconds over which the rounds timing compat's own work per op are spread "
+        f"({OWN_WORK_SPREAD_S:g}; this machine's speed changes for a second at a time)",
     )
     parser.add_argument("--dtype", default="float32", help="dtype of the tensors (float32)")
     parser.add_argument("--csv", default=None, help="also write the table to this CSV file")
@@ -567,17 +584,24 @@ class _Completed:
         return True
 
 
+#: One handle for every no-op call: making one per call would count its making as compat's.
+_COMPLETED = _Completed()
+
+
 def _no_op(*args: object) -> _Completed:
-    return _Completed()
+    return _COMPLETED
 
 
-def own_work(pair: Pair, collectives: Iterable[str], dtype: str) -> tuple[float, float]:
+def own_work(
+    pair: Pair, collectives: Iterable[str], dtype: str, spread: float = OWN_WORK_SPREAD_S
+) -> tuple[float, float]:
     """Seconds per call of compat's own work: the call with ``collectives`` replaced by a no-op
     where compat reaches them (the capability table's choice and the adapter's method), so only
     the checks, dispatch and choice remain. Two figures:
 
-    - back to back: the fastest of 5 rounds of 2000 calls (as timeit advises: the others were
-      slowed by the machine's other work), with warm caches;
+    - back to back: the fastest of OWN_WORK_ROUNDS rounds of OWN_WORK_CALLS calls, a pause
+      between rounds spreading them over about ``spread`` seconds (as timeit advises, the
+      fastest: the others were slowed by the machine's other work), with warm caches;
     - after a collective: the median of 100 calls each timed right after a native call of the op
       (on every rank, so the ranks stay in step), as in a real sequence of calls, where the
       collective has just filled the caches with its own code and data. This is what a timed
@@ -592,11 +616,12 @@ def own_work(pair: Pair, collectives: Iterable[str], dtype: str) -> tuple[float,
         for _ in range(100):
             pair.compat()
         rounds = []
-        for _ in range(5):
+        for _ in range(OWN_WORK_ROUNDS):
+            time.sleep(spread / OWN_WORK_ROUNDS)
             started = time.perf_counter()
-            for _ in range(2000):
+            for _ in range(OWN_WORK_CALLS):
                 pair.compat()
-            rounds.append((time.perf_counter() - started) / 2000)
+            rounds.append((time.perf_counter() - started) / OWN_WORK_CALLS)
         after = []
         for _ in range(100):
             pair.native()
@@ -775,7 +800,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         else:
             noops = [collective_of(name, joins) for name in spec.noop]
-            warm, after = own_work(first, noops, spec.dtype or args.dtype)
+            warm, after = own_work(first, noops, spec.dtype or args.dtype, chosen.own_work_spread)
             for values in op_rows:
                 values["own_work_us"] = round(warm * 1e6, 2)
                 values["own_work_after_collective_us"] = round(after * 1e6, 2)
