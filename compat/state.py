@@ -56,6 +56,7 @@ class State:
         self._plain_sized: dict[tuple[str, str], list[tuple[int, Callable[..., Any]]]] = {}
         self._one_host_choices: dict[str, bool] = {}
         self._forced: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
+        self._stand_ins: dict[tuple[str, str], Callable[..., Any]] = {}
         self.group_count = 0
         #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
         self.groups: dict[tuple[int, ...], Group] = {}
@@ -221,18 +222,36 @@ class State:
     ) -> None:
         """Run ``collective`` on ``dtype`` with ``run`` at every size, whatever the table says:
         ``"native"``, an algorithm's name, or ``(label, callable)``; None restores the table's
-        choice. For ``compat bench`` (timing one algorithm, or compat's own work alone)."""
-        for cached in [key for key in self._implementations if key[:2] == (collective, dtype)]:
-            del self._implementations[cached]
+        choice. For ``compat bench``, timing one algorithm (:meth:`stand_in` times compat's own
+        work)."""
         key = (collective, dtype)
-        self._plain_runs.pop(key, None)
-        self._plain_sized.pop(key, None)
+        self._forget_choices(key)
         if run is None:
             self._forced.pop(key, None)
         elif isinstance(run, str):
             self._forced[key] = (run, capabilities.bind(self.adapter, collective, run))
         else:
             self._forced[key] = run
+
+    def stand_in(self, collective: str, dtype: str, run: Callable[..., Any] | None) -> None:
+        """Call ``run`` for ``collective`` on ``dtype`` wherever the table's choice would run,
+        keeping the choice by size (its thresholds, and the size read to pick one); None
+        restores the table's. For ``compat bench``'s own work: the call makes every choice a
+        real one makes, and only the collective is left out (forced instead, a call chose
+        nothing, and the figure left out the choice where there are two)."""
+        key = (collective, dtype)
+        self._forget_choices(key)
+        if run is None:
+            self._stand_ins.pop(key, None)
+        else:
+            self._stand_ins[key] = run
+
+    def _forget_choices(self, key: tuple[str, str]) -> None:
+        """Drop every choice kept for (collective, dtype) ``key``: the next call makes it anew."""
+        for cached in [kept for kept in self._implementations if kept[:2] == key]:
+            del self._implementations[cached]
+        self._plain_runs.pop(key, None)
+        self._plain_sized.pop(key, None)
 
     def _by_size(
         self, collective: str, dtype: str, ranks: int | None, one_host: bool
@@ -243,17 +262,18 @@ class State:
         if forced is not None:
             return [(0, forced[1])]
         key = self.capability_key
-        return [
-            (
-                size,
-                capabilities.bind(
-                    self.adapter,
-                    collective,
-                    *capabilities.choice(key, collective, dtype, size, one_host, ranks),
-                ),
-            )
-            for size in capabilities.size_thresholds(key, collective, dtype, one_host, ranks)
-        ]
+        choices: list[tuple[int, tuple[str, str]]] = []
+        for size in capabilities.size_thresholds(key, collective, dtype, one_host, ranks):
+            choice = capabilities.choice(key, collective, dtype, size, one_host, ranks)
+            # A threshold where the choice stays the same (one for another group size) is
+            # left out: with one choice a call reads no size (0.4-0.5 us, measured).
+            if not choices or choices[-1][1] != choice:
+                choices.append((size, choice))
+        stand_in = self._stand_ins.get((collective, dtype))
+        if stand_in is not None:
+            return [(size, stand_in) for size, _ in choices]
+        adapter = self.adapter
+        return [(size, capabilities.bind(adapter, collective, *made)) for size, made in choices]
 
 
 _current: State | None = None

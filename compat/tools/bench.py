@@ -596,8 +596,9 @@ def own_work(
     pair: Pair, collectives: Iterable[str], dtype: str, spread: float = OWN_WORK_SPREAD_S
 ) -> tuple[float, float]:
     """Seconds per call of compat's own work: the call with ``collectives`` replaced by a no-op
-    where compat reaches them (the capability table's choice and the adapter's method), so only
-    the checks, dispatch and choice remain. Two figures:
+    where compat reaches them (every choice of the capability table, at the table's sizes, so
+    the call still chooses by size; and the adapter's method), so only the checks, dispatch and
+    choice remain. Two figures:
 
     - back to back: the fastest of OWN_WORK_ROUNDS rounds of OWN_WORK_CALLS calls, a pause
       between rounds spreading them over about ``spread`` seconds (as timeit advises, the
@@ -610,7 +611,7 @@ def own_work(
     runtime = state.current()
     adapter, names = runtime.adapter, list(collectives)
     for name in names:
-        runtime.force(name, dtype, ("no-op", _no_op))
+        runtime.stand_in(name, dtype, _no_op)
         setattr(adapter, name, _no_op)  # what compat calls directly (barrier)
     try:
         for _ in range(100):
@@ -630,7 +631,7 @@ def own_work(
             after.append(time.perf_counter() - started)
     finally:
         for name in names:
-            runtime.force(name, dtype, None)
+            runtime.stand_in(name, dtype, None)
             delattr(adapter, name)
     return min(rounds), statistics.median(after)
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import collectives, p2p, state
+from compat import capabilities, collectives, p2p, state
 from tests.ranks.cases import (
     SENTINEL,
     assert_close,
@@ -787,6 +787,95 @@ def case_forced_choice_after_the_common_path(kit: Any) -> None:
     assert recorded == dict.fromkeys(names, 1), f"after the force: {recorded}"
 
 
+def case_stand_in_keeps_the_choice_by_size(kit: Any) -> None:
+    """State.stand_in (compat bench's own work): the stand-in runs wherever the table's choice
+    would, at the table's sizes (the choice by size still made, where force makes none), on
+    the common path and the full one; lifted, the table's choices are back and give numpy's
+    results."""
+    n, me = world(), rank()
+    current = state.current()
+    handle = current.world.handle
+    names = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor")
+    sent = [values("stand-in", r, (2 * n, 3)) for r in range(n)]
+    mine = kit.tensor(sent[me], "float32")
+    before = {name: current._choices(name, "float32", handle, True) for name in names}
+    calls: list[tuple[Any, ...]] = []
+
+    class Done:  # the handle of a collective that did nothing
+        def wait(self, timeout: object = None) -> bool:
+            return True
+
+        def is_completed(self) -> bool:
+            return True
+
+    def record(*args: Any) -> Done:  # no communication: every rank stands in alike
+        calls.append(args)
+        return Done()
+
+    for name in names:
+        current.stand_in(name, "float32", record)
+    try:
+        for name in names:
+            during = current._choices(name, "float32", handle, True)
+            sizes = [size for size, _ in before[name]]
+            assert [size for size, _ in during] == sizes, (name, during, before[name])
+            assert all(run is record for _, run in during), (name, during)
+        compat.all_reduce(mine)  # the common path
+        compat.all_reduce(mine, group=compat.WORLD, async_op=False)
+        wait_if(compat.all_reduce(mine, async_op=True), True)  # the full path
+        out = kit.tensor(np.full((2 * n * n, 3), SENTINEL), "float32")
+        compat.all_gather_into_tensor(mine, out=out)
+        np.testing.assert_array_equal(kit.numpy(out), np.full((2 * n * n, 3), SENTINEL))
+        assert_close(kit.numpy(mine), sent[me], "float32", "the stand-in's tensor, untouched")
+    finally:
+        for name in names:
+            current.stand_in(name, "float32", None)
+    assert len(calls) == 4, calls
+    for name in names:
+        after = current._choices(name, "float32", handle, True)
+        assert [size for size, _ in after] == [size for size, _ in before[name]], (name, after)
+        assert all(run is not record for _, run in after), (name, after)
+    compat.all_reduce(mine)
+    assert_close(kit.numpy(mine), np.sum(sent, axis=0), "float32", "all_reduce after")
+    part = compat.reduce_scatter_tensor(kit.tensor(sent[me], "float32"))
+    expected = np.sum(sent, axis=0)[2 * me : 2 * me + 2]
+    assert_close(kit.numpy(part), expected, "float32", "reduce_scatter_tensor after")
+
+
+def case_a_choice_that_does_not_change_reads_no_size(kit: Any) -> None:
+    """The choices by size keep a threshold only where the table's choice changes there (on
+    this world, its size and its window): where none is left, a call reads no size. Checked
+    against the table for every collective; and all_gather_into_tensor, whose thresholds on
+    Gloo at one rank all choose the same, run on the common path counting the choices made by
+    size, exact."""
+    n, me = world(), rank()
+    current = state.current()
+    handle, key = current.world.handle, current.capability_key
+    for collective in capabilities.COLLECTIVES:
+        one_host = current._on_one_host(collective, True, handle)
+        sizes = capabilities.size_thresholds(key, collective, "float32", one_host, n)
+        made = [capabilities.choice(key, collective, "float32", s, one_host, n) for s in sizes]
+        changes = [s for i, s in enumerate(sizes) if i == 0 or made[i] != made[i - 1]]
+        kept = [size for size, _ in current._choices(collective, "float32", handle, True)]
+        assert kept == changes, (collective, kept, sizes, made)
+    sent = [values("no-size-read", r, (2, 3)) for r in range(n)]
+    choices = [0]
+    original = current._sized
+
+    def counted(*args: Any) -> Any:
+        choices[0] += 1
+        return original(*args)
+
+    kept = current._choices("all_gather_into_tensor", "float32", handle, True)
+    current._sized = counted  # type: ignore[method-assign]
+    try:
+        gathered = compat.all_gather_into_tensor(kit.tensor(sent[me], "float32"))
+    finally:
+        del current._sized
+    assert_close(kit.numpy(gathered), np.concatenate(sent), "float32", "all_gather_into_tensor")
+    assert choices[0] == (len(kept) > 1), f"{len(kept)} choice(s), {choices[0]} made by size"
+
+
 def case_none_in_a_list_is_refused(kit: Any) -> None:
     """A None among a list form's tensors, every item or one, is refused by the full checks on
     the calling rank, naming the item, before any communication, with every output untouched;
@@ -843,4 +932,6 @@ register("fast_path-unseen_op", case_unseen_op_takes_the_full_path, 1)
 register("fast_path-full", case_other_calls_take_the_full_path, 1)
 register("fast_path-coalesced_layouts", case_coalesced_layouts_differ_by_rank, 1)
 register("fast_path-forced_after_cached", case_forced_choice_after_the_common_path, 2)
+register("fast_path-stand_in", case_stand_in_keeps_the_choice_by_size, 1)
+register("fast_path-one_choice", case_a_choice_that_does_not_change_reads_no_size, 1)
 register("fast_path-none_in_list", case_none_in_a_list_is_refused, 1)
