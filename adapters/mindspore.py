@@ -455,6 +455,12 @@ class MindSporeAdapter(Adapter):
         count: int = tensor.size
         return count
 
+    def nbytes(self, tensor: ms.Tensor) -> int:
+        # TensorPy's getter, not the property over it: 0.22 against 0.30 us on a tensor an op
+        # made (measured); a choice by size reads it on every call.
+        size: int = _nbytes_of(tensor)
+        return size
+
     def split(self, tensor: ms.Tensor, sizes: Sequence[int], dim: int = 0) -> list[ms.Tensor]:
         # Basic slicing makes the same views as mint.split in 40 us each, where mint.split takes
         # about 1 ms on CPU, waiting on the PyNative queue (measured, MindSpore 2.10).
