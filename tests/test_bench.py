@@ -70,7 +70,7 @@ def test_own_work_rounds_are_spread_over_time(monkeypatch: pytest.MonkeyPatch) -
     each (this machine's speed changes for a second at a time: rounds one after another fall
     in one window); the no-ops are in place while they run and gone after. compat's state is
     a stand-in here: the bench itself runs on real ranks below."""
-    forced: dict[str, object] = {}
+    stood_in: dict[str, object] = {}
     adapter = types.SimpleNamespace()
 
     class Runtime:
@@ -78,7 +78,7 @@ def test_own_work_rounds_are_spread_over_time(monkeypatch: pytest.MonkeyPatch) -
             self.adapter = adapter
 
         def stand_in(self, name: str, dtype: str, run: object) -> None:
-            forced[name] = run
+            stood_in[name] = run
 
     pauses: list[float] = []
     monkeypatch.setattr(bench.state, "current", Runtime)
@@ -86,7 +86,7 @@ def test_own_work_rounds_are_spread_over_time(monkeypatch: pytest.MonkeyPatch) -
     calls = {"compat": 0, "native": 0}
 
     def compat_call() -> None:
-        assert forced["all_reduce"] is bench._no_op
+        assert stood_in["all_reduce"] is bench._no_op
         assert adapter.all_reduce is bench._no_op
         calls["compat"] += 1
 
@@ -99,7 +99,7 @@ def test_own_work_rounds_are_spread_over_time(monkeypatch: pytest.MonkeyPatch) -
     rounds = bench.OWN_WORK_ROUNDS * bench.OWN_WORK_CALLS
     assert calls == {"compat": 100 + rounds + 100, "native": 100}
     assert 0 < warm and 0 < after
-    assert forced == {"all_reduce": None} and not hasattr(adapter, "all_reduce")
+    assert stood_in == {"all_reduce": None} and not hasattr(adapter, "all_reduce")
 
 
 def test_algorithm_must_run_the_ops_collective() -> None:
