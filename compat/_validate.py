@@ -95,14 +95,14 @@ class Checks:
     def plain_tensor(
         self, tensor: object, group: object, async_op: object, out: object = None
     ) -> tuple[TensorFacts, TensorFacts | None] | None:
-        """``tensor``'s dtype and shape if a collective on it is the common case in every
-        argument checked here: synchronous, on the world, without the pre-flight check, no
-        deferred receive waiting (:meth:`compat.collectives.Call.issue`'s check), and a dense,
-        non-empty tensor of a type seen before, on this rank's device, of a supported dtype;
-        with them, ``out``'s dtype and shape, where the call writes a tensor form's ``out``
-        (None where ``out`` is None: the call makes it). None where either is not the common
-        case; an ``out`` of another dtype or shape is the caller's to refuse, as it knows the
-        shape it expects.
+        """``(facts, out_facts)``: ``tensor``'s dtype and shape if a collective on it is the
+        common case in every argument checked here: synchronous, on the world, without the
+        pre-flight check, no deferred receive waiting (:meth:`compat.collectives.Call.issue`'s
+        check), and a dense, non-empty tensor of a type seen before, on this rank's device, of
+        a supported dtype; with them, ``out``'s dtype and shape, where the call writes a tensor
+        form's ``out`` (None where ``out`` is None: the call makes it). None where either is
+        not the common case; an ``out`` of another dtype or shape is the caller's to refuse, as
+        it knows the shape it expects.
 
         Checked in one step without building any message: right after a collective compat's
         Python runs cold, and the full checks of a broadcast took 9.5 us there (1.5 us back to

@@ -24,7 +24,7 @@ from typing import Any
 
 from compat import state
 from compat._checks import check_bool, check_dtype, check_int, describe, even_split
-from compat.adapter import Adapter, Tensor
+from compat.adapter import Adapter, Tensor, TensorFacts
 from compat.algorithms import deferred_sources
 from compat.errors import UnsupportedError
 from compat.layout import Staging, completed
@@ -104,6 +104,26 @@ class Call(Staging):
         return (tensor, work) if self.async_op else tensor
 
 
+def _plain_tensor_form(
+    current: state.State,
+    tensor: object,
+    group: object,
+    async_op: object,
+    out: object,
+    split_sizes: object,
+    dim: object,
+    out_required: bool,
+) -> tuple[TensorFacts, TensorFacts | None] | None:
+    """:meth:`compat._validate.Checks.plain_tensor` for the tensor forms of all_gather and
+    reduce_scatter: also no split sizes, dim the int 0 (not False, not 0.0), and an ``out``
+    where the form requires one."""
+    if split_sizes is not None or type(dim) is not int or dim != 0:
+        return None
+    if out is None and out_required:
+        return None
+    return current.checks.plain_tensor(tensor, group, async_op, out)
+
+
 def _ran_plain_rooted(
     collective: str,
     tensor: Tensor,
@@ -113,11 +133,11 @@ def _ran_plain_rooted(
     group: object,
     async_op: object,
 ) -> bool:
-    """scatter's and gather's common case: the checks of ``tensor`` in
-    :meth:`compat._validate.Checks.plain_tensor`, a root given as a
-    global rank, and the list ``value`` one that :meth:`compat._validate.Checks.plain_list`
-    takes on the root and None elsewhere. Runs ``collective`` and says True; False: the call
-    takes the full path, which says what is wrong."""
+    """scatter's and gather's common case: :meth:`compat._validate.Checks.plain_tensor` for
+    ``tensor``, a root given as a global rank, and the list ``value`` one that
+    :meth:`compat._validate.Checks.plain_list` takes on the root and None elsewhere. Runs
+    ``collective`` and says True; False: the call takes the full path, which says what is
+    wrong."""
     current = state.current()
     plain = current.checks.plain_tensor(tensor, group, async_op)
     root = 0 if root is DEFAULT_ROOT else root
@@ -378,11 +398,8 @@ def _reduce_scatter_tensor(
     """reduce_scatter_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
     current = state.current()
-    common = input_split_sizes is None and type(dim) is int and dim == 0  # not False, not 0.0
-    plain = (
-        current.checks.plain_tensor(tensor, group, async_op, out)
-        if common and (out is not None or not out_required)
-        else None
+    plain = _plain_tensor_form(
+        current, tensor, group, async_op, out, input_split_sizes, dim, out_required
     )
     if plain is not None:
         (dtype, shape), out_facts = plain
@@ -765,11 +782,8 @@ def _all_gather_into_tensor(
     """all_gather_into_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
     current = state.current()
-    common = output_split_sizes is None and type(dim) is int and dim == 0  # not False, not 0.0
-    plain = (
-        current.checks.plain_tensor(tensor, group, async_op, out)
-        if common and (out is not None or not out_required)
-        else None
+    plain = _plain_tensor_form(
+        current, tensor, group, async_op, out, output_split_sizes, dim, out_required
     )
     if plain is not None:
         (dtype, shape), out_facts = plain
