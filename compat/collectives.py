@@ -153,7 +153,8 @@ def _ran_plain_rooted(
         if parts is None:
             return False
     world = current.world.handle
-    current.plain_implementation(collective, tensor, facts[0])(tensor, parts, root, world, False)
+    run = current.plain_implementation(collective, tensor, facts[0], shape=facts[1])
+    run(tensor, parts, root, world, False)
     return True
 
 
@@ -258,11 +259,13 @@ def reduce_scatter(
             whole = inputs[0] if len(inputs) == 1 else current.adapter.joined(inputs)
             world = current.world.handle
             if whole is not None:  # as below
-                run = current.plain_implementation("reduce_scatter_tensor", whole, dtype)
+                run = current.plain_implementation(
+                    "reduce_scatter_tensor", whole, dtype, len(inputs), facts[1]
+                )
                 run(output, whole, known, world, False)
             else:
                 run = current.plain_implementation(
-                    "reduce_scatter", output, dtype, copies=len(inputs)
+                    "reduce_scatter", output, dtype, len(inputs), facts[1]
                 )
                 run(output, inputs, known, world, False)
             return None
@@ -411,7 +414,9 @@ def _reduce_scatter_tensor(
                 out = current.adapter.empty(part, tensor)
             if out_facts is None or out_facts == (dtype, part):
                 world = current.world.handle
-                run = current.plain_implementation("reduce_scatter_tensor", tensor, dtype)
+                run = current.plain_implementation(
+                    "reduce_scatter_tensor", tensor, dtype, shape=shape
+                )
                 run(out, tensor, reduce_op, world, False)
                 return out
     tensor_param, out_param = names
@@ -468,7 +473,7 @@ def all_reduce(
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
             world = current.world.handle
-            run = current.plain_implementation("all_reduce", tensor, dtype)
+            run = current.plain_implementation("all_reduce", tensor, dtype, shape=plain[0][1])
             run(tensor, known, world, False)
             return None
     call = Call(group, async_op)
@@ -682,7 +687,7 @@ def all_gather(
         outputs = current.checks.plain_list(tensor_list, facts)
         if outputs is not None:
             world = current.world.handle
-            run = current.plain_implementation("all_gather", tensor, facts[0])
+            run = current.plain_implementation("all_gather", tensor, facts[0], shape=facts[1])
             run(outputs, tensor, world, False)
             return None
     call = Call(group, async_op)
@@ -793,7 +798,9 @@ def _all_gather_into_tensor(
                 out = current.adapter.empty(gathered, tensor)
             if out_facts is None or out_facts == (dtype, gathered):
                 world = current.world.handle
-                run = current.plain_implementation("all_gather_into_tensor", tensor, dtype)
+                run = current.plain_implementation(
+                    "all_gather_into_tensor", tensor, dtype, shape=shape
+                )
                 run(out, tensor, world, False)
                 return out
     tensor_param, out_param = names
@@ -839,7 +846,8 @@ def broadcast(
     if plain is not None and current.checks.plain_root(src, group_src):
         dtype = plain[0][0]
         world = current.world.handle
-        current.plain_implementation("broadcast", tensor, dtype)(tensor, src, world, False)
+        run = current.plain_implementation("broadcast", tensor, dtype, shape=plain[0][1])
+        run(tensor, src, world, False)
         return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -939,7 +947,7 @@ def scatter_tensor(
                     current.adapter.parts(tensor, [rows] * count) if current.rank == root else None
                 )
                 world = current.world.handle
-                run = current.plain_implementation("scatter", out, dtype)
+                run = current.plain_implementation("scatter", out, dtype, shape=part)
                 run(out, parts, root, world, False)
                 return out
     call = Call(group, async_op)
@@ -1013,7 +1021,7 @@ def reduce(
         known = current.checks.known_reduction(op, dtype)
         if known is not None:
             world = current.world.handle
-            run = current.plain_implementation("reduce", tensor, dtype)
+            run = current.plain_implementation("reduce", tensor, dtype, shape=plain[0][1])
             run(tensor, dst, known, world, False)
             return None
     call = Call(group, async_op)
@@ -1065,7 +1073,7 @@ def all_to_all_single(
         if shape and shape[0] % count == 0 and out_facts == (dtype, shape):
             sizes = [shape[0] // count] * count
             world = current.world.handle
-            run = current.plain_implementation("all_to_all_single", input, dtype)
+            run = current.plain_implementation("all_to_all_single", input, dtype, shape=shape)
             run(output, input, sizes, sizes, world, False)
             return None
     call = Call(group, async_op)
@@ -1128,7 +1136,7 @@ def all_to_all(
         outputs = checks.plain_list(output_tensor_list, facts) if inputs else None
         if inputs and outputs:
             world = current.world.handle
-            run = current.plain_implementation("all_to_all", first, facts[0], copies=len(inputs))
+            run = current.plain_implementation("all_to_all", first, facts[0], len(inputs), facts[1])
             run(outputs, inputs, world, False)
             return None
     call = Call(group, async_op)

@@ -261,3 +261,22 @@ def test_reduce_ops_table_matches_both_frameworks() -> None:
         assert getattr(mindspore.ops.ReduceOp, entry["mindspore"].upper()) == entry["mindspore"], (
             value
         )
+
+
+def test_dtype_bytes_match_both_frameworks() -> None:
+    """dtypes.toml's ``bytes`` is each framework's element size: the common path's choice by
+    size multiplies a shape by it (compat.state.State.plain_implementation) where the full
+    path reads the tensor's size, and the two must agree."""
+    _framework_or_skip("torch")
+    _framework_or_skip("mindspore")
+    import mindspore
+    import torch
+    from mindspore import mint
+
+    for name, entry in tables.lookup("dtypes", "dtypes").items():
+        if "torch" in entry:
+            made = torch.zeros((2, 3), dtype=getattr(torch, entry["torch"]))
+            assert made.nbytes == 6 * entry["bytes"], (name, "torch", made.nbytes)
+        if "mindspore" in entry:
+            made = mint.zeros((2, 3), dtype=getattr(mindspore, entry["mindspore"]))
+            assert made.nbytes == 6 * entry["bytes"], (name, "mindspore", made.nbytes)
