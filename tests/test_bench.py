@@ -68,7 +68,8 @@ def test_defaults_keep_a_sweep_of_every_op_short() -> None:
 def test_own_work_rounds_are_spread_over_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """The rounds timing compat's own work are spread over the seconds asked, a pause before
     each (this machine's speed changes for a second at a time: rounds one after another fall
-    in one window); the no-ops are in place while they run and gone after. compat's state is
+    in one window), then untimed calls that warm the caches the pause let go cold; the no-ops
+    are in place while they run and gone after. compat's state is
     a stand-in here: the bench itself runs on real ranks below."""
     stood_in: dict[str, object] = {}
     adapter = types.SimpleNamespace()
@@ -81,9 +82,23 @@ def test_own_work_rounds_are_spread_over_time(monkeypatch: pytest.MonkeyPatch) -
             stood_in[name] = run
 
     pauses: list[float] = []
-    monkeypatch.setattr(bench.state, "current", Runtime)
-    monkeypatch.setattr(bench.time, "sleep", pauses.append)
     calls = {"compat": 0, "native": 0}
+    # ("pause", calls so far) and ("clock", calls so far): where the rounds are timed
+    events: list[tuple[str, int]] = []
+    clock = [0.0]
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        events.append(("pause", calls["compat"]))
+
+    def perf_counter() -> float:
+        events.append(("clock", calls["compat"]))
+        clock[0] += 1.0
+        return clock[0]
+
+    monkeypatch.setattr(bench.state, "current", Runtime)
+    monkeypatch.setattr(bench.time, "sleep", pause)
+    monkeypatch.setattr(bench.time, "perf_counter", perf_counter)
 
     def compat_call() -> None:
         assert stood_in["all_reduce"] is bench._no_op
@@ -96,7 +111,12 @@ def test_own_work_rounds_are_spread_over_time(monkeypatch: pytest.MonkeyPatch) -
     pair = bench.Pair(compat_call, native_call)
     warm, after = bench.own_work(pair, ["all_reduce"], "float32", 3.0)
     assert pauses == [3.0 / bench.OWN_WORK_ROUNDS] * bench.OWN_WORK_ROUNDS
-    rounds = bench.OWN_WORK_ROUNDS * bench.OWN_WORK_CALLS
+    # Each round: a pause, the untimed calls that warm the caches again, then the timed calls.
+    warming, timed = bench.OWN_WORK_WARM_CALLS, bench.OWN_WORK_CALLS
+    for index in range(bench.OWN_WORK_ROUNDS):
+        (paused, before), (_, start), (_, end) = events[3 * index : 3 * index + 3]
+        assert paused == "pause" and start == before + warming and end == start + timed, index
+    rounds = bench.OWN_WORK_ROUNDS * (warming + timed)
     assert calls == {"compat": 100 + rounds + 100, "native": 100}
     assert 0 < warm and 0 < after
     assert stood_in == {"all_reduce": None} and not hasattr(adapter, "all_reduce")
