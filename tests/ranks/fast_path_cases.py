@@ -900,7 +900,8 @@ def case_a_choice_by_size_takes_the_size_from_the_shape(kit: Any) -> None:
     tensor's size (0.30 us a read on MindSpore): for every collective and several dtypes, two
     recording choices with the threshold exactly at numpy's size and one byte above it pick
     the upper and the lower (so the size is exact); neither communicates, so every buffer
-    stays as it was. After, the table's choices are back and give numpy's results."""
+    stays as it was. After, the table's choices are back and give numpy's results. With the
+    pre-flight check on, every call takes the full path and no such choice runs."""
     n, me = world(), rank()
     for dtype in ("float32", "float64", "int8"):
         mine = values(f"size-from-shape-{dtype}", me, (2 * n, 3))
@@ -976,6 +977,11 @@ def _sizes_from_shapes(kit: Any, dtype: str) -> None:
                 with calls_counted() as made, sizes_read(current.adapter) as read:
                     call()
                 what = f"{names[0]} {dtype} at a threshold of {threshold} bytes"
+                if current.check:  # the pre-flight check (COMPAT_CHECK=1) runs in Call.issue:
+                    # every call takes the full path, which reads the size, and runs the table's
+                    # choice for real (so the buffers hold results, not sentinels)
+                    assert made[0] > 0 and chosen == [], f"{what}: {made[0]} Call(s), {chosen}"
+                    continue
                 assert made[0] == 0, f"{what}: took the full path"
                 assert read[0] == 0, f"{what}: read a tensor's size {read[0]} time(s)"
                 assert chosen == [expected], f"{what}: chose {chosen}, not {expected}"
