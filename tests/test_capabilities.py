@@ -113,32 +113,44 @@ def test_nccl_uneven_all_gather_runs_the_adapters_all_gather() -> None:
 
 
 def test_choices_by_dtype_and_size() -> None:
-    assert capabilities.resolve("mccl", "all_reduce", "float32", 2**30) == "native"
-    assert capabilities.resolve("mccl", "all_reduce", "float64", 0) == "all_gather_reduce"
+    assert capabilities.resolve("mccl", "all_reduce", "float32", 2**30, ranks=2) == "native"
+    assert capabilities.resolve("mccl", "all_reduce", "float64", 0, ranks=2) == "all_gather_reduce"
     small = capabilities.resolve("mccl", "reduce_scatter", "float32", 1024, ranks=2)
     large = capabilities.resolve("mccl", "reduce_scatter", "float32", 64 * 2**20, ranks=2)
     assert (small, large) == ("all_reduce_slice", "buffered_send_reduce_scatter")
     assert capabilities.resolve("gloo", "reduce_scatter", "float32", 0) == "all_to_all_reduce"
 
 
-def test_a_world_of_one_reduce_scatters_locally_on_mccl() -> None:
-    """A world of one rank on MCCL reduce-scatters with the buffered sends at every size and
-    dtype: nothing to send, the own part reduced locally (26-161 us against 0.8-1 ms for an
-    all_reduce of a copy, 1 KB-1 MB), so one choice, and the common path reads no size. From
-    two ranks the all_reduce of a copy stays below 4 MB."""
-    for collective, buffered, sliced in [
-        ("reduce_scatter_tensor", "buffered_send_reduce_scatter_tensor", "all_reduce_slice_tensor"),
-        ("reduce_scatter", "buffered_send_reduce_scatter", "all_reduce_slice"),
-        ("reduce_scatter_uneven", "buffered_send_reduce_scatter", "all_reduce_slice"),
-    ]:
+def test_a_world_of_one_reduces_and_gathers_locally_on_mccl() -> None:
+    """A world of one rank on MCCL runs reduce_scatter (every form), all_reduce and all_gather
+    (both forms) by the buffered-send algorithms at every size and dtype: nothing to send, the
+    own tensor reduced or copied locally (12-213 us a call at 1 KB-1 MB against 0.8-2.3 ms
+    through MCCL), so one choice, and the common path reads no size. From two ranks the
+    choices measured there stay."""
+    at_one = {
+        "reduce_scatter_tensor": "buffered_send_reduce_scatter_tensor",
+        "reduce_scatter": "buffered_send_reduce_scatter",
+        "reduce_scatter_uneven": "buffered_send_reduce_scatter",
+        "all_reduce": "buffered_send_all_reduce",
+        "all_gather": "buffered_send_all_gather",
+        "all_gather_into_tensor": "buffered_send_all_gather_into_tensor",
+    }
+    at_two = {
+        "reduce_scatter_tensor": "all_reduce_slice_tensor",
+        "reduce_scatter": "all_reduce_slice",
+        "reduce_scatter_uneven": "all_reduce_slice",
+        "all_reduce": "native",
+        "all_gather": "native",
+        "all_gather_into_tensor": "all_gather_concat",
+    }
+    for collective, algorithm in at_one.items():
         for dtype in ("float32", "float64", "uint8"):
             for size in (0, 1024, 4 * 2**20 - 1, 4 * 2**20, 2**30):
                 chosen = capabilities.resolve("mccl", collective, dtype, size, ranks=1)
-                assert chosen == buffered, (collective, dtype, size, chosen)
-            assert capabilities.size_thresholds("mccl", collective, dtype, ranks=1) == [0, 4194304]
+                assert chosen == algorithm, (collective, dtype, size, chosen)
         for ranks in (2, 3, 4):
             chosen = capabilities.resolve("mccl", collective, "float32", 1024, ranks=ranks)
-            assert chosen == sliced, (collective, ranks, chosen)
+            assert chosen == at_two[collective], (collective, ranks, chosen)
 
 
 def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
@@ -153,7 +165,9 @@ def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
     assert capabilities.resolve("gloo", "all_gather", "float32", 64 * 2**20) == (
         "pairwise_all_gather"
     )
-    assert capabilities.resolve("mccl", "all_reduce", "float64", 0) == "all_gather_reduce"
+    assert capabilities.resolve("mccl", "all_reduce", "float64", 0, ranks=2) == (
+        "all_gather_reduce"
+    )
     assert capabilities.wants_one_host("mccl", "all_reduce")
     assert not capabilities.wants_one_host("nccl", "all_reduce")
     assert capabilities.size_thresholds("gloo", "all_gather", "float32", one_host=True) == [
