@@ -88,7 +88,8 @@ def resolve(
     input of ``nbytes`` bytes: ``"native"`` or the name of a compat.algorithms function.
     ``one_host``: the group has a shared-memory window (:mod:`compat.shared_memory`) and the
     tensors are in host memory, which the choices marked ``one_host`` need; ``ranks``: the
-    group's size, which a choice's ``min_ranks`` and ``max_ranks`` bound (None: any).
+    group's size, which a choice's ``min_ranks`` and ``max_ranks`` bound (None: unknown, where
+    only the choices bounded by neither apply).
 
     Raises
     ------
@@ -152,11 +153,17 @@ def _choices(
         for choice in entry.get("choose", ())
         if dtype in choice.get("dtypes", (dtype,))
         and (one_host or not choice.get("one_host"))
-        and (
-            ranks is None
-            or choice.get("min_ranks", ranks) <= ranks <= choice.get("max_ranks", ranks)
-        )
+        and _fits(choice, ranks)
     ]
+
+
+def _fits(choice: dict[str, Any], ranks: int | None) -> bool:
+    """Whether ``choice`` applies to a group of ``ranks``: within its ``min_ranks`` and
+    ``max_ranks``. A group of unknown size (None) takes only the choices bounded by neither:
+    a bounded one was measured for other sizes, and a one-rank algorithm refuses more ranks."""
+    if ranks is None:
+        return "min_ranks" not in choice and "max_ranks" not in choice
+    return bool(choice.get("min_ranks", ranks) <= ranks <= choice.get("max_ranks", ranks))
 
 
 def bind(

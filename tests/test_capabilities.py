@@ -118,7 +118,9 @@ def test_choices_by_dtype_and_size() -> None:
     small = capabilities.resolve("mccl", "reduce_scatter", "float32", 1024, ranks=2)
     large = capabilities.resolve("mccl", "reduce_scatter", "float32", 64 * 2**20, ranks=2)
     assert (small, large) == ("all_reduce_slice", "buffered_send_reduce_scatter")
-    assert capabilities.resolve("gloo", "reduce_scatter", "float32", 0) == "all_to_all_reduce"
+    assert capabilities.resolve("gloo", "reduce_scatter", "float32", 0, ranks=2) == (
+        "all_to_all_reduce"
+    )
 
 
 def test_a_world_of_one_reduces_and_gathers_locally_on_mccl() -> None:
@@ -162,7 +164,7 @@ def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
         )
         gathered = capabilities.resolve("gloo", "all_gather", "float32", size, one_host=True)
         assert gathered == "shared_memory_all_gather"
-    assert capabilities.resolve("gloo", "all_gather", "float32", 64 * 2**20) == (
+    assert capabilities.resolve("gloo", "all_gather", "float32", 64 * 2**20, ranks=2) == (
         "pairwise_all_gather"
     )
     assert capabilities.resolve("mccl", "all_reduce", "float64", 0, ranks=2) == (
@@ -170,7 +172,7 @@ def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
     )
     assert capabilities.wants_one_host("mccl", "all_reduce")
     assert not capabilities.wants_one_host("nccl", "all_reduce")
-    assert capabilities.size_thresholds("gloo", "all_gather", "float32", one_host=True) == [
+    assert capabilities.size_thresholds("gloo", "all_gather", "float32", True, 2) == [
         0,
         4 * 2**20,
     ]
@@ -226,7 +228,8 @@ def test_choices_bounded_by_the_groups_size() -> None:
         ]
         for ranks in (None, 2, 3, 5, 6)
     }
-    assert chosen == {None: ["a", "b"], 2: ["a"], 3: ["b"], 5: ["b"], 6: []}
+    # A group of unknown size takes no choice bounded by the group's size.
+    assert chosen == {None: [], 2: ["a"], 3: ["b"], 5: ["b"], 6: []}
 
 
 def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() -> None:
@@ -259,11 +262,12 @@ def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() ->
         "shared_memory_all_reduce",
         "completed",
     )
-    assert capabilities.choice("gloo", "all_gather", "float32", 64 * 2**20) == (
+    assert capabilities.choice("gloo", "all_gather", "float32", 64 * 2**20, ranks=2) == (
         "pairwise_all_gather",
         "native",
     )
-    assert capabilities.choice("gloo", "reduce", "float32", 0) == ("gather_reduce_to_dst", "native")
+    found = capabilities.choice("gloo", "reduce", "float32", 0, ranks=2)
+    assert found == ("gather_reduce_to_dst", "native")
     adapter: Any = object()
     background = capabilities.bind(adapter, "all_reduce", "shared_memory_all_reduce", "background")
     assert isinstance(background, partial)

@@ -183,7 +183,13 @@ def case_choice(kit: Any) -> None:
         entry = ops[collective]
         base = entry.get("algorithm", "native") if entry["impl"] == "emulated" else "native"
         for dtype in ("float32", "float64"):
-            choices = [c for c in entry.get("choose", []) if dtype in c.get("dtypes", [dtype])]
+            # Without a group its size is unknown: no choice bounded by it applies
+            # (case_choice_by_group_size checks those on the world).
+            choices = [
+                c
+                for c in entry.get("choose", [])
+                if dtype in c.get("dtypes", [dtype]) and not {"min_ranks", "max_ranks"} & set(c)
+            ]
             for size in sorted({0, 1, *(c["min_bytes"] for c in choices), 2**30}):
                 eligible = [c for c in choices if c["min_bytes"] <= size]
                 plain = [c for c in eligible if not c.get("one_host")]
