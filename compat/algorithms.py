@@ -611,6 +611,172 @@ def buffered_send_all_to_all_list(
     return Work() if async_op else None
 
 
+# -- a group of one rank -------------------------------------------------------------------------
+#
+# A group of one rank has nothing to send: every collective's result is the rank's own tensor,
+# as it is or copied into the output. The backends still run their machinery for it: at world
+# size 1 and 1 KB, MCCL took 1.0-2.0 ms a call, Gloo 33-71 us, against 6-35 us for compat's
+# whole call this way (compat bench -n 1; mapping_tables/capabilities.toml has each figure).
+# Each refuses a group of more ranks.
+
+
+def _alone(adapter: Adapter, group: GroupHandle, algorithm: str) -> None:
+    """Refuse ``group`` unless it has one rank: the one-rank algorithms move nothing between
+    ranks (the capability table chooses them with ``max_ranks = 1`` only)."""
+    count = len(adapter.group_ranks(group))
+    if count != 1:
+        raise UnsupportedError(
+            f"{algorithm} runs a collective of a group of one rank; this group has {count} ranks"
+        )
+
+
+def _copied(adapter: Adapter, target: Tensor, source: Tensor) -> None:
+    """``source``'s values into ``target`` (same shape), unless it is empty or ``target`` itself."""
+    if target is not source and adapter.numel(target):
+        adapter.copy_(target, source)
+
+
+def one_rank_all_reduce(
+    adapter: Adapter, tensor: Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """all_reduce of one rank: the reduction of one tensor is that tensor, for every op (avg
+    divides by one), so ``tensor`` is left as it is."""
+    _alone(adapter, group, "one_rank_all_reduce")
+    return Work() if async_op else None
+
+
+def one_rank_reduce(
+    adapter: Adapter, tensor: Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """reduce of one rank: ``tensor`` is the result on ``dst`` already (as all_reduce's)."""
+    _alone(adapter, group, "one_rank_reduce")
+    return Work() if async_op else None
+
+
+def one_rank_broadcast(
+    adapter: Adapter, tensor: Tensor, src: int, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """broadcast of one rank: ``tensor`` is ``src``'s own, left as it is."""
+    _alone(adapter, group, "one_rank_broadcast")
+    return Work() if async_op else None
+
+
+def one_rank_barrier(
+    adapter: Adapter, group: GroupHandle, async_op: bool, device_ids: list[int] | None = None
+) -> Handle | None:
+    """barrier of one rank: every rank of the group has arrived."""
+    del device_ids  # compat.barrier passes them to the backend's own call instead
+    _alone(adapter, group, "one_rank_barrier")
+    return Work() if async_op else None
+
+
+def one_rank_all_gather(
+    adapter: Adapter, tensor_list: list[Tensor], tensor: Tensor, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """all_gather of one rank (any dim-0 size): ``tensor`` copied into ``tensor_list[0]``."""
+    _alone(adapter, group, "one_rank_all_gather")
+    _copied(adapter, tensor_list[0], tensor)
+    return Work() if async_op else None
+
+
+def one_rank_all_gather_into_tensor(
+    adapter: Adapter, output: Tensor, tensor: Tensor, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """all_gather_into_tensor of one rank: ``tensor`` copied into ``output``."""
+    _alone(adapter, group, "one_rank_all_gather_into_tensor")
+    _copied(adapter, output, tensor)
+    return Work() if async_op else None
+
+
+def one_rank_reduce_scatter(
+    adapter: Adapter,
+    output: Tensor,
+    input_list: list[Tensor],
+    op: ReduceOp,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """reduce_scatter of one rank (any dim-0 size): the rank's own part, reduced with no other,
+    ``input_list[0]``, copied into ``output``."""
+    _alone(adapter, group, "one_rank_reduce_scatter")
+    _copied(adapter, output, input_list[0])
+    return Work() if async_op else None
+
+
+def one_rank_reduce_scatter_tensor(
+    adapter: Adapter,
+    output: Tensor,
+    tensor: Tensor,
+    op: ReduceOp,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """reduce_scatter_tensor of one rank: ``tensor`` copied into ``output``."""
+    _alone(adapter, group, "one_rank_reduce_scatter_tensor")
+    _copied(adapter, output, tensor)
+    return Work() if async_op else None
+
+
+def one_rank_scatter(
+    adapter: Adapter,
+    tensor: Tensor,
+    scatter_list: list[Tensor] | None,
+    src: int,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """scatter of one rank, the root: ``scatter_list[0]`` copied into ``tensor``."""
+    _alone(adapter, group, "one_rank_scatter")
+    assert scatter_list is not None  # the root's list, checked by compat.scatter
+    _copied(adapter, tensor, scatter_list[0])
+    return Work() if async_op else None
+
+
+def one_rank_gather(
+    adapter: Adapter,
+    tensor: Tensor,
+    gather_list: list[Tensor] | None,
+    dst: int,
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """gather of one rank, the root: ``tensor`` copied into ``gather_list[0]``."""
+    _alone(adapter, group, "one_rank_gather")
+    assert gather_list is not None  # the root's list, checked by compat.gather
+    _copied(adapter, gather_list[0], tensor)
+    return Work() if async_op else None
+
+
+def one_rank_all_to_all_single(
+    adapter: Adapter,
+    output: Tensor,
+    tensor: Tensor,
+    output_split_sizes: list[int],
+    input_split_sizes: list[int],
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """all_to_all_single of one rank: the rank's one part, all of ``tensor``, copied into
+    ``output``."""
+    _alone(adapter, group, "one_rank_all_to_all_single")
+    _copied(adapter, output, tensor)
+    return Work() if async_op else None
+
+
+def one_rank_all_to_all(
+    adapter: Adapter,
+    output_tensor_list: list[Tensor],
+    input_tensor_list: list[Tensor],
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """all_to_all of one rank (any dim-0 size): ``input_tensor_list[0]`` copied into
+    ``output_tensor_list[0]``."""
+    _alone(adapter, group, "one_rank_all_to_all")
+    _copied(adapter, output_tensor_list[0], input_tensor_list[0])
+    return Work() if async_op else None
+
+
 # -- point to point into the output (Gloo) ---------------------------------------------------------
 
 #: The tag of the messages compat's point-to-point algorithms send (the largest torch takes), so

@@ -750,6 +750,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     mailbox_cases,
     native_call_cases,
     object_cases,
+    one_rank_cases,
     p2p_cases,
     port_api_cases,
     random_cases,
