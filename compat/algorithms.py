@@ -615,9 +615,9 @@ def buffered_send_all_to_all_list(
 #
 # A group of one rank has nothing to send: every collective's result is the rank's own tensor,
 # as it is or copied into the output. The backends still run their machinery for it: at world
-# size 1 and 1 KB, MCCL took 1.0-2.0 ms a call, Gloo 33-71 us, against 6-35 us for compat's
-# whole call this way (compat bench -n 1; mapping_tables/capabilities.toml has each figure).
-# Each refuses a group of more ranks.
+# size 1 and 1 KB, MCCL took 1.0-3.0 ms a call and Gloo 33-71 us, compat's whole call this way
+# 9-89 us on MindSpore and 5.6-18 on torch (compat bench -n 1; mapping_tables/capabilities.toml
+# has each figure). Each refuses a group of more ranks.
 
 
 def _alone(adapter: Adapter, group: GroupHandle, algorithm: str) -> None:
@@ -630,10 +630,28 @@ def _alone(adapter: Adapter, group: GroupHandle, algorithm: str) -> None:
         )
 
 
-def _copied(adapter: Adapter, target: Tensor, source: Tensor) -> None:
-    """``source``'s values into ``target`` (same shape), unless it is empty or ``target`` itself."""
+def _as_it_is(
+    adapter: Adapter, group: GroupHandle, async_op: bool, algorithm: str
+) -> Handle | None:
+    """The one-rank result of a collective whose tensor is its own result: nothing to do."""
+    _alone(adapter, group, algorithm)
+    return Work() if async_op else None
+
+
+def _copied(
+    adapter: Adapter,
+    group: GroupHandle,
+    async_op: bool,
+    algorithm: str,
+    target: Tensor,
+    source: Tensor,
+) -> Handle | None:
+    """The one-rank result of a collective with an output: ``source``'s values copied into
+    ``target`` (same shape), unless it is empty or ``target`` itself."""
+    _alone(adapter, group, algorithm)
     if target is not source and adapter.numel(target):
         adapter.copy_(target, source)
+    return Work() if async_op else None
 
 
 def one_rank_all_reduce(
@@ -641,24 +659,21 @@ def one_rank_all_reduce(
 ) -> Handle | None:
     """all_reduce of one rank: the reduction of one tensor is that tensor, for every op (avg
     divides by one), so ``tensor`` is left as it is."""
-    _alone(adapter, group, "one_rank_all_reduce")
-    return Work() if async_op else None
+    return _as_it_is(adapter, group, async_op, "one_rank_all_reduce")
 
 
 def one_rank_reduce(
     adapter: Adapter, tensor: Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
 ) -> Handle | None:
     """reduce of one rank: ``tensor`` is the result on ``dst`` already (as all_reduce's)."""
-    _alone(adapter, group, "one_rank_reduce")
-    return Work() if async_op else None
+    return _as_it_is(adapter, group, async_op, "one_rank_reduce")
 
 
 def one_rank_broadcast(
     adapter: Adapter, tensor: Tensor, src: int, group: GroupHandle, async_op: bool
 ) -> Handle | None:
     """broadcast of one rank: ``tensor`` is ``src``'s own, left as it is."""
-    _alone(adapter, group, "one_rank_broadcast")
-    return Work() if async_op else None
+    return _as_it_is(adapter, group, async_op, "one_rank_broadcast")
 
 
 def one_rank_barrier(
@@ -666,26 +681,21 @@ def one_rank_barrier(
 ) -> Handle | None:
     """barrier of one rank: every rank of the group has arrived."""
     del device_ids  # compat.barrier passes them to the backend's own call instead
-    _alone(adapter, group, "one_rank_barrier")
-    return Work() if async_op else None
+    return _as_it_is(adapter, group, async_op, "one_rank_barrier")
 
 
 def one_rank_all_gather(
     adapter: Adapter, tensor_list: list[Tensor], tensor: Tensor, group: GroupHandle, async_op: bool
 ) -> Handle | None:
     """all_gather of one rank (any dim-0 size): ``tensor`` copied into ``tensor_list[0]``."""
-    _alone(adapter, group, "one_rank_all_gather")
-    _copied(adapter, tensor_list[0], tensor)
-    return Work() if async_op else None
+    return _copied(adapter, group, async_op, "one_rank_all_gather", tensor_list[0], tensor)
 
 
 def one_rank_all_gather_into_tensor(
     adapter: Adapter, output: Tensor, tensor: Tensor, group: GroupHandle, async_op: bool
 ) -> Handle | None:
     """all_gather_into_tensor of one rank: ``tensor`` copied into ``output``."""
-    _alone(adapter, group, "one_rank_all_gather_into_tensor")
-    _copied(adapter, output, tensor)
-    return Work() if async_op else None
+    return _copied(adapter, group, async_op, "one_rank_all_gather_into_tensor", output, tensor)
 
 
 def one_rank_reduce_scatter(
@@ -698,9 +708,7 @@ def one_rank_reduce_scatter(
 ) -> Handle | None:
     """reduce_scatter of one rank (any dim-0 size): the rank's own part, reduced with no other,
     ``input_list[0]``, copied into ``output``."""
-    _alone(adapter, group, "one_rank_reduce_scatter")
-    _copied(adapter, output, input_list[0])
-    return Work() if async_op else None
+    return _copied(adapter, group, async_op, "one_rank_reduce_scatter", output, input_list[0])
 
 
 def one_rank_reduce_scatter_tensor(
@@ -712,9 +720,7 @@ def one_rank_reduce_scatter_tensor(
     async_op: bool,
 ) -> Handle | None:
     """reduce_scatter_tensor of one rank: ``tensor`` copied into ``output``."""
-    _alone(adapter, group, "one_rank_reduce_scatter_tensor")
-    _copied(adapter, output, tensor)
-    return Work() if async_op else None
+    return _copied(adapter, group, async_op, "one_rank_reduce_scatter_tensor", output, tensor)
 
 
 def one_rank_scatter(
@@ -726,10 +732,8 @@ def one_rank_scatter(
     async_op: bool,
 ) -> Handle | None:
     """scatter of one rank, the root: ``scatter_list[0]`` copied into ``tensor``."""
-    _alone(adapter, group, "one_rank_scatter")
     assert scatter_list is not None  # the root's list, checked by compat.scatter
-    _copied(adapter, tensor, scatter_list[0])
-    return Work() if async_op else None
+    return _copied(adapter, group, async_op, "one_rank_scatter", tensor, scatter_list[0])
 
 
 def one_rank_gather(
@@ -741,10 +745,8 @@ def one_rank_gather(
     async_op: bool,
 ) -> Handle | None:
     """gather of one rank, the root: ``tensor`` copied into ``gather_list[0]``."""
-    _alone(adapter, group, "one_rank_gather")
     assert gather_list is not None  # the root's list, checked by compat.gather
-    _copied(adapter, gather_list[0], tensor)
-    return Work() if async_op else None
+    return _copied(adapter, group, async_op, "one_rank_gather", gather_list[0], tensor)
 
 
 def one_rank_all_to_all_single(
@@ -758,9 +760,7 @@ def one_rank_all_to_all_single(
 ) -> Handle | None:
     """all_to_all_single of one rank: the rank's one part, all of ``tensor``, copied into
     ``output``."""
-    _alone(adapter, group, "one_rank_all_to_all_single")
-    _copied(adapter, output, tensor)
-    return Work() if async_op else None
+    return _copied(adapter, group, async_op, "one_rank_all_to_all_single", output, tensor)
 
 
 def one_rank_all_to_all(
@@ -772,9 +772,9 @@ def one_rank_all_to_all(
 ) -> Handle | None:
     """all_to_all of one rank (any dim-0 size): ``input_tensor_list[0]`` copied into
     ``output_tensor_list[0]``."""
-    _alone(adapter, group, "one_rank_all_to_all")
-    _copied(adapter, output_tensor_list[0], input_tensor_list[0])
-    return Work() if async_op else None
+    return _copied(
+        adapter, group, async_op, "one_rank_all_to_all", output_tensor_list[0], input_tensor_list[0]
+    )
 
 
 # -- point to point into the output (Gloo) ---------------------------------------------------------

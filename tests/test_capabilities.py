@@ -123,23 +123,12 @@ def test_choices_by_dtype_and_size() -> None:
     )
 
 
-#: The collectives a group of one rank runs locally, each by one_rank_<the name here>.
+#: The collectives a group of one rank runs locally, each by one_rank_<its adapter method>:
+#: every collective but point to point (no peer) and monitored_barrier (its own, 4-6 us there).
 ONE_RANK = {
-    "all_reduce": "all_reduce",
-    "reduce": "reduce",
-    "broadcast": "broadcast",
-    "barrier": "barrier",
-    "all_gather": "all_gather",
-    "all_gather_uneven": "all_gather",
-    "all_gather_into_tensor": "all_gather_into_tensor",
-    "reduce_scatter": "reduce_scatter",
-    "reduce_scatter_uneven": "reduce_scatter",
-    "reduce_scatter_tensor": "reduce_scatter_tensor",
-    "scatter": "scatter",
-    "gather": "gather",
-    "all_to_all_single": "all_to_all_single",
-    "all_to_all": "all_to_all",
-    "all_to_all_uneven": "all_to_all",
+    collective: method
+    for collective, method in capabilities.COLLECTIVES.items()
+    if collective not in capabilities.POINT_TO_POINT and collective != "monitored_barrier"
 }
 
 
