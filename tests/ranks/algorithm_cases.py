@@ -574,18 +574,11 @@ for _algorithm, (_tensor_form, _frameworks, _dtypes) in ALGORITHMS.items():
     _register(_algorithm, "-subgroup", case_subgroup, _frameworks, algorithm=_algorithm)
     _register(_algorithm, "-concurrent", case_concurrent, _frameworks, algorithm=_algorithm)
 
-# Gloo's choices for reduce across hosts (capabilities.toml, gloo.ops.reduce).
-_register_sync_and_async(
-    "gather_reduce_to_dst", "", case_reduce, TORCH, algorithm="gather_reduce_to_dst"
-)
-_register(
-    "gather_reduce_to_dst",
-    "-subgroup",
-    case_reduce_subgroup,
-    TORCH,
-    algorithm="gather_reduce_to_dst",
-)
+# Gloo's choices for reduce across hosts (capabilities.toml, gloo.ops.reduce): its entry's own
+# algorithm, and the gather below a size that falls as the ranks grow.
 for _algorithm in ("reduce_keep_input", "gather_reduce_to_dst"):
+    _register_sync_and_async(_algorithm, "", case_reduce, TORCH, algorithm=_algorithm)
+    _register(_algorithm, "-subgroup", case_reduce_subgroup, TORCH, algorithm=_algorithm)
     _register(_algorithm, "-concurrent", case_reduce_concurrent, TORCH, algorithm=_algorithm)
 
 
