@@ -441,6 +441,26 @@ def _check_choices(
                 "a choice from 0 bytes for every dtype leaves the default unused: make "
                 f"{choice['algorithm']!r} the default (impl and algorithm) instead",
             )
+        for other_index, other in enumerate(choices[:index]):
+            if _overlap(choice, other):
+                raise where.fail(
+                    choice_key,
+                    f"applies where choose[{other_index}] does ({other['algorithm']!r}: the same "
+                    "min_bytes, one_host, and some dtype and group size), so the table's order "
+                    "would decide: give one of them dtypes, min_ranks or max_ranks apart",
+                )
+
+
+def _overlap(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two choices apply to some same call: equal min_bytes and one_host, a dtype and a
+    group size both take (no dtypes: every dtype; no min_ranks/max_ranks: any size)."""
+    if one["min_bytes"] != other["min_bytes"] or one.get("one_host") != other.get("one_host"):
+        return False
+    if "dtypes" in one and "dtypes" in other and not set(one["dtypes"]) & set(other["dtypes"]):
+        return False
+    least: int = max(one.get("min_ranks", 1), other.get("min_ranks", 1))
+    most: int = min(one.get("max_ranks", 2**31), other.get("max_ranks", 2**31))
+    return least <= most
 
 
 def _check_family(where: _Where, table: dict[str, Any]) -> None:

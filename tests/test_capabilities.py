@@ -383,3 +383,29 @@ def test_entries_for_backends_not_run_here_are_all_read() -> None:
             read = entry["device"] != "cpu"
             assert (cap.get("verified") == "read") is read, (key, collective)
             assert cap["source"].startswith("measured: ") is not read, (key, collective)
+
+
+def _choice(algorithm: str, **bounds: object) -> dict[str, Any]:
+    return {"algorithm": algorithm, "min_bytes": 0, "reason": "r", **bounds}
+
+
+@pytest.mark.parametrize(
+    ("second", "ambiguous"),
+    [
+        (_choice("b", max_ranks=4), True),  # both apply to a group of one
+        (_choice("b", min_ranks=2, max_ranks=4), False),
+        (_choice("b", dtypes=["float64"]), True),  # every size, float64
+        (_choice("b", one_host=True), False),  # one_host choices are chosen apart
+        (_choice("b", min_ranks=2, min_bytes=1024), False),
+    ],
+)  # fmt: skip
+def test_choices_that_would_tie_are_refused(second: dict[str, Any], ambiguous: bool) -> None:
+    """Two choices of one collective that apply to some same call at the same min_bytes are
+    refused: the table's order would decide between them (as it silently did for Gloo's
+    pairwise all_reduce and the one-rank choice before they were bounded apart)."""
+    table = _with_op("gloo", "broadcast", choose=[_choice("a", max_ranks=1), second])
+    if ambiguous:
+        with pytest.raises(TableError, match=r"broadcast\.choose\[1\].*choose\[0\] does \('a'"):
+            schema.validate("capabilities", table)
+    else:
+        schema.validate("capabilities", table)

@@ -134,6 +134,8 @@ def test_capability_choices_name_their_group_sizes() -> None:
     bounded = {"algorithm": "b", "min_bytes": 0, "max_ranks": 2, "one_host": True}
     assert docs._choice_text(bounded) == "one host: b (2 ranks or fewer)"
     assert docs._choice_text({"algorithm": "c", "min_bytes": 0}) == "c"
+    alone = {"algorithm": "one_rank_x", "min_bytes": 0, "max_ranks": 1}
+    assert docs._choice_text(alone) == "one_rank_x (1 rank)"
 
 
 def test_compat_diff_prints_one_family(capsys: pytest.CaptureFixture[str]) -> None:

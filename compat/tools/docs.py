@@ -392,7 +392,9 @@ def _capability_cell(cap: Table | None) -> str:
 
 def _rank_bounds(least: int | None, most: int | None) -> str:
     """A choice's bounds on the group's size: "3 ranks", "2-4 ranks", "3 ranks or more", "2
-    ranks or fewer", or "" (any)."""
+    ranks or fewer", "1 rank" (a group has one at least), or "" (any)."""
+    if most == 1:
+        return "1 rank"
     if least is not None and most is not None:
         return f"{least} ranks" if least == most else f"{least}-{most} ranks"
     if least is not None:
