@@ -136,10 +136,13 @@ if __name__ == "__main__":
 def test_a_spawn_style_program_runs_without_a_launcher(framework: str, tmp_path: Path) -> None:
     script = tmp_path / "spawned.py"
     script.write_text(SPAWN)
+    # A MindSpore rank of this program once died of SIGSEGV at exit, after its last line of
+    # output (exit codes [0, -11]; 1 run in 27 on 2026-11-28): if it happens again, Python's
+    # fault handler prints where every thread was.
     result = run_bounded(
         [sys.executable, str(script), framework, str(free_port()), "2", str(free_port())],
         timeout=240,
-        env=_environment(),
+        env={**_environment(), "PYTHONFAULTHANDLER": "1"},
         cwd=str(tmp_path),
     )
     output = result.stdout + result.stderr
