@@ -177,9 +177,7 @@ class MindSporeAdapter(Adapter):
         # stay alive as _dtype_names' keys, so no other object can take their ids.
         self._dtype_names_by_id = {id(dtype): name for dtype, name in self._dtype_names.items()}
         #: bytes an element, by dtype name: dense_facts' size from the shape it reads
-        self._dtype_bytes: dict[str, int] = {
-            name: entry["bytes"] for name, entry in tables.lookup("dtypes", "dtypes").items()
-        }
+        self._dtype_bytes = tables.dtype_bytes()
         ops = tables.lookup("reduce_ops", "ops")
         self._ops = {ReduceOp(value): entry["mindspore"] for value, entry in ops.items()}
         self._elementwise = {

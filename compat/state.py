@@ -56,9 +56,7 @@ class State:
         self._plain_runs: dict[tuple[str, str], Callable[..., Any]] = {}
         self._plain_sized: dict[tuple[str, str], list[tuple[int, Callable[..., Any]]]] = {}
         #: bytes an element, by dtype (mapping_tables/dtypes.toml): a size from a shape read
-        self._dtype_bytes: dict[str, int] = {
-            name: entry["bytes"] for name, entry in tables.lookup("dtypes", "dtypes").items()
-        }
+        self._dtype_bytes = tables.dtype_bytes()
         self._one_host_choices: dict[str, bool] = {}
         self._forced: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self._stand_ins: dict[tuple[str, str], Callable[..., Any]] = {}

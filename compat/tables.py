@@ -48,3 +48,9 @@ def family(name: str) -> Table:
 def lookup(name: str, *keys: str) -> Any:
     """Return ``table[keys[0]][keys[1]]...``; a missing key is a TableError naming file and key."""
     return _table_files.lookup(load(name), name, *keys)
+
+
+def dtype_bytes() -> dict[str, int]:
+    """Bytes an element, by dtype name (``dtypes.toml``'s ``bytes``): a dense tensor's size from
+    its shape, where reading the size costs more than the product (MindSpore, compat.state)."""
+    return {name: entry["bytes"] for name, entry in lookup("dtypes", "dtypes").items()}
