@@ -719,8 +719,8 @@ def _all_reduce_cases(
 #: Algorithms the capability table does not choose on two ranks or more (measured slower there;
 #: kept, tested and named in capabilities.toml), whose every call there is several MCCL
 #: messages of milliseconds: the synchronous run takes a flat view and a view without one (a
-#: quarter of make test's MindSpore time at 3 ranks with every layout). In a world of one the
-#: table chooses them, and they send nothing: every layout.
+#: quarter of make test's MindSpore time at 3 ranks with every layout). In a world of one they
+#: send nothing, so every layout costs little there.
 NOT_CHOSEN_LAYOUTS = {"buffered_send_all_reduce": ("dense", "transposed")}
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, state
+from compat import algorithms, capabilities, state
 from compat.collectives import BARRIER_DTYPE
 from compat.errors import UnsupportedError
 from compat.types import ReduceOp
@@ -24,11 +24,13 @@ from tests.ranks.cases import DTYPES, rank, register, runs, values, wait_if, wor
 from tests.ranks.layout_cases import LAYOUTS, Placed, sentinel_out
 
 SHAPE = (3, 4)
-#: The tensor collectives whose one_rank_* algorithm has their name.
-ONE_RANK_COLLECTIVES = (
-    "all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-    "reduce_scatter_tensor", "scatter", "gather", "all_to_all_single", "all_to_all",
-)  # fmt: skip
+#: The table's tensor collectives (the uneven forms too) -> their one_rank_* algorithm's name:
+#: every collective but point to point, barrier (no tensor) and monitored_barrier.
+ONE_RANK_COLLECTIVES = {
+    collective: f"one_rank_{method}"
+    for collective, method in capabilities.COLLECTIVES.items()
+    if collective not in capabilities.POINT_TO_POINT and "barrier" not in collective
+}
 
 #: (name, the call on (group handle, async_op), its tensors, what their views hold after it).
 Call = tuple[str, Callable[[Any, bool], Any], list[Placed], Callable[[], None]]
@@ -166,9 +168,9 @@ def case_one_rank_subgroup(kit: Any) -> None:
     group = groups[rank()]
     runtime, handle = state.current(), group.handle
     like = kit.tensor(np.zeros(4), "float32")
-    for collective in ONE_RANK_COLLECTIVES:
+    for collective, algorithm in ONE_RANK_COLLECTIVES.items():
         chosen = runtime.implementation(collective, like, 16, handle, "float32")
-        assert runs(chosen, f"one_rank_{collective}"), (collective, chosen)
+        assert runs(chosen, algorithm), (collective, chosen)
     chosen = runtime.implementation("barrier", None, 0, handle, BARRIER_DTYPE)
     assert runs(chosen, "one_rank_barrier"), chosen
     _runs_alone(kit, handle, ["float32", "int64"], ["column", "strided"], "own group")
