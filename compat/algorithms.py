@@ -777,6 +777,28 @@ def one_rank_all_to_all(
     )
 
 
+#: The largest group each bounded algorithm runs (the one-rank algorithms move nothing between
+#: ranks): the capability table may choose one only with a ``max_ranks`` within it, and
+#: ``compat bench --algorithm`` refuses a larger run before any rank starts.
+MOST_RANKS: dict[str, int] = {
+    function.__name__: 1
+    for function in (
+        one_rank_all_reduce,
+        one_rank_reduce,
+        one_rank_broadcast,
+        one_rank_barrier,
+        one_rank_all_gather,
+        one_rank_all_gather_into_tensor,
+        one_rank_reduce_scatter,
+        one_rank_reduce_scatter_tensor,
+        one_rank_scatter,
+        one_rank_gather,
+        one_rank_all_to_all_single,
+        one_rank_all_to_all,
+    )
+}
+
+
 # -- point to point into the output (Gloo) ---------------------------------------------------------
 
 #: The tag of the messages compat's point-to-point algorithms send (the largest torch takes), so

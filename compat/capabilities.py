@@ -198,8 +198,23 @@ def check_contract(table: dict[str, Any] | None = None) -> None:
             where = f"capabilities.toml: {backend}.ops.{collective}"
             if collective not in COLLECTIVES:
                 raise TableError(f"{where}: unknown collective; known: {sorted(COLLECTIVES)}")
-            names = [choice["algorithm"] for choice in cap.get("choose", ())]
+            choices = cap.get("choose", ())
+            for index, choice in enumerate(choices):
+                most = algorithms.MOST_RANKS.get(choice["algorithm"])
+                if most is not None and choice.get("max_ranks", most + 1) > most:
+                    raise TableError(
+                        f"{where}.choose[{index}]: {choice['algorithm']!r} runs groups of at "
+                        f"most {_ranks(most)}; expected max_ranks <= {most}, got "
+                        f"{choice.get('max_ranks', 'none')}"
+                    )
+            names = [choice["algorithm"] for choice in choices]
             if cap["impl"] == "emulated":
+                if cap["algorithm"] in algorithms.MOST_RANKS:
+                    raise TableError(
+                        f"{where}.algorithm: {cap['algorithm']!r} runs groups of at most "
+                        f"{_ranks(algorithms.MOST_RANKS[cap['algorithm']])}; the default runs "
+                        "every group: choose it with max_ranks instead"
+                    )
                 names.append(cap["algorithm"])
             elif cap["impl"] == NATIVE:
                 names.append(NATIVE)
@@ -214,10 +229,19 @@ def _parameters(function: Callable[..., Any], skip: int) -> tuple[str, ...]:
     return tuple(inspect.signature(function).parameters)[skip:]
 
 
-def problem(collective: str, name: str) -> str | None:
+def problem(collective: str, name: str, ranks: int | None = None) -> str | None:
     """Why ``name`` (an algorithm of compat.algorithms, or ``"native"``) cannot run
-    ``collective``'s calls (an entry of the table), or None if it can."""
-    return _problem(COLLECTIVES[collective], name)
+    ``collective``'s calls (an entry of the table) in a group of ``ranks`` (None: of any size
+    it runs), or None if it can."""
+    found = _problem(COLLECTIVES[collective], name)
+    most = algorithms.MOST_RANKS.get(name)
+    if found is None and ranks is not None and most is not None and ranks > most:
+        found = f"{name} runs groups of at most {_ranks(most)}; this one has {_ranks(ranks)}"
+    return found
+
+
+def _ranks(count: int) -> str:
+    return f"{count} rank" if count == 1 else f"{count} ranks"
 
 
 def _problem(method: str, name: str) -> str | None:

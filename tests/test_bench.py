@@ -151,6 +151,14 @@ def test_algorithm_must_run_the_ops_collective() -> None:
         with pytest.raises(ValueError, match=rf"--algorithm: expected .* --op {op}'s .*; got "
                            rf"'{name}' \(.*{re.escape(reason)}"):  # fmt: skip
             bench.settings(_args(op=op, algorithm=name))
+    # An algorithm of one rank on more, before any rank starts (it refused each call).
+    assert bench.settings(_args(op="broadcast", algorithm="one_rank_broadcast"), 1).ops
+    with pytest.raises(
+        ValueError,
+        match=r"got 'one_rank_broadcast' \(broadcast: "
+        r"one_rank_broadcast runs groups of at most 1 rank; this one has 2 ranks\)",
+    ):
+        bench.settings(_args(op="broadcast", algorithm="one_rank_broadcast"), 2)
     # On the ranks, with the adapter's answer: the list form's algorithm where the parts are
     # joined (they run as the tensor form) is refused there.
     bench.check_algorithm("reduce_scatter", "buffered_send_reduce_scatter", joins=False)

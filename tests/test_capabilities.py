@@ -92,6 +92,33 @@ def test_a_table_naming_what_does_not_exist_is_rejected(
         capabilities.check_contract(table())
 
 
+def _one_rank_choice(**bounds: int) -> dict[str, Any]:
+    return {"algorithm": "one_rank_broadcast", "min_bytes": 0, "reason": "x", **bounds}
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        # A one-rank algorithm chosen for groups of any size, or of two ranks and more.
+        (lambda: _broken("nccl", "broadcast", choose=[_one_rank_choice(min_ranks=1)]),
+         r"nccl\.ops\.broadcast\.choose\[0\]: 'one_rank_broadcast' runs groups of at most 1 "
+         r"rank; expected max_ranks <= 1, got none"),
+        (lambda: _broken("gloo", "broadcast", choose=[_one_rank_choice(max_ranks=2)]),
+         r"gloo\.ops\.broadcast\.choose\[0\]: .* got 2"),
+        # ... or as the default, which runs every group.
+        (lambda: _broken("hccl", "barrier", impl="emulated", algorithm="one_rank_barrier"),
+         r"hccl\.ops\.barrier\.algorithm: 'one_rank_barrier' runs groups of at most 1 rank"),
+    ],
+)  # fmt: skip
+def test_a_table_choosing_an_algorithm_beyond_its_group_size_is_rejected(
+    table: Callable[[], dict[str, Any]], words: str
+) -> None:
+    with pytest.raises(TableError, match=words):
+        capabilities.check_contract(table())
+    within = _broken("nccl", "broadcast", choose=[_one_rank_choice(max_ranks=1)])
+    capabilities.check_contract(within)
+
+
 def test_a_table_missing_a_collective_is_rejected() -> None:
     table = copy.deepcopy(tables.load("capabilities"))
     del table["gloo"]["ops"]["all_gather_uneven"]

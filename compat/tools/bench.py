@@ -180,16 +180,19 @@ def forced_entries(op: str, joins: bool) -> list[str]:
     return list(dict.fromkeys(collective_of(name, joins) for name in SPECS[op].collectives))
 
 
-def check_algorithm(op: str, name: str, joins: bool | None = None) -> None:
+def check_algorithm(
+    op: str, name: str, joins: bool | None = None, ranks: int | None = None
+) -> None:
     """Raise ValueError unless ``name`` can run every entry ``--algorithm`` forces for ``op``
-    (:func:`forced_entries`). ``joins`` None, before any rank has its adapter: for one of
-    :func:`adapter_joins`'s answers at least (the ranks check again with theirs)."""
+    (:func:`forced_entries`) on ``ranks`` ranks (None: on some number of them). ``joins``
+    None, before any rank has its adapter: for one of :func:`adapter_joins`'s answers at least
+    (the ranks check again with theirs)."""
     problems: list[str] = []
     for answer in (False, True) if joins is None else (joins,):
         found = [
             f"{entry}: {problem}"
             for entry in forced_entries(op, answer)
-            if (problem := capabilities.problem(entry, name)) is not None
+            if (problem := capabilities.problem(entry, name, ranks)) is not None
         ]
         if not found:
             return
@@ -312,9 +315,10 @@ class Settings:
     own_work_spread: float = OWN_WORK_SPREAD_S
 
 
-def settings(args: argparse.Namespace) -> Settings:
-    """``args`` checked, with the defaults that depend on how many ops run: 10 rounds of 0.1 s
-    for one op, 5 of 0.02 s for several (every op within a few minutes per framework).
+def settings(args: argparse.Namespace, ranks: int | None = None) -> Settings:
+    """``args`` checked for a run on ``ranks`` ranks (None: not yet known), with the defaults
+    that depend on how many ops run: 10 rounds of 0.1 s for one op, 5 of 0.02 s for several
+    (every op within a few minutes per framework).
 
     Raises
     ------
@@ -338,7 +342,7 @@ def settings(args: argparse.Namespace) -> Settings:
                 f"--algorithm: expected one --op (an algorithm runs one collective); got "
                 f"{args.op!r}"
             )
-        check_algorithm(ops[0], args.algorithm)
+        check_algorithm(ops[0], args.algorithm, ranks=ranks)
     return Settings(ops, rounds, budget, args.own_work_spread)
 
 
@@ -773,7 +777,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         forced: list[str] = []  # --algorithm: every entry the op's calls reach
         if args.algorithm is not None:
-            check_algorithm(op, args.algorithm, joins)
+            check_algorithm(op, args.algorithm, joins, n)
             forced = forced_entries(op, joins)
         for entry in forced:
             runtime.force(entry, spec.dtype or args.dtype, args.algorithm)

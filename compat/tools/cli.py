@@ -126,7 +126,7 @@ def _bench(args: argparse.Namespace) -> int:
     from compat.tools import bench
     from compat.tools.launch import launch
 
-    bench.settings(args)  # fail early: --op, --rounds, --budget, --algorithm
+    bench.settings(args, args.nprocs)  # fail early: --op, --rounds, --budget, --algorithm
     both = args.framework == "both"
     names = [name for name in frameworks() if name in installed()] if both else [_framework(args)]
     if len(names) < 2 and both:
