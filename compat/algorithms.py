@@ -621,12 +621,13 @@ def buffered_send_all_to_all_list(
 
 
 def _alone(adapter: Adapter, group: GroupHandle, algorithm: str) -> None:
-    """Refuse ``group`` unless it has one rank: the one-rank algorithms move nothing between
-    ranks (the capability table chooses them with ``max_ranks = 1`` only)."""
-    count = len(adapter.group_ranks(group))
-    if count != 1:
+    """Refuse ``group`` if it has more ranks than ``algorithm`` runs (:data:`MOST_RANKS`: one;
+    the one-rank algorithms move nothing between ranks)."""
+    count, most = len(adapter.group_ranks(group)), MOST_RANKS[algorithm]
+    if count > most:
         raise UnsupportedError(
-            f"{algorithm} runs a collective of a group of one rank; this group has {count} ranks"
+            f"{algorithm} runs groups of at most {most} rank{'s' if most > 1 else ''}; this "
+            f"group has {count} ranks"
         )
 
 
