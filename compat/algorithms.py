@@ -1094,6 +1094,84 @@ def shared_memory_all_to_all_list(
     return views.done(async_op)
 
 
+def shared_memory_p2p_all_to_all(
+    adapter: Adapter,
+    output: Tensor,
+    tensor: Tensor,
+    output_split_sizes: list[int],
+    input_split_sizes: list[int],
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """all_to_all_single through the window's point-to-point channels (:mod:`compat.mailbox`):
+    one message to each peer, each received straight into its place in ``output`` (any split
+    sizes). A part larger than its channel is read by its receiver straight from the sender's
+    memory where the host allows it: one copy, every rank reading at once, and no rounds (the
+    rounds of :func:`shared_memory_all_to_all` pass 1 MB slots, shared by every peer, through
+    all the ranks in step). A group whose window has no channels runs that function."""
+    window = _window(adapter, group)
+    if not window.point_to_point:
+        return shared_memory_all_to_all(
+            adapter, output, tensor, output_split_sizes, input_split_sizes, group, async_op
+        )
+    views = _FlatViews(adapter)
+    source, target = views.source(tensor), views.target(output)
+    rows_in, rows_out = adapter.shape(tensor), adapter.shape(output)
+    per_row_in = adapter.numel(tensor) // rows_in[0] if rows_in and rows_in[0] else 0
+    per_row_out = adapter.numel(output) // rows_out[0] if rows_out and rows_out[0] else 0
+    sources = adapter.parts(source, [size * per_row_in for size in input_split_sizes])
+    targets = adapter.parts(target, [size * per_row_out for size in output_split_sizes])
+    _exchange_through_channels(adapter, sources, targets, window)
+    return views.done(async_op)
+
+
+def shared_memory_p2p_all_to_all_list(
+    adapter: Adapter,
+    output_tensor_list: list[Tensor],
+    input_tensor_list: list[Tensor],
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """all_to_all as :func:`shared_memory_p2p_all_to_all`, each part a tensor of its own."""
+    window = _window(adapter, group)
+    if not window.point_to_point:
+        return shared_memory_all_to_all_list(
+            adapter, output_tensor_list, input_tensor_list, group, async_op
+        )
+    views = _FlatViews(adapter)
+    sources = [views.source(item) for item in input_tensor_list]
+    targets = [views.target(item) for item in output_tensor_list]
+    _exchange_through_channels(adapter, sources, targets, window)
+    return views.done(async_op)
+
+
+def _exchange_through_channels(
+    adapter: Adapter, sources: list[Tensor], targets: list[Tensor], window: SharedWindow
+) -> None:
+    """Send ``sources[p]`` to group rank p and receive group rank p's into ``targets[p]``, every
+    receive posted before any send (a message that finds its receive is not kept aside)."""
+    mailbox, me = window.mailbox(), window.me
+    peers = [peer for peer in range(window.size) if peer != me]
+    pending: list[Handle] = [
+        mailbox.irecv(
+            adapter.host_address(targets[peer]), adapter.nbytes(targets[peer]), peer,
+            _COLLECTIVE_TAG, targets[peer],
+        )
+        for peer in peers
+    ]  # fmt: skip
+    pending += [
+        mailbox.isend(
+            adapter.host_address(sources[peer]), adapter.nbytes(sources[peer]), peer,
+            _COLLECTIVE_TAG, sources[peer],
+        )
+        for peer in peers
+    ]  # fmt: skip
+    if adapter.numel(targets[me]):
+        adapter.copy_(targets[me], sources[me])
+    for message in pending:
+        message.wait()
+
+
 def _shared_memory_reduce_parts(
     adapter: Adapter,
     parts: list[Tensor],

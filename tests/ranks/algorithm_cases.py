@@ -601,6 +601,7 @@ ALL_REDUCE_ALGORITHMS = {
 A2A_ALGORITHMS = {
     ("buffered_send_all_to_all", "buffered_send_all_to_all_list"): MINDSPORE,
     ("shared_memory_all_to_all", "shared_memory_all_to_all_list"): BOTH,
+    ("shared_memory_p2p_all_to_all", "shared_memory_p2p_all_to_all_list"): BOTH,
 }
 
 #: The views the algorithms' tensors are given as (tests/ranks/layout_cases.py): the whole base
@@ -817,6 +818,51 @@ def case_all_to_all_subgroup(kit: Any, algorithms_: tuple[str, str]) -> None:
     group = subgroup()
     if rank() in members(group):
         _a2a_cases(kit, algorithms_, False, group, "algo-a2a-group", FEW_DTYPES, FEW_LAYOUTS)
+
+
+def case_all_to_all_large(kit: Any, algorithms_: tuple[str, str]) -> None:
+    """Parts larger than a point-to-point channel (1 MB at 2-3 ranks, 2 MB shared out beyond),
+    which their receivers read straight from the senders' memory, next to an empty one; both
+    forms, as views in sentinel-filled tensors."""
+    single, listed = (getattr(algorithms, name) for name in algorithms_)
+    n, me = world(), rank()
+
+    def size(sender: int, receiver: int) -> int:
+        """Rows of 64 float32: 1.5 MB and a few rows more per pair; rank 0 sends the last
+        rank nothing."""
+        empty = (sender, receiver) == (0, n - 1)
+        return 0 if empty else 3 * 2**20 // 2 // 256 + 7 * (sender + 2 * receiver)
+
+    def part(sender: int, receiver: int) -> np.ndarray:
+        shape = (size(sender, receiver), 64)
+        return _data("algo-a2a-large", sender * 10 + receiver, shape, "float32")
+
+    send = [size(me, i) for i in range(n)]
+    receive = [size(j, me) for j in range(n)]
+    for layout in ("dense", "interior"):
+        what = f"{algorithms_[0]} large parts, {layout}"
+        source = Placed(kit, np.concatenate([part(me, i) for i in range(n)]), "float32", layout)
+        out = sentinel_out(kit, (sum(receive), 64), "float32", layout)
+        finish(single(adapter(), out.view, source.view, receive, send, None, False), False)
+        out.result(np.concatenate([part(j, me) for j in range(n)]))
+        out.check(what)
+        source.check(f"{what}: the input changed")
+        inputs = [Placed(kit, part(me, i), "float32", layout) for i in range(n)]
+        outputs = [sentinel_out(kit, (receive[j], 64), "float32", layout) for j in range(n)]
+        finish(
+            listed(adapter(), [item.view for item in outputs], [item.view for item in inputs],
+                   None, False),
+            False,
+        )  # fmt: skip
+        for j, item in enumerate(outputs):
+            item.result(part(j, me))
+            item.check(f"{what} (list form): part from group rank {j}")
+
+
+_register(
+    "shared_memory_p2p_all_to_all", "-large", case_all_to_all_large, BOTH,
+    algorithms_=("shared_memory_p2p_all_to_all", "shared_memory_p2p_all_to_all_list"),
+)  # fmt: skip
 
 
 for _algorithm, _frameworks in GATHER_ALGORITHMS.items():
