@@ -1066,15 +1066,31 @@ def shared_memory_all_to_all(
     peer's slot once all have written (a barrier per round)."""
     window = _window(adapter, group)
     views = _FlatViews(adapter)
-    source = views.source(tensor)
-    target = views.target(output)
+    sources, targets = _flat_parts(
+        adapter, views, output, tensor, output_split_sizes, input_split_sizes
+    )
+    _shared_memory_exchange(adapter, sources, targets, window)
+    return views.done(async_op)
+
+
+def _flat_parts(
+    adapter: Adapter,
+    views: _FlatViews,
+    output: Tensor,
+    tensor: Tensor,
+    output_split_sizes: list[int],
+    input_split_sizes: list[int],
+) -> tuple[list[Tensor], list[Tensor]]:
+    """all_to_all_single's parts: of ``tensor``, to send, and of ``output``, to receive into,
+    split by rows of dim 0, each dense (``views`` stages a view and writes it back)."""
+    source, target = views.source(tensor), views.target(output)
     rows_in, rows_out = adapter.shape(tensor), adapter.shape(output)
     per_row_in = adapter.numel(tensor) // rows_in[0] if rows_in and rows_in[0] else 0
     per_row_out = adapter.numel(output) // rows_out[0] if rows_out and rows_out[0] else 0
-    sources = adapter.parts(source, [size * per_row_in for size in input_split_sizes])
-    targets = adapter.parts(target, [size * per_row_out for size in output_split_sizes])
-    _shared_memory_exchange(adapter, sources, targets, window)
-    return views.done(async_op)
+    return (
+        adapter.parts(source, [size * per_row_in for size in input_split_sizes]),
+        adapter.parts(target, [size * per_row_out for size in output_split_sizes]),
+    )
 
 
 def shared_memory_all_to_all_list(
@@ -1115,12 +1131,9 @@ def shared_memory_p2p_all_to_all(
             adapter, output, tensor, output_split_sizes, input_split_sizes, group, async_op
         )
     views = _FlatViews(adapter)
-    source, target = views.source(tensor), views.target(output)
-    rows_in, rows_out = adapter.shape(tensor), adapter.shape(output)
-    per_row_in = adapter.numel(tensor) // rows_in[0] if rows_in and rows_in[0] else 0
-    per_row_out = adapter.numel(output) // rows_out[0] if rows_out and rows_out[0] else 0
-    sources = adapter.parts(source, [size * per_row_in for size in input_split_sizes])
-    targets = adapter.parts(target, [size * per_row_out for size in output_split_sizes])
+    sources, targets = _flat_parts(
+        adapter, views, output, tensor, output_split_sizes, input_split_sizes
+    )
     _exchange_through_channels(adapter, sources, targets, window)
     return views.done(async_op)
 
