@@ -118,16 +118,18 @@ def _dumps(obj: object, param: str) -> bytes:
         raise
 
 
-def _loads(data: bytes) -> Any:
+def _loads(data: bytes | memoryview) -> Any:
     # Trusted jobs only, as the docstrings say: unpickling can run arbitrary code.
     return pickle.loads(data)
 
 
 def _split(data: bytes, sizes: Sequence[int]) -> list[Any]:
-    """Unpickle the objects of ``data``, back to back, of ``sizes[i]`` bytes each."""
-    objects, offset = [], 0
+    """Unpickle the objects of ``data``, back to back, of ``sizes[i]`` bytes each. Each is read
+    through a memoryview of its bytes, not a copy of them (a slice of bytes copies: 64 MB
+    objects from 4 ranks copied 256 MB more per call)."""
+    objects, offset, view = [], 0, memoryview(data)
     for size in sizes:
-        objects.append(_loads(data[offset : offset + size]))
+        objects.append(_loads(view[offset : offset + size]))
         offset += size
     return objects
 
