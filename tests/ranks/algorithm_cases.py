@@ -771,32 +771,35 @@ def _a2a_cases(
     seed: str,
     dtypes: list[str],
     layouts: tuple[str, ...],
+    rows: Callable[[int, int], int] = _a2a_rows,
+    columns: int = 3,
 ) -> None:
     """all_to_all_single and all_to_all by ``algorithms_`` (their names): uneven parts with empty
-    pairs, every dtype, the tensors as views in sentinel-filled tensors."""
+    pairs (``rows(sender, receiver)`` rows of ``columns``), every dtype, the tensors as views in
+    sentinel-filled tensors."""
     single, listed = (getattr(algorithms, name) for name in algorithms_)
     ranks = members(group)
     n, me = len(ranks), ranks.index(rank())
     handle = None if group is None else group.handle
-    send = [_a2a_rows(me, i) for i in range(n)]
-    receive = [_a2a_rows(j, me) for j in range(n)]
+    send = [rows(me, i) for i in range(n)]
+    receive = [rows(j, me) for j in range(n)]
     for dtype in dtypes:
 
         def part(sender: int, receiver: int, dtype: str = dtype) -> np.ndarray:
-            shape = (_a2a_rows(sender, receiver), 3)
+            shape = (rows(sender, receiver), columns)
             return _data(f"{seed}-{dtype}", sender * 10 + receiver, shape, dtype)
 
         for layout in layouts:
             what = f"{algorithms_[0]} {dtype} {layout}"
             source = Placed(kit, np.concatenate([part(me, i) for i in range(n)]), dtype, layout)
-            out = sentinel_out(kit, (sum(receive), 3), dtype, layout)
+            out = sentinel_out(kit, (sum(receive), columns), dtype, layout)
             pending = single(adapter(), out.view, source.view, receive, send, handle, async_op)
             finish(pending, async_op)
             out.result(np.concatenate([part(j, me) for j in range(n)]))
             out.check(what)
             source.check(f"{what}: the input changed")
             inputs = [Placed(kit, part(me, i), dtype, layout) for i in range(n)]
-            outputs = [sentinel_out(kit, (receive[j], 3), dtype, layout) for j in range(n)]
+            outputs = [sentinel_out(kit, (receive[j], columns), dtype, layout) for j in range(n)]
             pending = listed(
                 adapter(), [item.view for item in outputs], [item.view for item in inputs],
                 handle, async_op,
@@ -824,39 +827,16 @@ def case_all_to_all_large(kit: Any, algorithms_: tuple[str, str]) -> None:
     """Parts larger than a point-to-point channel (1 MB at 2-3 ranks, 2 MB shared out beyond),
     which their receivers read straight from the senders' memory, next to an empty one; both
     forms, as views in sentinel-filled tensors."""
-    single, listed = (getattr(algorithms, name) for name in algorithms_)
-    n, me = world(), rank()
+    n = world()
 
-    def size(sender: int, receiver: int) -> int:
+    def rows(sender: int, receiver: int) -> int:
         """Rows of 64 float32: 1.5 MB and a few rows more per pair; rank 0 sends the last
         rank nothing."""
         empty = (sender, receiver) == (0, n - 1)
         return 0 if empty else 3 * 2**20 // 2 // 256 + 7 * (sender + 2 * receiver)
 
-    def part(sender: int, receiver: int) -> np.ndarray:
-        shape = (size(sender, receiver), 64)
-        return _data("algo-a2a-large", sender * 10 + receiver, shape, "float32")
-
-    send = [size(me, i) for i in range(n)]
-    receive = [size(j, me) for j in range(n)]
-    for layout in ("dense", "interior"):
-        what = f"{algorithms_[0]} large parts, {layout}"
-        source = Placed(kit, np.concatenate([part(me, i) for i in range(n)]), "float32", layout)
-        out = sentinel_out(kit, (sum(receive), 64), "float32", layout)
-        finish(single(adapter(), out.view, source.view, receive, send, None, False), False)
-        out.result(np.concatenate([part(j, me) for j in range(n)]))
-        out.check(what)
-        source.check(f"{what}: the input changed")
-        inputs = [Placed(kit, part(me, i), "float32", layout) for i in range(n)]
-        outputs = [sentinel_out(kit, (receive[j], 64), "float32", layout) for j in range(n)]
-        finish(
-            listed(adapter(), [item.view for item in outputs], [item.view for item in inputs],
-                   None, False),
-            False,
-        )  # fmt: skip
-        for j, item in enumerate(outputs):
-            item.result(part(j, me))
-            item.check(f"{what} (list form): part from group rank {j}")
+    layouts = ("dense", "interior")
+    _a2a_cases(kit, algorithms_, False, None, "algo-a2a-large", ["float32"], layouts, rows, 64)
 
 
 _register(
