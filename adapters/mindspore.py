@@ -662,11 +662,14 @@ class MindSporeAdapter(Adapter):
             flat, shape, tuple(stride * dtype.itemsize for stride in strides)
         )
 
-    def bytes_tensor(self, data: bytes) -> ms.Tensor:
+    def bytes_tensor(self, data: bytes | memoryview) -> ms.Tensor:
         return ms.Tensor(np.frombuffer(data, dtype=np.uint8).copy())
 
     def to_bytes(self, tensor: ms.Tensor) -> bytes:
         return tensor.asnumpy().tobytes()
+
+    def bytes_view(self, tensor: ms.Tensor) -> memoryview:
+        return tensor.asnumpy().data
 
     def differentiable(
         self, forward: Callable[[ms.Tensor], ms.Tensor], backward: Callable[[ms.Tensor], ms.Tensor]

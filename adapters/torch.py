@@ -420,13 +420,18 @@ class TorchAdapter(Adapter):
             result = torch.div(result, len(tensors))
         return result
 
-    def bytes_tensor(self, data: bytes) -> torch.Tensor:
+    def bytes_tensor(self, data: bytes | memoryview) -> torch.Tensor:
         if not data:  # torch.frombuffer refuses an empty buffer
             return torch.empty(0, dtype=torch.uint8, device=self._home)
-        return torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self._home)
+        # frombuffer wants writable memory: a writable view is taken as it is, else a copy.
+        writable = data if isinstance(data, memoryview) and not data.readonly else bytearray(data)
+        return torch.frombuffer(writable, dtype=torch.uint8).to(self._home)
 
     def to_bytes(self, tensor: torch.Tensor) -> bytes:
         return tensor.cpu().numpy().tobytes()
+
+    def bytes_view(self, tensor: torch.Tensor) -> memoryview:
+        return tensor.cpu().numpy().data
 
     def differentiable(
         self,

@@ -400,12 +400,18 @@ class Adapter(ABC):
         return size
 
     @abstractmethod
-    def bytes_tensor(self, data: bytes) -> Tensor:
+    def bytes_tensor(self, data: bytes | memoryview) -> Tensor:
         """A 1-d uint8 tensor holding ``data`` on the home device (the pre-flight check's
-        descriptors, the object collectives' bytes)."""
+        descriptors, the object collectives' bytes). A writable memoryview may become the
+        tensor's memory, without a copy: the caller gives it up."""
 
     @abstractmethod
     def to_bytes(self, tensor: Tensor) -> bytes: ...
+
+    @abstractmethod
+    def bytes_view(self, tensor: Tensor) -> memoryview:
+        """The bytes of a contiguous 1-d uint8 ``tensor``, read where they lie when they are in
+        host memory (no copy; valid while the tensor lives and is not written)."""
 
     @abstractmethod
     def differentiable(
