@@ -59,7 +59,7 @@ def test_defaults_keep_a_sweep_of_every_op_short() -> None:
         bench.settings(_args(op="all", algorithm="native"))
     with pytest.raises(ValueError, match="--rounds: expected an int >= 1; got 0"):
         bench.settings(_args(rounds=0))
-    assert bench.settings(_args()).own_work_spread == bench.OWN_WORK_SPREAD_S == 2.0
+    assert bench.settings(_args()).own_work_spread == bench.OWN_WORK_SPREAD_S == 6.0
     assert bench.settings(_args(**{"own-work-spread": 0})).own_work_spread == 0
     with pytest.raises(ValueError, match=r"--own-work-spread: expected seconds >= 0; got -1\.0"):
         bench.settings(_args(**{"own-work-spread": -1}))

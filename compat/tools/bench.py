@@ -296,8 +296,13 @@ def _op_list(text: str) -> str:
 #: compat's own work back to back is the fastest of this many rounds of calls, spread over
 #: about this many seconds: this machine's speed changes by 1.7x for a second or so at a time
 #: (a plain Python call took 37-40 ns, then 60-68 ns, with no steal time recorded), so rounds
-#: taken one after another all fall in the same window, fast or slow.
-OWN_WORK_ROUNDS, OWN_WORK_CALLS, OWN_WORK_SPREAD_S = 20, 500, 2.0
+#: taken one after another all fall in the same window, fast or slow; and its slow spells last
+#: longer than 2 s. Rounds 0.1 s apart over 90 s, MindSpore at world size 1 (scatter_tensor,
+#: the collective a no-op, 863 rounds, median 7.2 us, fastest 4.0): the fastest of 20
+#: consecutive rounds (2 s) was over 5 us in 16% of the windows, up to 8.2; of 40 (4 s) in 2%;
+#: of 60 (6 s) in none, at most 5.0. all_to_all in a slower 90 s (median 8.5, fastest 4.7):
+#: over 5 us in 50% of the 2 s windows, 19% of the 6 s ones, at most 9.3 and 5.3.
+OWN_WORK_ROUNDS, OWN_WORK_CALLS, OWN_WORK_SPREAD_S = 60, 500, 6.0
 #: Untimed calls after each pause: a round right after one started with cold caches, which
 #: the back-to-back figure is not (one job, rounds alternating with and without, fastest of
 #: 30 each, MindSpore at world size 1: reduce_scatter_tensor 5.01-5.29 us without, 4.78-5.14
@@ -381,8 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--own-work-spread",
         type=float,
         default=OWN_WORK_SPREAD_S,
-        help=f"seconds over which the rounds timing compat's own work per op are spread "
-        f"({OWN_WORK_SPREAD_S:g}; this machine's speed changes for a second at a time)",
+        help=f"seconds over which the {OWN_WORK_ROUNDS} rounds timing compat's own work per op "
+        f"are spread ({OWN_WORK_SPREAD_S:g}; this machine slows for seconds at a time)",
     )
     parser.add_argument("--dtype", default="float32", help="dtype of the tensors (float32)")
     parser.add_argument("--csv", default=None, help="also write the table to this CSV file")
