@@ -635,14 +635,37 @@ def direct_read_check(timeout: float = 30.0) -> str | None:
     return None if answer == "read" else f"a process could not read a sibling's memory: {answer}"
 
 
-#: The mailboxes of this process that are open (one per window made with its group).
-_OPEN: weakref.WeakSet[Mailbox] = weakref.WeakSet()
+class _OpenMailboxes:
+    """The mailboxes of this process that are open (one per window made with its group), held
+    weakly: one a group dropped without closing it is not kept alive, nor taken in.
+
+    A tuple of references, replaced whole on each add and discard (a wait in another thread
+    walks the tuple it read), rather than a WeakSet: walking a WeakSet cost 1.6 us with one
+    mailbox open, against 0.10-0.12 for this (its iteration guard runs in Python; measured,
+    the fastest of 30 rounds), and every poll of a wait walks it."""
+
+    def __init__(self) -> None:
+        self.refs: tuple[weakref.ref[Mailbox], ...] = ()
+
+    def add(self, mailbox: Mailbox) -> None:
+        self.refs = (*self._without(mailbox), weakref.ref(mailbox))
+
+    def discard(self, mailbox: Mailbox) -> None:
+        self.refs = self._without(mailbox)
+
+    def _without(self, mailbox: Mailbox) -> tuple[weakref.ref[Mailbox], ...]:
+        """The references but ``mailbox``'s and those of mailboxes gone."""
+        return tuple(ref for ref in self.refs if ref() not in (None, mailbox))
+
+
+_OPEN = _OpenMailboxes()
 
 
 def take_in_everywhere(besides: Mailbox | None = None) -> None:
     """Let every open mailbox of the process (but ``besides``) take in what has arrived and move
     its pending sends on: what a rank does while it waits, for a point-to-point message or a
     shared-memory collective, so that a peer blocked sending to it on any group completes."""
-    for mailbox in tuple(_OPEN):
-        if mailbox is not besides:
+    for ref in _OPEN.refs:
+        mailbox = ref()
+        if mailbox is not None and mailbox is not besides:
             mailbox.take_in()

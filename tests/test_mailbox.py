@@ -8,9 +8,11 @@ point-to-point case.
 from __future__ import annotations
 
 import ctypes
+import gc
 import mmap
 import os
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -208,6 +210,49 @@ def test_a_direct_message_no_receive_takes_yet_is_kept_aside_while_waiting() -> 
     out = np.zeros(3000, np.uint8)
     assert _receive(one, out, 0, 5).done
     np.testing.assert_array_equal(out, _data(3000, 8))
+
+
+class _Waiter:
+    """Stands for a mailbox in the process's registry: records that it was taken in."""
+
+    def __init__(self, name: str, taken: list[str]) -> None:
+        self.name, self.taken = name, taken
+
+    def take_in(self) -> None:
+        self.taken.append(self.name)
+
+
+def test_a_wait_takes_in_every_open_mailbox_but_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """take_in_everywhere: each open mailbox of the process takes in, once, but the one waiting;
+    one discarded, or dropped without being closed, is not taken in, nor kept alive."""
+    registry = mailbox._OpenMailboxes()
+    monkeypatch.setattr(mailbox, "_OPEN", registry)
+    taken: list[str] = []
+    a, b, c = (_Waiter(name, taken) for name in "abc")
+    for waiter in (a, b, c, b):
+        registry.add(waiter)  # type: ignore[arg-type]
+    mailbox.take_in_everywhere(b)  # type: ignore[arg-type]
+    assert taken == ["a", "c"]
+    registry.discard(a)  # type: ignore[arg-type]
+    taken.clear()
+    mailbox.take_in_everywhere()
+    assert taken == ["c", "b"]
+    gone = weakref.ref(c)
+    del c
+    gc.collect()
+    assert gone() is None
+    taken.clear()
+    mailbox.take_in_everywhere()
+    assert taken == ["b"]
+
+
+def test_a_closed_mailbox_leaves_the_registry() -> None:
+    zero, one = _pair()
+    assert {id(ref()) for ref in mailbox._OPEN.refs} >= {id(zero), id(one)}
+    zero.close()
+    assert all(ref() is not zero for ref in mailbox._OPEN.refs)
+    assert any(ref() is one for ref in mailbox._OPEN.refs)
+    one.close()
 
 
 def test_a_direct_send_given_up_on_fails_its_late_receive() -> None:
