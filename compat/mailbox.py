@@ -56,6 +56,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import numpy as np
@@ -79,6 +80,11 @@ _READS_DIRECTLY = 1
 #: False: mailboxes made from now on read no peer directly (every message goes through the
 #: rings), as where the read is refused; tests set it to keep the rings' streaming covered.
 DIRECT_READS = True
+#: Direct reads of at least this many bytes are read in two halves at once, the second by a
+#: helper thread: in a blocking exchange the sender's core is idle while its receiver copies.
+#: 64 MB read in one process: 10.1-12.2 ms in one call, 4.2-6.8 ms in two halves at once
+#: (measured, the fastest of 9).
+SPLIT_READ_BYTES = 32 << 20
 #: The memory of direct sends given up on (timed out, or their group destroyed): kept for the
 #: rest of the process, since their receiver may still be reading it.
 _ABANDONED: list[object] = []
@@ -490,7 +496,7 @@ class Mailbox:
         elif isinstance(target, _Stashed) and target.read_past:
             failure = ""  # its receive has failed already (a size mismatch): nothing to copy
         else:
-            error = _read_process(self._pids[peer], address, target.nbytes, target.address)
+            error = _read_in_halves(self._pids[peer], address, target.nbytes, target.address)
             failure = "" if error is None else f"reading its memory failed ({error})"
             # A sender that gives up may change its tensor as soon as it has said so: a read
             # that was still going on then may hold some of the new bytes. Read after the copy,
@@ -578,6 +584,27 @@ def _read_process(pid: int, remote: int, nbytes: int, local: int) -> str | None:
             return f"process_vm_readv: {os.strerror(number) if number else 'nothing read'}"
         done += got
     return None
+
+
+def _read_in_halves(pid: int, remote: int, nbytes: int, local: int) -> str | None:
+    """:func:`_read_process`, in two halves read at once from SPLIT_READ_BYTES up (the second
+    by the helper thread): None once both are done, else why not."""
+    if nbytes < SPLIT_READ_BYTES:
+        return _read_process(pid, remote, nbytes, local)
+    half = nbytes // 2
+    second = _helper().submit(_read_process, pid, remote + half, nbytes - half, local + half)
+    first = _read_process(pid, remote, half, local)
+    return first or second.result()
+
+
+@functools.cache
+def _helper() -> ThreadPoolExecutor:
+    """The thread that reads the second halves (one per process, made on the first)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="compat-read")
+
+
+# A child forked after the helper was made has no thread behind it: it makes its own.
+os.register_at_fork(after_in_child=_helper.cache_clear)
 
 
 def _read_marker(pid: int, remote: int) -> bytes | None:

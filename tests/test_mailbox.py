@@ -255,6 +255,55 @@ def test_a_closed_mailbox_leaves_the_registry() -> None:
     one.close()
 
 
+def test_a_large_direct_read_is_read_in_two_halves_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From SPLIT_READ_BYTES up, a direct read copies its first half while the helper thread
+    copies the second: every byte lands where it belongs, in a sentinel-filled base, and
+    nothing around it is written; below, one read in the calling thread."""
+    monkeypatch.setattr(mailbox, "SPLIT_READ_BYTES", 4097)
+    calls: list[tuple[int, str]] = []
+    real_read = mailbox._read_process
+
+    def recording(pid: int, remote: int, nbytes: int, local: int) -> Any:
+        calls.append((nbytes, threading.current_thread().name))
+        return real_read(pid, remote, nbytes, local)
+
+    monkeypatch.setattr(mailbox, "_read_process", recording)
+    for nbytes, parts in ((4097, [2048, 2049]), (4096, [4096])):
+        calls.clear()
+        source = _data(nbytes, 5)
+        base = np.full(nbytes + 64, 0xEE, np.uint8)
+        target = base[32 : 32 + nbytes]
+        error = mailbox._read_in_halves(os.getpid(), source.ctypes.data, nbytes, target.ctypes.data)
+        assert error is None
+        expected = np.full(nbytes + 64, 0xEE, np.uint8)
+        expected[32 : 32 + nbytes] = source
+        np.testing.assert_array_equal(base, expected)
+        assert sorted(size for size, _ in calls) == parts, nbytes
+        helpers = [name for _, name in calls if name.startswith("compat-read")]
+        assert len(helpers) == (len(parts) > 1), calls
+
+
+def test_a_failed_half_fails_the_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Either half's failure is the read's, said as its read said it."""
+    monkeypatch.setattr(mailbox, "SPLIT_READ_BYTES", 1000)
+    source, target = _data(1000, 6), np.zeros(1000, np.uint8)
+    real_read = mailbox._read_process
+    failing = [0]
+
+    def failing_read(pid: int, remote: int, nbytes: int, local: int) -> Any:
+        if remote == failing[0]:
+            return "process_vm_readv: Bad address"
+        return real_read(pid, remote, nbytes, local)
+
+    monkeypatch.setattr(mailbox, "_read_process", failing_read)
+    for half in (source.ctypes.data, source.ctypes.data + 500):
+        failing[0] = half
+        error = mailbox._read_in_halves(os.getpid(), source.ctypes.data, 1000, target.ctypes.data)
+        assert error == "process_vm_readv: Bad address", half
+
+
 def test_a_direct_send_given_up_on_fails_its_late_receive() -> None:
     """A direct send that timed out is withdrawn in its header: the receive that comes later
     fails saying so, its tensor untouched, and the next message is intact."""
