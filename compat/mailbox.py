@@ -594,7 +594,10 @@ def _read_in_halves(pid: int, remote: int, nbytes: int, local: int) -> str | Non
     half = nbytes // 2
     second = _helper().submit(_read_process, pid, remote + half, nbytes - half, local + half)
     first = _read_process(pid, remote, half, local)
-    return first or second.result()
+    # Both halves end before the read does, failed or not: the caller checks the sender's
+    # header after the copy, and a failed receive's tensor is written no more.
+    second_error = second.result()
+    return first or second_error
 
 
 @functools.cache
