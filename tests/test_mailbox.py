@@ -201,15 +201,58 @@ def test_a_message_larger_than_the_ring_is_read_from_the_senders_memory() -> Non
     assert zero.ring_bytes_sent(1) == HEADER + (HEADER + 128)
 
 
-def test_a_direct_message_no_receive_takes_yet_is_kept_aside_while_waiting() -> None:
+def test_a_direct_message_no_receive_takes_yet_is_kept_aside_once_it_has_waited(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rank that waits in something else reads a direct message aside only once its header
+    has waited as long as reading it takes: then the sender, which may be blocked on it,
+    completes, and the receive posted later gets it."""
     zero, one = _pair(direct=True)
+    monkeypatch.setattr(mailbox, "DIRECT_READ_BYTES_PER_S", 1000.0)  # 3000 bytes: 3 s
     sent = _send(zero, _data(3000, 8), 1, 5)
-    one.take_in()  # one waits in something else
+    for _ in range(20):
+        one.take_in()  # one waits in something else
+        zero.progress()
+    assert not sent.done and not one._stashed
+    monkeypatch.setattr(mailbox, "DIRECT_READ_BYTES_PER_S", float("inf"))  # its time is up
+    one.take_in()
     zero.progress()
     assert sent.done
     out = np.zeros(3000, np.uint8)
     assert _receive(one, out, 0, 5).done
     np.testing.assert_array_equal(out, _data(3000, 8))
+
+
+def test_a_direct_message_whose_receive_comes_in_time_is_read_straight_into_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A blocking send then recv: the send's wait ends in the poll that sees the peer's direct
+    header, and the receive posted next reads it straight into its tensor, not aside into a
+    buffer first (one read, no buffer, no second copy)."""
+    zero, one = _pair(direct=True)
+    reads: list[int] = []
+    read = mailbox._read_in_halves
+
+    def recorded(pid: int, remote: int, nbytes: int, local: int) -> str | None:
+        reads.append(local)
+        return read(pid, remote, nbytes, local)
+
+    monkeypatch.setattr(mailbox, "_read_in_halves", recorded)
+    mine, theirs = _data(3000, 1), _data(3000, 2)
+    sending = _send(zero, mine, 1, 0)  # zero: send, then recv
+    got_mine = np.zeros(3000, np.uint8)
+    assert _receive(one, got_mine, 0, 0).done  # one: recv, then send
+    answer = _send(one, theirs, 0, 0)
+    zero.wait(sending, 1.0)  # sees its send done and one's header in the same poll
+    assert not zero._stashed and not reads[1:]
+    base = np.full(3000 + 128, 0xEE, np.uint8)
+    got_theirs = base[64:-64]
+    assert _receive(zero, got_theirs, 1, 0).done
+    one.wait(answer, 1.0)
+    assert reads == [got_mine.ctypes.data, got_theirs.ctypes.data]
+    np.testing.assert_array_equal(got_mine, mine)
+    np.testing.assert_array_equal(got_theirs, theirs)
+    assert (base[:64] == 0xEE).all() and (base[-64:] == 0xEE).all()
 
 
 class _Waiter:

@@ -307,7 +307,7 @@ def case_direct(kit: Any) -> None:
     isend/irecv of 1-4 channels' worth in views inside sentinel-filled bases (each base checked
     whole, the sent views unchanged); only the headers went through the ring; then blocking
     sends on every rank before any receive (each taken in while its receiver waits in its own
-    send), and a receive posted long before its send."""
+    send), blocking sends and receives in turn, and a receive posted long before its send."""
     window = state.current().adapter.windows.get(None)
     assert window is not None and window.point_to_point, window
     box = window.mailbox()
@@ -340,6 +340,19 @@ def case_direct(kit: Any) -> None:
     compat.send(outgoing, right)
     expected = values("mailbox-direct-blocking", left, (channel // 2,))
     _receive_checked(kit, expected, "strided", left, None, "blocking direct sends first")
+    # Even ranks send first, odd ones receive first (no cycle of blocking calls): a header that
+    # arrives while its receiver still waits in its send is read once the receive is posted.
+    for turn in range(3):
+        seed = f"mailbox-direct-alternating-{turn}"
+        outgoing = kit.tensor(values(seed, me, (channel // 2 + turn,)), "float32")
+        expected = values(seed, left, (channel // 2 + turn,))
+        what = f"blocking direct send and recv, turn {turn}"
+        if me % 2 == 0:
+            compat.send(outgoing, right)
+            _receive_checked(kit, expected, "interior", left, None, what)
+        else:
+            _receive_checked(kit, expected, "interior", left, None, what)
+            compat.send(outgoing, right)
     if me == 0:
         target = sentinel_out(kit, (channel // 12, 4), "float32", "column")
         work = compat.irecv(target.view, world() - 1)
