@@ -5,7 +5,9 @@ The collectives through windows are tested on real ranks in tests/ranks/shared_m
 
 from __future__ import annotations
 
+import ctypes
 import mmap
+import os
 import platform
 import threading
 import time
@@ -13,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from compat import backoff, shared_memory
+from compat import backoff, mailbox, shared_memory
 from compat.shared_memory import FLAG_BYTES, SharedWindow
 
 pytestmark = pytest.mark.skipif(
@@ -25,6 +27,9 @@ pytestmark = pytest.mark.skipif(
 class _Adapter:
     def collective_timeout(self) -> float:
         return 5.0
+
+    def group_ranks(self, group: object) -> list[int]:
+        return [0, 1]
 
 
 def _window() -> SharedWindow:
@@ -105,3 +110,32 @@ def test_more_ranks_than_cores_yield_a_few_times_before_sleeping(
     assert shared_memory.yields_for(2) == shared_memory._YIELDS
     assert 0 < shared_memory.yields_for(3) == shared_memory._YIELDS_OVERSUBSCRIBED
     assert shared_memory.yields_for(3) < shared_memory._YIELDS
+
+
+def test_opening_point_to_point_makes_the_mailbox_then_meets_the_peers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A mailbox counts, when it is made, the peers whose large messages it reads directly: the
+    window makes it, then waits for every peer (a round), so that no rank sends before its
+    receivers have counted it (such a send streamed through the ring)."""
+    slot, channel = 4096, shared_memory.channel_bytes(2)
+    size = shared_memory.file_bytes(2, slot, channel)
+    maps = [mmap.mmap(-1, size) for _ in range(2)]
+    for rank, mapped in enumerate(maps):  # each "process" is this one
+        mapped[mailbox.MARKER : mailbox.MARKER + 8] = bytes([rank + 1] * 8)
+    processes = [(os.getpid(), ctypes.addressof(ctypes.c_char.from_buffer(m))) for m in maps]
+    window = SharedWindow(_Adapter(), None, maps, 0, (), slot, channel, processes)  # type: ignore[arg-type]
+    window._yields = 0  # sleep at once
+    seen: list[bool] = []
+
+    def sleep(seconds: float) -> None:
+        made = window._mailbox
+        seen.append(made is not None and made.reads_directly_from(1))
+        if len(seen) == 2:
+            window._arrivals[1][0] = 1  # the peer arrives
+
+    monkeypatch.setattr(backoff.time, "sleep", _in_this_thread(sleep))
+    window.open_point_to_point()
+    assert seen == [True, True], "it did not wait for the peer with its mailbox made"
+    assert window.point_to_point and window.rounds == 1
+    window.close()
