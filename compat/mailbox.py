@@ -33,9 +33,10 @@ message of the rank on, in both directions. While it waits, a rank also takes in
 that has arrived for it and that no posted receive takes yet (kept aside for the receive that
 comes for it), as a backend's receiving thread stores them; so do the waits of the shared-memory
 collectives. A message read directly is taken in so only once its header has waited as long as
-reading it takes (:data:`DIRECT_READ_BYTES_PER_S`): its receive most often comes sooner, and
-read aside it costs a buffer and a second copy. Two ranks that both send a large message before
-receiving therefore complete, as on MCCL, whose sends complete once the peer has stored them.
+reading it takes (:data:`DIRECT_READ_BYTES_PER_S`), or while the rank's own direct message to
+that peer is unread: its receive most often comes sooner, and read aside it costs a buffer and
+a second copy. Two ranks that both send a large message before receiving therefore complete,
+as on MCCL, whose sends complete once the peer has stored them.
 
 Messages from one rank keep their order among those of one tag, and a receive takes the first
 message of its tag (torch's matching); a message whose size differs from the receiving tensor's
@@ -96,8 +97,10 @@ DIRECT_READ_BYTES_PER_S = 5e9
 #: often comes sooner: a blocking send then recv posts it once the send's wait ends. That wait,
 #: seeing its send done and the peer's header in one poll, read the message aside (send_recv at
 #: 64 MB, 2 ranks: 30-48 ms a call, of which the two reads take 26; 28-30 ms with the wait). A
-#: rank that must take it in for its peer to go on (both send first) does, one read's time later
-#: at most.
+#: rank whose own direct message to that peer is unread reads it aside at once: both may be
+#: blocked sending to each other (both send first; with the wait alone that took 1.4-2.2x as
+#: long at 16-64 MB). Any other rank that must take it in for its peer to go on (a cycle of
+#: three that send first) does, one read's time later at most.
 #: The memory of direct sends given up on (timed out, or their group destroyed): kept for the
 #: rest of the process, since their receiver may still be reading it.
 _ABANDONED: list[object] = []
@@ -499,9 +502,16 @@ class Mailbox:
 
     def _direct_due(self, peer: int, position: int, nbytes: int, tag: int) -> bool:
         """Whether to read now the direct message of ``peer`` whose header is at ``position``
-        of its ring: at once into a posted receive of its tag, else once it has waited its
-        time (see DIRECT_READ_BYTES_PER_S)."""
+        of its ring: at once into a posted receive of its tag, or aside while the peer has not
+        read this rank's direct message to it, else once it has waited its time (see
+        DIRECT_READ_BYTES_PER_S)."""
         if any(receive.tag == tag for receive in self._receives[peer]):
+            return True
+        sends = self._sends[peer]
+        if sends and sends[0].direct_until and self._peer_read[peer].value < sends[0].direct_until:
+            # This rank's own direct message to the peer is unread: both may be blocked sending
+            # to each other (the peer counts a read before it sends on, so its header read first
+            # shows the count).
             return True
         now = time.monotonic()
         seen_at, since = self._direct_seen[peer]

@@ -223,6 +223,30 @@ def test_a_direct_message_no_receive_takes_yet_is_kept_aside_once_it_has_waited(
     np.testing.assert_array_equal(out, _data(3000, 8))
 
 
+def test_a_rank_whose_direct_send_is_unread_reads_its_receivers_message_aside_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two ranks send directly to each other before receiving. The first to look waits on a
+    send the other has not read, with the other's header in its ring: both may be blocked, so
+    it reads that message aside without waiting its time (3 s here). The other's send is then
+    done, its receive comes next and reads straight, and the first's send completes."""
+    zero, one = _pair(direct=True)
+    monkeypatch.setattr(mailbox, "DIRECT_READ_BYTES_PER_S", 1000.0)  # 3000 bytes: 3 s
+    mine, theirs = _data(3000, 3), _data(3000, 4)
+    sends = [_send(zero, mine, 1, 0), _send(one, theirs, 0, 0)]
+    zero.take_in()  # each waits on its own send
+    one.take_in()
+    assert sends[1].done and not sends[0].done
+    got_mine = np.zeros(3000, np.uint8)
+    assert _receive(one, got_mine, 0, 0).done  # one's send is done: it receives
+    zero.take_in()
+    assert sends[0].done
+    got_theirs = np.zeros(3000, np.uint8)
+    assert _receive(zero, got_theirs, 1, 0).done
+    np.testing.assert_array_equal(got_theirs, theirs)
+    np.testing.assert_array_equal(got_mine, mine)
+
+
 def test_a_direct_message_whose_receive_comes_in_time_is_read_straight_into_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
