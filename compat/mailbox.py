@@ -88,19 +88,19 @@ DIRECT_READS = True
 #: 64 MB read in one process: 10.1-12.2 ms in one call, 4.2-6.8 ms in two halves at once
 #: (measured, the fastest of 9).
 SPLIT_READ_BYTES = 32 << 20
-#: How fast a direct read goes, for the wait below: 64 MB in 12-13 ms between two ranks
-#: (measured, in two halves).
+#: How fast a direct read goes (64 MB in 12-13 ms between two ranks, measured, in two halves),
+#: for how long a direct message waits before it is read aside. A direct message that no posted
+#: receive takes is read aside (for the receive to come) only once its header has waited as long
+#: as reading it takes, ``nbytes / DIRECT_READ_BYTES_PER_S``. Read aside, it costs a buffer of
+#: its size, that read and a second copy, and the receive most often comes sooner: a blocking
+#: send then recv posts it once the send's wait ends. That wait, seeing its send done and the
+#: peer's header in one poll, read the message aside (send_recv at 64 MB, 2 ranks: 30-48 ms a
+#: call, of which the two reads take 26; 28-30 ms with the wait). A rank whose own direct
+#: message to that peer is unread reads it aside at once: both may be blocked sending to each
+#: other (both send first; with the wait alone that took 1.4-2.2x as long at 16-64 MB). Any
+#: other rank that must take it in for its peer to go on (a cycle of three that send first)
+#: does, one read's time later at most.
 DIRECT_READ_BYTES_PER_S = 5e9
-#: A direct message that no posted receive takes is read aside (for the receive to come) only
-#: once its header has waited as long as reading it takes, ``nbytes / DIRECT_READ_BYTES_PER_S``.
-#: Read aside, it costs a buffer of its size, that read and a second copy, and the receive most
-#: often comes sooner: a blocking send then recv posts it once the send's wait ends. That wait,
-#: seeing its send done and the peer's header in one poll, read the message aside (send_recv at
-#: 64 MB, 2 ranks: 30-48 ms a call, of which the two reads take 26; 28-30 ms with the wait). A
-#: rank whose own direct message to that peer is unread reads it aside at once: both may be
-#: blocked sending to each other (both send first; with the wait alone that took 1.4-2.2x as
-#: long at 16-64 MB). Any other rank that must take it in for its peer to go on (a cycle of
-#: three that send first) does, one read's time later at most.
 #: The memory of direct sends given up on (timed out, or their group destroyed): kept for the
 #: rest of the process, since their receiver may still be reading it.
 _ABANDONED: list[object] = []
