@@ -623,12 +623,9 @@ def buffered_send_all_to_all_list(
 def _alone(adapter: Adapter, group: GroupHandle, algorithm: str) -> None:
     """Refuse ``group`` if it has more ranks than ``algorithm`` runs (:data:`MOST_RANKS`: one;
     the one-rank algorithms move nothing between ranks)."""
-    count, most = len(adapter.group_ranks(group)), MOST_RANKS[algorithm]
-    if count > most:
-        raise UnsupportedError(
-            f"{algorithm} runs groups of at most {most} rank{'s' if most > 1 else ''}; this "
-            f"group has {count} ranks"
-        )
+    too_large = group_too_large(algorithm, len(adapter.group_ranks(group)))
+    if too_large is not None:
+        raise UnsupportedError(too_large)
 
 
 def _as_it_is(
@@ -1850,3 +1847,21 @@ def shared_memory_batch_isend_irecv(
         )
         for direction, tensor, peer, tag in p2p_ops
     ]
+
+
+def group_too_large(algorithm: str, ranks: int) -> str | None:
+    """Why ``algorithm`` cannot run a group of ``ranks`` ranks (:data:`MOST_RANKS`), or None
+    if it can (every algorithm not in it runs groups of any size)."""
+    most = MOST_RANKS.get(algorithm)
+    if most is None or ranks <= most:
+        return None
+    return f"{runs_at_most(algorithm)}; this group has {ranks_text(ranks)}"
+
+
+def runs_at_most(algorithm: str) -> str:
+    """The sentence that says how large a group ``algorithm`` (in :data:`MOST_RANKS`) runs."""
+    return f"{algorithm} runs groups of at most {ranks_text(MOST_RANKS[algorithm])}"
+
+
+def ranks_text(count: int) -> str:
+    return f"{count} rank" if count == 1 else f"{count} ranks"

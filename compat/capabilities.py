@@ -203,17 +203,15 @@ def check_contract(table: dict[str, Any] | None = None) -> None:
                 most = algorithms.MOST_RANKS.get(choice["algorithm"])
                 if most is not None and choice.get("max_ranks", most + 1) > most:
                     raise TableError(
-                        f"{where}.choose[{index}]: {choice['algorithm']!r} runs groups of at "
-                        f"most {_ranks(most)}; expected max_ranks <= {most}, got "
-                        f"{choice.get('max_ranks', 'none')}"
+                        f"{where}.choose[{index}]: {algorithms.runs_at_most(choice['algorithm'])}"
+                        f"; expected max_ranks <= {most}, got {choice.get('max_ranks', 'none')}"
                     )
             names = [choice["algorithm"] for choice in choices]
             if cap["impl"] == "emulated":
                 if cap["algorithm"] in algorithms.MOST_RANKS:
                     raise TableError(
-                        f"{where}.algorithm: {cap['algorithm']!r} runs groups of at most "
-                        f"{_ranks(algorithms.MOST_RANKS[cap['algorithm']])}; the default runs "
-                        "every group: choose it with max_ranks instead"
+                        f"{where}.algorithm: {algorithms.runs_at_most(cap['algorithm'])}; the "
+                        "default runs every group: choose it with max_ranks instead"
                     )
                 names.append(cap["algorithm"])
             elif cap["impl"] == NATIVE:
@@ -234,14 +232,9 @@ def problem(collective: str, name: str, ranks: int | None = None) -> str | None:
     ``collective``'s calls (an entry of the table) in a group of ``ranks`` (None: of any size
     it runs), or None if it can."""
     found = _problem(COLLECTIVES[collective], name)
-    most = algorithms.MOST_RANKS.get(name)
-    if found is None and ranks is not None and most is not None and ranks > most:
-        found = f"{name} runs groups of at most {_ranks(most)}; this one has {_ranks(ranks)}"
+    if found is None and ranks is not None:
+        found = algorithms.group_too_large(name, ranks)
     return found
-
-
-def _ranks(count: int) -> str:
-    return f"{count} rank" if count == 1 else f"{count} ranks"
 
 
 def _problem(method: str, name: str) -> str | None:

@@ -156,7 +156,7 @@ def test_algorithm_must_run_the_ops_collective() -> None:
     with pytest.raises(
         ValueError,
         match=r"got 'one_rank_broadcast' \(broadcast: "
-        r"one_rank_broadcast runs groups of at most 1 rank; this one has 2 ranks\)",
+        r"one_rank_broadcast runs groups of at most 1 rank; this group has 2 ranks\)",
     ):
         bench.settings(_args(op="broadcast", algorithm="one_rank_broadcast"), 2)
     # On the ranks, with the adapter's answer: the list form's algorithm where the parts are

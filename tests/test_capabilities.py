@@ -101,13 +101,13 @@ def _one_rank_choice(**bounds: int) -> dict[str, Any]:
     [
         # A one-rank algorithm chosen for groups of any size, or of two ranks and more.
         (lambda: _broken("nccl", "broadcast", choose=[_one_rank_choice(min_ranks=1)]),
-         r"nccl\.ops\.broadcast\.choose\[0\]: 'one_rank_broadcast' runs groups of at most 1 "
+         r"nccl\.ops\.broadcast\.choose\[0\]: one_rank_broadcast runs groups of at most 1 "
          r"rank; expected max_ranks <= 1, got none"),
         (lambda: _broken("gloo", "broadcast", choose=[_one_rank_choice(max_ranks=2)]),
          r"gloo\.ops\.broadcast\.choose\[0\]: .* got 2"),
         # ... or as the default, which runs every group.
         (lambda: _broken("hccl", "barrier", impl="emulated", algorithm="one_rank_barrier"),
-         r"hccl\.ops\.barrier\.algorithm: 'one_rank_barrier' runs groups of at most 1 rank"),
+         r"hccl\.ops\.barrier\.algorithm: one_rank_barrier runs groups of at most 1 rank"),
     ],
 )  # fmt: skip
 def test_a_table_choosing_an_algorithm_beyond_its_group_size_is_rejected(
