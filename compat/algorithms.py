@@ -797,6 +797,25 @@ MOST_RANKS: dict[str, int] = {
 }
 
 
+def group_too_large(algorithm: str, ranks: int) -> str | None:
+    """Why ``algorithm`` cannot run a group of ``ranks`` ranks (:data:`MOST_RANKS`), or None
+    if it can (every algorithm not in it runs groups of any size)."""
+    most = MOST_RANKS.get(algorithm)
+    if most is None or ranks <= most:
+        return None
+    return f"{runs_at_most(algorithm)}; this group has {ranks_text(ranks)}"
+
+
+def runs_at_most(algorithm: str) -> str:
+    """The sentence that says how large a group ``algorithm`` (in :data:`MOST_RANKS`) runs."""
+    return f"{algorithm} runs groups of at most {ranks_text(MOST_RANKS[algorithm])}"
+
+
+def ranks_text(count: int) -> str:
+    """``count`` ranks in words: "1 rank", "3 ranks"."""
+    return f"{count} rank" if count == 1 else f"{count} ranks"
+
+
 # -- point to point into the output (Gloo) ---------------------------------------------------------
 
 #: The tag of the messages compat's point-to-point algorithms send (the largest torch takes), so
@@ -1847,21 +1866,3 @@ def shared_memory_batch_isend_irecv(
         )
         for direction, tensor, peer, tag in p2p_ops
     ]
-
-
-def group_too_large(algorithm: str, ranks: int) -> str | None:
-    """Why ``algorithm`` cannot run a group of ``ranks`` ranks (:data:`MOST_RANKS`), or None
-    if it can (every algorithm not in it runs groups of any size)."""
-    most = MOST_RANKS.get(algorithm)
-    if most is None or ranks <= most:
-        return None
-    return f"{runs_at_most(algorithm)}; this group has {ranks_text(ranks)}"
-
-
-def runs_at_most(algorithm: str) -> str:
-    """The sentence that says how large a group ``algorithm`` (in :data:`MOST_RANKS`) runs."""
-    return f"{algorithm} runs groups of at most {ranks_text(MOST_RANKS[algorithm])}"
-
-
-def ranks_text(count: int) -> str:
-    return f"{count} rank" if count == 1 else f"{count} ranks"
