@@ -687,9 +687,14 @@ def direct_read_check(timeout: float = 30.0) -> str | None:
     if _process_vm_readv() is None:
         return "process_vm_readv is not available (not Linux, or a C library without it)"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # An environment of their own: given none, a child reads this process's environ while it
+    # starts, and another thread that sets a variable then may free it under the child (its
+    # execve fails with EFAULT; measured, Python 3.11, which starts children with vfork).
+    environment = dict(os.environ)
     holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+        [sys.executable, "-c", _HOLDER],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,
+    )  # fmt: skip
     try:
         assert holder.stdout is not None  # a pipe, as asked
         said = holder.stdout.readline().split()
@@ -698,7 +703,7 @@ def direct_read_check(timeout: float = 30.0) -> str | None:
         pid, address = said
         reader = subprocess.run(
             [sys.executable, "-c", _READER, pid, address, root],
-            capture_output=True, text=True, timeout=timeout,
+            capture_output=True, text=True, timeout=timeout, env=environment,
         )  # fmt: skip
     finally:
         holder.communicate(timeout=timeout)

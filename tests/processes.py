@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 
 
 def run_bounded(
@@ -19,7 +21,10 @@ def run_bounded(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=dict(env) if env is not None else None,
+        # Always an environment of its own: with None the child reads this process's environ
+        # while it starts, and a test in another thread that sets a variable then may free it
+        # under the child (execve fails with EFAULT, "Bad address": tests/test_processes.py).
+        env=dict(os.environ if env is None else env),
         cwd=cwd,
         start_new_session=True,
     )
@@ -36,3 +41,28 @@ def run_bounded(
             f"{argv[0]} did not finish within {timeout} s\n{stdout[-2000:]}\n{stderr[-2000:]}"
         ) from None
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+@contextlib.contextmanager
+def churning_environment() -> Iterator[None]:
+    """While inside, another thread sets and removes variables of this process's environment
+    without pause, as a test's ``monkeypatch.setenv`` does beside the background jobs."""
+    stop = threading.Event()
+
+    def churn() -> None:
+        round_ = 0
+        while not stop.is_set():
+            names = [f"COMPAT_TEST_CHURN_{round_}_{index}" for index in range(50)]
+            for name in names:
+                os.environ[name] = "x" * 16
+            for name in names:
+                del os.environ[name]
+            round_ += 1
+
+    thread = threading.Thread(target=churn, name="compat-test-churn", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

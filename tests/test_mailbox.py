@@ -22,6 +22,7 @@ from compat import mailbox
 from compat.errors import CollectiveMismatchError, CollectiveTimeout
 from compat.mailbox import HEADER, MARKER, Mailbox
 from compat.shared_memory import file_bytes
+from tests.processes import churning_environment
 
 CHANNEL = 256
 
@@ -421,6 +422,15 @@ def test_the_direct_read_check_finds_what_the_mailboxes_find_here() -> None:
     where the mailboxes of real ranks read directly (the rank case mailbox-direct), it finds the
     read works; without the call it says why not."""
     assert mailbox.direct_read_check() is None
+
+
+def test_the_direct_read_check_starts_its_processes_while_another_thread_sets_variables() -> None:
+    """Its two processes start with an environment of their own: given none, each read this
+    process's environ as it started, and a variable set meanwhile by another thread could free
+    it under them (OSError: Bad address)."""
+    with churning_environment():
+        for _ in range(3):
+            assert mailbox.direct_read_check() is None
 
 
 def test_the_direct_read_check_says_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
