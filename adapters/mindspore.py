@@ -54,6 +54,7 @@ from mindspore._c_expression import DeviceManagerConf, RuntimeConf, TensorPy
 from mindspore.graph.api import _pynative_executor
 
 from compat import tables
+from compat._environment import environment
 from compat._timing import completes_within
 from compat.adapter import (
     Adapter,
@@ -1254,7 +1255,8 @@ def _start_scheduler(common: dict[str, str]) -> subprocess.Popen[bytes]:
     """MindSpore's scheduler process, as compat launch and msrun start it (frameworks.toml), ending
     with this process (``_END_WITH_PARENT``)."""
     scheduler = tables.lookup("frameworks", "mindspore", "launch", "scheduler")
-    env = {**os.environ, **common, **scheduler["env"], "GLOG_v": os.environ.get("GLOG_v", "3")}
+    inherited = environment()
+    env = {**inherited, **common, **scheduler["env"], "GLOG_v": inherited.get("GLOG_v", "3")}
     argv = [sys.executable, "-c", _END_WITH_PARENT + scheduler["code"], str(os.getpid())]
     if not sys.platform.startswith("linux"):
         return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

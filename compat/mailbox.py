@@ -64,6 +64,7 @@ from datetime import timedelta
 
 import numpy as np
 
+from compat import _environment
 from compat.backoff import Backoff
 from compat.errors import CollectiveMismatchError, CollectiveTimeout
 
@@ -687,10 +688,7 @@ def direct_read_check(timeout: float = 30.0) -> str | None:
     if _process_vm_readv() is None:
         return "process_vm_readv is not available (not Linux, or a C library without it)"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    # An environment of their own: given none, a child reads this process's environ while it
-    # starts, and another thread that sets a variable then may free it under the child (its
-    # execve fails with EFAULT; measured, Python 3.11, which starts children with vfork).
-    environment = dict(os.environ)
+    environment = _environment.environment()  # never none (see there)
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,

@@ -9,6 +9,8 @@ import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 
+from compat._environment import environment
+
 
 def run_bounded(
     argv: Sequence[str],
@@ -21,10 +23,9 @@ def run_bounded(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # Always an environment of its own: with None the child reads this process's environ
-        # while it starts, and a test in another thread that sets a variable then may free it
-        # under the child (execve fails with EFAULT, "Bad address": tests/test_processes.py).
-        env=dict(os.environ if env is None else env),
+        # Never none: a test in another thread may set a variable as the child starts (see
+        # compat._environment; tests/test_processes.py).
+        env=environment() if env is None else dict(env),
         cwd=cwd,
         start_new_session=True,
     )

@@ -28,6 +28,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from compat import tables
+from compat._environment import environment
 from compat._net import free_port
 from compat.dispatch import choose_framework, frameworks, load_adapter
 
@@ -491,7 +492,7 @@ def launch(
     framework = choose_framework(framework, first_if_several=True)
     # Counting the devices may import the framework, and importing MindSpore edits os.environ
     # (LD_LIBRARY_PATH, HCCL_CONNECT_TIMEOUT, ...): the ranks get the environment from before.
-    inherited = dict(os.environ)
+    inherited = environment()
     assigned = assign_devices(framework, nprocs, devices)
     port = free_port()
     requested = {**inherited, **(env or {})}
