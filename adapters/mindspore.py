@@ -1209,7 +1209,8 @@ def _torch_meeting(rendezvous: Rendezvous) -> tuple[str, int, int, int] | None:
     master_port = int(os.environ["MASTER_PORT"])
     if "TORCHELASTIC_RUN_ID" in os.environ:
         # torchrun's agent serves its own store on MASTER_PORT (the scheduler could not bind
-        # it, and the workers waited for ever: measured); the scheduler takes the next port.
+        # it, and the workers waited: measured, see _check_scheduler_port); the scheduler takes
+        # the next port.
         master_port += 1
     return os.environ["MASTER_ADDR"], master_port, rank, world
 
@@ -1217,10 +1218,15 @@ def _torch_meeting(rendezvous: Rendezvous) -> tuple[str, int, int, int] | None:
 def _check_scheduler_port(address: str, port: int) -> None:
     """Raise where another process holds ``port`` at ``address``, so that MindSpore's scheduler
     could not listen there. Its output is not shown, and every rank would then wait in
-    mindspore.communication.init for ever, retrying to reach it (measured: a port held by a
-    listening socket, 2 ranks still waiting after 120 s, with no error). A launcher's free port
-    can be taken before rank 0 gets here: by another job, or as the local port of any
-    outgoing connection (both draw from the same range)."""
+    mindspore.communication.init, retrying to reach it, for MS_TOPO_TIMEOUT seconds: 1800
+    unless set (MindSpore's default, which it logs at INFO as "Cluster topo timeout is 1800
+    seconds"; measured on 2.10: a port held by a listening socket, 2 ranks still waiting after
+    120 s, with no error; a worker with no scheduler and MS_TOPO_TIMEOUT=5 raised RuntimeError
+    after 7.6 s). Raised here, rank 0 ends at once; the other ranks, which cannot know, wait
+    those 30 minutes, as torch's ranks wait for a missing master for init_process_group's
+    timeout (30 minutes by default on Gloo, 2.13). A launcher's free port can be taken before
+    rank 0 gets here: by another job, or as the local port of any outgoing connection (both
+    draw from the same range)."""
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
