@@ -66,10 +66,11 @@ def test_defaults_keep_a_sweep_of_every_op_short() -> None:
 
 
 def test_own_work_rounds_are_spread_over_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rounds timing compat's own work are spread over the seconds asked, a pause before
-    each (this machine's speed changes for a second at a time: rounds one after another fall
-    in one window), then untimed calls that warm the caches the pause let go cold; the no-ops
-    are in place while they run and gone after. compat's state is
+    """The rounds timing compat's own work are spread over the seconds asked per op, a pause
+    before each (this machine's speed changes for seconds at a time: rounds one after another
+    fall in one window), the ops taking turns within each round, so every op's rounds span the
+    whole phase; each op's round starts with untimed calls that warm the caches the pause let
+    go cold. An op's no-ops are in place while its calls run, and only then. compat's state is
     a stand-in here: the bench itself runs on real ranks below."""
     stood_in: dict[str, object] = {}
     adapter = types.SimpleNamespace()
@@ -79,47 +80,63 @@ def test_own_work_rounds_are_spread_over_time(monkeypatch: pytest.MonkeyPatch) -
             self.adapter = adapter
 
         def stand_in(self, name: str, dtype: str, run: object) -> None:
+            assert dtype == "float32"
             stood_in[name] = run
 
     pauses: list[float] = []
-    calls = {"compat": 0, "native": 0}
-    # ("pause", calls so far) and ("clock", calls so far): where the rounds are timed
-    events: list[tuple[str, int]] = []
+    calls = {name: {"compat": 0, "native": 0} for name in ("all_reduce", "broadcast")}
+    # ("pause", None) and ("clock", (op, its compat calls so far)): where the rounds are timed
+    events: list[tuple[str, tuple[str, int] | None]] = []
     clock = [0.0]
+    running = [""]
 
     def pause(seconds: float) -> None:
         pauses.append(seconds)
-        events.append(("pause", calls["compat"]))
+        events.append(("pause", None))
 
     def perf_counter() -> float:
-        events.append(("clock", calls["compat"]))
-        clock[0] += 1.0
+        events.append(("clock", (running[0], calls[running[0]]["compat"])))
+        clock[0] += 1.0 if running[0] == "all_reduce" else 2.0
         return clock[0]
 
     monkeypatch.setattr(bench.state, "current", Runtime)
     monkeypatch.setattr(bench.time, "sleep", pause)
     monkeypatch.setattr(bench.time, "perf_counter", perf_counter)
 
-    def compat_call() -> None:
-        assert stood_in["all_reduce"] is bench._no_op
-        assert adapter.all_reduce is bench._no_op
-        calls["compat"] += 1
+    def pair(name: str) -> bench.Pair:
+        other = "broadcast" if name == "all_reduce" else "all_reduce"
 
-    def native_call() -> None:
-        calls["native"] += 1
+        def compat_call() -> None:
+            assert stood_in[name] is bench._no_op and getattr(adapter, name) is bench._no_op
+            assert stood_in.get(other) is None and not hasattr(adapter, other)
+            running[0] = name
+            calls[name]["compat"] += 1
 
-    pair = bench.Pair(compat_call, native_call)
-    warm, after = bench.own_work(pair, ["all_reduce"], "float32", 3.0)
-    assert pauses == [3.0 / bench.OWN_WORK_ROUNDS] * bench.OWN_WORK_ROUNDS
-    # Each round: a pause, the untimed calls that warm the caches again, then the timed calls.
+        def native_call() -> None:
+            calls[name]["native"] += 1
+
+        return bench.Pair(compat_call, native_call)
+
+    cases = [bench.OwnWorkCase(pair(name), (name,), "float32") for name in calls]
+    measured = bench.own_work(cases, 3.0)
+    assert pauses == [3.0 * 2 / bench.OWN_WORK_ROUNDS] * bench.OWN_WORK_ROUNDS
+    # Each round: a pause, then each op in turn: the untimed calls that warm the caches again,
+    # then the timed calls.
     warming, timed = bench.OWN_WORK_WARM_CALLS, bench.OWN_WORK_CALLS
-    for index in range(bench.OWN_WORK_ROUNDS):
-        (paused, before), (_, start), (_, end) = events[3 * index : 3 * index + 3]
-        assert paused == "pause" and start == before + warming and end == start + timed, index
-    rounds = bench.OWN_WORK_ROUNDS * (warming + timed)
-    assert calls == {"compat": 100 + rounds + 100, "native": 100}
-    assert 0 < warm and 0 < after
-    assert stood_in == {"all_reduce": None} and not hasattr(adapter, "all_reduce")
+    rounds = [events[5 * index : 5 * index + 5] for index in range(bench.OWN_WORK_ROUNDS)]
+    for index, (paused, *clocks) in enumerate(rounds):
+        assert paused == ("pause", None), index
+        done = 100 + index * (warming + timed)  # each op's calls before this round
+        for name, (start, end) in zip(calls, [clocks[0:2], clocks[2:4]], strict=True):
+            assert start == ("clock", (name, done + warming)), (index, name)
+            assert end == ("clock", (name, done + warming + timed)), (index, name)
+    rounds_calls = bench.OWN_WORK_ROUNDS * (warming + timed)
+    assert calls == {name: {"compat": 100 + rounds_calls + 100, "native": 100} for name in calls}
+    # all_reduce's rounds took 1 s on the stand-in clock, broadcast's 2 s.
+    assert [(m.fastest, m.median) for m in measured] == [(1 / timed,) * 2, (2 / timed,) * 2]
+    assert all(m.after > 0 for m in measured)
+    assert stood_in == {"all_reduce": None, "broadcast": None}
+    assert not hasattr(adapter, "all_reduce") and not hasattr(adapter, "broadcast")
 
 
 def test_algorithm_must_run_the_ops_collective() -> None:

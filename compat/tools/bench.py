@@ -53,13 +53,14 @@ more per framework); or one op at a time with its defaults.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import inspect
 import statistics
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -241,6 +242,7 @@ COLUMNS = (
     "ratio",
     "control",
     "own_work_us",
+    "own_work_median_round_us",
     "own_work_after_collective_us",
 )
 
@@ -302,12 +304,21 @@ def _op_list(text: str) -> str:
 #: consecutive rounds (2 s) was over 5 us in 16% of the windows, up to 8.2; of 40 (4 s) in 2%;
 #: of 60 (6 s) in none, at most 5.0. all_to_all in a slower 90 s (median 8.5, fastest 4.7):
 #: over 5 us in 50% of the 2 s windows, 19% of the 6 s ones, at most 9.3 and 5.3.
+#: The ops' rounds are taken in turn, every op's round within a few milliseconds of the others'
+#: (OwnWorkCase), so the phase lasts about this many seconds per op and each op's rounds span the
+#: whole of it: a slow spell falls on every op alike, and no op's figure rests on the few
+#: seconds in which it alone was timed. One op after another, 6 s each, MindSpore at world
+#: size 1, a spell of 20-30 s put three ops in a row at 7.2-8.0 us (3.7-4.1 in other runs).
 OWN_WORK_ROUNDS, OWN_WORK_CALLS, OWN_WORK_SPREAD_S = 60, 500, 6.0
 #: Untimed calls after each pause: a round right after one started with cold caches, which
 #: the back-to-back figure is not (one job, rounds alternating with and without, fastest of
 #: 30 each, MindSpore at world size 1: reduce_scatter_tensor 5.01-5.29 us without, 4.78-5.14
 #: with; all_reduce 2.70-3.90 and 2.41-2.78; torch's all_reduce 2.28 and 2.02).
 OWN_WORK_WARM_CALLS = 50
+#: compat's own work is timed on tensors of at most this size: the phase holds every op's at
+#: once (a sweep of 64 MB and up would hold gigabytes), and only the choice by size depends on
+#: it.
+OWN_WORK_MOST_BYTES = 2**20
 
 
 @dataclass(frozen=True)
@@ -386,8 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--own-work-spread",
         type=float,
         default=OWN_WORK_SPREAD_S,
-        help=f"seconds over which the {OWN_WORK_ROUNDS} rounds timing compat's own work per op "
-        f"are spread ({OWN_WORK_SPREAD_S:g}; this machine slows for seconds at a time)",
+        help=f"seconds per op of the phase timing compat's own work, over which every op's "
+        f"{OWN_WORK_ROUNDS} rounds are spread, the ops taking turns ({OWN_WORK_SPREAD_S:g}; "
+        "this machine slows for seconds at a time)",
     )
     parser.add_argument("--dtype", default="float32", help="dtype of the tensors (float32)")
     parser.add_argument("--csv", default=None, help="also write the table to this CSV file")
@@ -606,51 +618,84 @@ def _no_op(*args: object) -> _Completed:
     return _COMPLETED
 
 
-def own_work(
-    pair: Pair, collectives: Iterable[str], dtype: str, spread: float = OWN_WORK_SPREAD_S
-) -> tuple[float, float]:
-    """Seconds per call of compat's own work: the call with ``collectives`` replaced by a no-op
-    where compat reaches them (every choice of the capability table, at the table's sizes, so
-    the call still chooses by size; and the adapter's method), so only the checks, dispatch and
-    choice remain. Two figures:
+@dataclass(frozen=True)
+class OwnWorkCase:
+    """One op whose own work :func:`own_work` times: its pair of calls, the collectives it
+    replaces by no-ops, and their dtype."""
 
-    - back to back: the fastest of OWN_WORK_ROUNDS rounds of OWN_WORK_CALLS calls, a pause
-      between rounds spreading them over about ``spread`` seconds (as timeit advises, the
-      fastest: the others were slowed by the machine's other work), with warm caches
-      (OWN_WORK_WARM_CALLS untimed calls after each pause);
+    pair: Pair
+    collectives: tuple[str, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class OwnWork:
+    """Seconds per call of one op's own work (:func:`own_work`)."""
+
+    fastest: float  # back to back: the fastest round (the figure)
+    median: float  # back to back: the median round (how much the machine slowed the others)
+    after: float  # right after a native call: the median call
+
+
+def own_work(cases: Sequence[OwnWorkCase], spread: float = OWN_WORK_SPREAD_S) -> list[OwnWork]:
+    """Seconds per call of compat's own work for each of ``cases``: the call with its
+    collectives replaced by a no-op where compat reaches them (every choice of the capability
+    table, at the table's sizes, so the call still chooses by size; and the adapter's method),
+    so only the checks, dispatch and choice remain. Per case:
+
+    - back to back: the fastest of OWN_WORK_ROUNDS rounds of OWN_WORK_CALLS calls (as timeit
+      advises, the fastest: the others were slowed by the machine's other work), with warm
+      caches (OWN_WORK_WARM_CALLS untimed calls before each round). The cases take turns, one
+      round each, then a pause, so that the rounds of every case span the whole phase, about
+      ``spread`` seconds per case (OWN_WORK_SPREAD_S says why); the median round is kept too;
     - after a collective: the median of 100 calls each timed right after a native call of the op
       (on every rank, so the ranks stay in step), as in a real sequence of calls, where the
       collective has just filled the caches with its own code and data. This is what a timed
       call adds on each rank.
     """
     runtime = state.current()
-    adapter, names = runtime.adapter, list(collectives)
-    for name in names:
-        runtime.stand_in(name, dtype, _no_op)
+    rounds: list[list[float]] = [[] for _ in cases]
+    pause = spread * len(cases) / OWN_WORK_ROUNDS
+    for case in cases:
+        with _no_ops(runtime, case):
+            for _ in range(100):
+                case.pair.compat()
+    for _ in range(OWN_WORK_ROUNDS):
+        time.sleep(pause)
+        for case, timed in zip(cases, rounds, strict=True):
+            with _no_ops(runtime, case):
+                for _ in range(OWN_WORK_WARM_CALLS):
+                    case.pair.compat()
+                started = time.perf_counter()
+                for _ in range(OWN_WORK_CALLS):
+                    case.pair.compat()
+                timed.append((time.perf_counter() - started) / OWN_WORK_CALLS)
+    results = []
+    for case, timed in zip(cases, rounds, strict=True):
+        after = []
+        with _no_ops(runtime, case):
+            for _ in range(100):
+                case.pair.native()
+                started = time.perf_counter()
+                case.pair.compat()
+                after.append(time.perf_counter() - started)
+        results.append(OwnWork(min(timed), statistics.median(timed), statistics.median(after)))
+    return results
+
+
+@contextlib.contextmanager
+def _no_ops(runtime: state.State, case: OwnWorkCase) -> Iterator[None]:
+    """``case``'s collectives replaced by :func:`_no_op` while the block runs."""
+    adapter = runtime.adapter
+    for name in case.collectives:
+        runtime.stand_in(name, case.dtype, _no_op)
         setattr(adapter, name, _no_op)  # what compat calls directly (barrier)
     try:
-        for _ in range(100):
-            pair.compat()
-        rounds = []
-        for _ in range(OWN_WORK_ROUNDS):
-            time.sleep(spread / OWN_WORK_ROUNDS)
-            for _ in range(OWN_WORK_WARM_CALLS):
-                pair.compat()
-            started = time.perf_counter()
-            for _ in range(OWN_WORK_CALLS):
-                pair.compat()
-            rounds.append((time.perf_counter() - started) / OWN_WORK_CALLS)
-        after = []
-        for _ in range(100):
-            pair.native()
-            started = time.perf_counter()
-            pair.compat()
-            after.append(time.perf_counter() - started)
+        yield
     finally:
-        for name in names:
-            runtime.stand_in(name, dtype, None)
+        for name in case.collectives:
+            runtime.stand_in(name, case.dtype, None)
             delattr(adapter, name)
-    return min(rounds), statistics.median(after)
 
 
 def row(
@@ -687,6 +732,7 @@ def row(
         "ratio": float(f"{compat_s / native_s:.4g}"),
         "control": None if control is None else round(control, 3),
         "own_work_us": None,
+        "own_work_median_round_us": None,
         "own_work_after_collective_us": None,
     }
 
@@ -760,6 +806,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     itemsize = int(tables_bytes(args.dtype))
     lead = rank == 0
     rows_written: list[dict[str, Any]] = []
+    timed_ops: list[tuple[str, list[dict[str, Any]]]] = []  # own work timed once every op ran
     if lead:
         noise = "control = native/native timed the same way (the noise floor); "
         print(
@@ -791,8 +838,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = max(1, size // itemsize // n)
             elements = rows * n if size else 0
             pair = make_pair(adapter, op, rows, args.dtype)
-            if index == 0:
-                first = pair  # compat's own work is timed on the smallest size (cheap calls)
             if lead and index == 0:
                 print(f"# {op}: native = {pair.description}", flush=True)
                 print(CONTROL_HEADER if args.control else HEADER, flush=True)
@@ -817,25 +862,57 @@ def main(argv: Sequence[str] | None = None) -> int:
                     flush=True,
                 )
         else:
-            noops = [collective_of(name, joins) for name in spec.noop]
-            warm, after = own_work(first, noops, spec.dtype or args.dtype, chosen.own_work_spread)
-            for values in op_rows:
-                values["own_work_us"] = round(warm * 1e6, 2)
-                values["own_work_after_collective_us"] = round(after * 1e6, 2)
-            if lead:
-                print(
-                    f"# {op}: compat's own work per call (checks, dispatch, choice; the "
-                    f"collective replaced by a no-op), {format_size(op_rows[0]['bytes'])}: "
-                    f"{warm * 1e6:.2f} us back to back, {after * 1e6:.2f} us right after a "
-                    "native call",
-                    flush=True,
-                )
+            timed_ops.append((op, op_rows))
         rows_written += op_rows
+    if timed_ops:
+        _print_own_work(timed_ops, adapter, joins, args.dtype, chosen.own_work_spread, n, lead)
     if lead and args.csv:
         write_csv(args.csv, rows_written, framework, backend, n, args.dtype)
         print(f"# wrote {args.csv}", flush=True)
     compat.destroy()
     return 0
+
+
+def _print_own_work(
+    timed_ops: Sequence[tuple[str, list[dict[str, Any]]]],
+    adapter: Adapter,
+    joins: bool,
+    dtype: str,
+    spread: float,
+    n: int,
+    lead: bool,
+) -> None:
+    """Time compat's own work for every op of ``timed_ops`` at once (:func:`own_work`), on
+    tensors made for it, of each op's first row's size (the smallest: cheap calls) up to
+    OWN_WORK_MOST_BYTES, record it in the op's rows and print it."""
+    itemsize = tables_bytes(dtype)
+    cases, sizes = [], []
+    for op, op_rows in timed_ops:
+        spec = SPECS[op]
+        rows = max(1, min(op_rows[0]["bytes"], OWN_WORK_MOST_BYTES) // itemsize // n)
+        sizes.append(rows * n * itemsize if op_rows[0]["bytes"] else 0)
+        noops = tuple(collective_of(name, joins) for name in spec.noop)
+        cases.append(OwnWorkCase(make_pair(adapter, op, rows, dtype), noops, spec.dtype or dtype))
+    if lead:
+        print(
+            f"# compat's own work per call (checks, dispatch, choice; the collective replaced by "
+            f"a no-op): the fastest of {OWN_WORK_ROUNDS} rounds of {OWN_WORK_CALLS} calls, the "
+            f"{len(cases)} ops taking turns over about {spread * len(cases):.0f} s",
+            flush=True,
+        )
+    measured_ops = zip(timed_ops, sizes, own_work(cases, spread), strict=True)
+    for (op, op_rows), size, measured in measured_ops:
+        for values in op_rows:
+            values["own_work_us"] = round(measured.fastest * 1e6, 2)
+            values["own_work_median_round_us"] = round(measured.median * 1e6, 2)
+            values["own_work_after_collective_us"] = round(measured.after * 1e6, 2)
+        if lead:
+            print(
+                f"# {op}: compat's own work per call, {format_size(size)}: "
+                f"{measured.fastest * 1e6:.2f} us back to back, {measured.after * 1e6:.2f} us "
+                f"right after a native call (median round {measured.median * 1e6:.2f} us)",
+                flush=True,
+            )
 
 
 CSV_FIELDS = ("framework", "backend", "world_size", "dtype", *COLUMNS, "native")
