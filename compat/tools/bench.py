@@ -5,7 +5,9 @@ The CLI starts N ranks of this module through :func:`compat.tools.launch.launch`
 rounds (each goes first equally often; each round starts after a barrier), each call timed on
 its own, on the same buffers. A rank's time for a size is the median of its calls; the time
 printed is the slowest rank's (a rooted op's root can return before the others have their
-data). Rank 0 prints a row as each size completes and, with ``--csv``, writes the table.
+data). Rank 0 prints a row as each size completes and, with ``--csv``, writes the table. Once
+every op's rows are done, compat's own work per call is timed for every op at once, the ops
+taking turns (:func:`own_work`).
 
 Ops (``--op``, one name, a comma-separated list, or ``all``): every collective of compat's API,
 isend/irecv pairs, blocking send/recv pairs, barrier and monitored_barrier (:data:`OPS`). What a
@@ -45,7 +47,8 @@ deprecated there), it is the best-known plain approach, and the header says whic
 Run time: a size costs about ``rounds * 4 * max(budget, time per call)`` (twice that with
 ``--control``). For one op the default is 10 rounds of 0.1 s; for several ops (``--op all``, the
 default) 5 rounds of 0.02 s, which keeps every op within a few minutes per framework (measured
-here, 2 ranks: 3 minutes on Gloo for 1K..64M). A full sweep of every op, as the README's tables:
+here, 2 ranks: 3 minutes on Gloo for 1K..64M), plus ``--own-work-spread`` seconds per op whose
+own work is timed (6 by default). A full sweep of every op, as the README's tables:
 ``compat bench --rounds 10 --budget 0.1 --control`` (at least 8 s per op and size: 20 minutes or
 more per framework); or one op at a time with its defaults.
 """
