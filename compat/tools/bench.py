@@ -307,8 +307,8 @@ def _op_list(text: str) -> str:
 #: consecutive rounds (2 s) was over 5 us in 16% of the windows, up to 8.2; of 40 (4 s) in 2%;
 #: of 60 (6 s) in none, at most 5.0. all_to_all in a slower 90 s (median 8.5, fastest 4.7):
 #: over 5 us in 50% of the 2 s windows, 19% of the 6 s ones, at most 9.3 and 5.3.
-#: The ops' rounds are taken in turn, every op's round within a few milliseconds of the others'
-#: (OwnWorkCase), so the phase lasts about this many seconds per op and each op's rounds span the
+#: The ops' rounds are taken in turn, one round of every op within tens of milliseconds
+#: (own_work), so the phase lasts about this many seconds per op and each op's rounds span the
 #: whole of it: a slow spell falls on every op alike, and no op's figure rests on the few
 #: seconds in which it alone was timed. One op after another, 6 s each, MindSpore at world
 #: size 1, a spell of 20-30 s put three ops in a row at 7.2-8.0 us (3.7-4.1 in other runs).
