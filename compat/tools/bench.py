@@ -791,6 +791,12 @@ def algorithm_of(
     return "+".join(dict.fromkeys(names))
 
 
+def rows_per_rank(size: int, itemsize: int, n: int) -> int:
+    """:func:`make_pair`'s ``rows`` (elements in each rank's part) for ``size`` bytes: at least
+    one."""
+    return max(1, size // itemsize // n)
+
+
 def _sweep_sizes(op: str, sizes: list[int]) -> list[int]:
     """The barriers move no data: one row (size 0)."""
     return sizes if SPECS[op].bus_factor is not None else [0]
@@ -838,7 +844,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             runtime.force(entry, spec.dtype or args.dtype, args.algorithm)
         op_rows: list[dict[str, Any]] = []
         for index, size in enumerate(_sweep_sizes(op, sizes)):
-            rows = max(1, size // itemsize // n)
+            rows = rows_per_rank(size, itemsize, n)
             elements = rows * n if size else 0
             pair = make_pair(adapter, op, rows, args.dtype)
             if lead and index == 0:
@@ -868,7 +874,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             timed_ops.append((op, op_rows))
         rows_written += op_rows
     if timed_ops:
-        _print_own_work(timed_ops, adapter, joins, args.dtype, chosen.own_work_spread, n, lead)
+        _time_own_work(timed_ops, adapter, joins, args.dtype, chosen.own_work_spread, n, lead)
     if lead and args.csv:
         write_csv(args.csv, rows_written, framework, backend, n, args.dtype)
         print(f"# wrote {args.csv}", flush=True)
@@ -876,7 +882,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _print_own_work(
+def _time_own_work(
     timed_ops: Sequence[tuple[str, list[dict[str, Any]]]],
     adapter: Adapter,
     joins: bool,
@@ -892,7 +898,7 @@ def _print_own_work(
     cases, sizes = [], []
     for op, op_rows in timed_ops:
         spec = SPECS[op]
-        rows = max(1, min(op_rows[0]["bytes"], OWN_WORK_MOST_BYTES) // itemsize // n)
+        rows = rows_per_rank(min(op_rows[0]["bytes"], OWN_WORK_MOST_BYTES), itemsize, n)
         sizes.append(rows * n * itemsize if op_rows[0]["bytes"] else 0)
         noops = tuple(collective_of(name, joins) for name in spec.noop)
         cases.append(OwnWorkCase(make_pair(adapter, op, rows, dtype), noops, spec.dtype or dtype))
