@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import functools
 import math
 import operator
 import os
@@ -64,6 +63,8 @@ from compat.adapter import (
     TensorFacts,
     Translate,
     element_extent,
+    numpy_elementwise,
+    reduce_arrays,
     translating_errors,
 )
 from compat.dispatch import local_rank
@@ -185,7 +186,7 @@ class MindSporeAdapter(Adapter):
             ReduceOp(value): getattr(mint, entry["elementwise"]) for value, entry in ops.items()
         }
         self._numpy_ops = {
-            ReduceOp(value): _numpy_elementwise(entry) for value, entry in ops.items()
+            ReduceOp(value): numpy_elementwise(entry) for value, entry in ops.items()
         }
         self._numpy_dtypes = {
             getattr(ms, entry["mindspore"]): np.dtype(entry["numpy"])
@@ -573,27 +574,15 @@ class MindSporeAdapter(Adapter):
         return result.astype(dtype) if widen else result
 
     def reduce_into(self, out: ms.Tensor, tensors: Sequence[ms.Tensor], op: ReduceOp) -> None:
-        # Each mint operation waits about 1 ms on the PyNative queue on CPU, and the reduction
-        # plus the copy into `out` take 3 of them; numpy on the same memory takes none (16 MB,
-        # 2 ranks: 13.6 ms vs 2.3 ms, measured).
+        # Each mint operation waits on the PyNative queue on CPU, and the reduction plus the copy
+        # into `out` take 3 of them; numpy on the same memory takes none (docs/performance.md).
         views = [self._host_view(tensor) for tensor in (out, *tensors)]
         arrays = [array for array in views if array is not None]
         if len(arrays) != len(views):
             super().reduce_into(out, tensors, op)
             return
         target, *sources = arrays
-        combine = self._numpy_ops[op]
-        if len(sources) == 1:
-            target[...] = sources[0]
-            return
-        if any(np.may_share_memory(target, source) for source in sources):
-            target[...] = functools.reduce(combine, sources)
-        else:
-            combine(sources[0], sources[1], out=target)
-            for source in sources[2:]:
-                combine(target, source, out=target)
-        if op is ReduceOp.AVG:
-            np.divide(target, len(sources), out=target)
+        reduce_arrays(target, sources, self._numpy_ops[op], op is ReduceOp.AVG)
 
     def collective_timeout(self) -> float:
         return MCCL_TIMEOUT_SECONDS
@@ -1296,13 +1285,6 @@ def _start_scheduler(common: dict[str, str]) -> subprocess.Popen[bytes]:
 _BIT_DTYPES = {
     np.dtype(bits).itemsize: np.dtype(bits) for bits in (np.uint8, np.uint16, np.uint32, np.uint64)
 }
-
-
-def _numpy_elementwise(entry: dict[str, str]) -> np.ufunc:
-    """The numpy ufunc that reduces two arrays for a reduce_ops.toml entry: its ``numpy`` function,
-    or for AVG (whose ``numpy`` function, mean, is not element-wise) its ``elementwise`` one."""
-    function = getattr(np, entry["numpy"])
-    return function if isinstance(function, np.ufunc) else getattr(np, entry["elementwise"])
 
 
 # MCCL gives up on a collective after a fixed 30 s with "<Op> failed." (measured; no setting

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch._C import _distributed_c10d as _options
@@ -26,6 +27,8 @@ from compat.adapter import (
     TensorFacts,
     Translate,
     element_extent,
+    numpy_elementwise,
+    reduce_arrays,
     translating_errors,
 )
 from compat.dispatch import local_rank
@@ -170,6 +173,10 @@ class TorchAdapter(Adapter):
         self._ops = _reduce_ops()
         self._elementwise = {
             ReduceOp(value): getattr(torch, entry["elementwise"])
+            for value, entry in tables.lookup("reduce_ops", "ops").items()
+        }
+        self._numpy_ops = {
+            ReduceOp(value): numpy_elementwise(entry)
             for value, entry in tables.lookup("reduce_ops", "ops").items()
         }
 
@@ -409,6 +416,11 @@ class TorchAdapter(Adapter):
             torch.cuda.synchronize(self._home)
 
     def copy_(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        if dst.numel() >= _GRAIN and dst.shape == src.shape and dst.dtype == src.dtype:
+            target, source = _array(dst, bits=True), _array(src, bits=True)
+            if target is not None and source is not None:
+                np.copyto(target, source)  # on this thread: see _GRAIN
+                return
         dst.copy_(src)
 
     def reduce_local(self, tensors: Sequence[torch.Tensor], op: ReduceOp) -> torch.Tensor:
@@ -479,7 +491,22 @@ class TorchAdapter(Adapter):
 
     def reduce_into(self, out: torch.Tensor, tensors: Sequence[torch.Tensor], op: ReduceOp) -> None:
         if len(tensors) == 1:
-            out.copy_(tensors[0])
+            self.copy_(out, tensors[0])
+            return
+        if out.numel() >= _GRAIN:
+            arrays = [_array(tensor) for tensor in (out, *tensors)]
+            if all(array is not None for array in arrays) and (
+                op is not ReduceOp.AVG or out.is_floating_point()
+            ):
+                target, *sources = arrays
+                reduce_arrays(target, sources, self._numpy_ops[op], op is ReduceOp.AVG)
+                return
+            _serially(
+                lambda start, end: self.reduce_into(
+                    out[start:end], [tensor[start:end] for tensor in tensors], op
+                ),
+                out.numel(),
+            )
             return
         combine = self._elementwise[op]
         combine(tensors[0], tensors[1], out=out)
@@ -1049,3 +1076,52 @@ _BENCH_CASES: dict[str, Callable[[_New, int, int, int], _BenchCase]] = {
     "gather_object": _bench_gather_object,
     "scatter_object_list": _bench_scatter_object_list,
 }
+
+
+#: torch runs an element-wise kernel on its intra-op thread team (OpenMP, as many threads as
+#: cores by default) from this many elements up (at::internal::GRAIN_SIZE), on the calling thread
+#: below. compat's shared-memory rounds copy and reduce on the calling thread (numpy, or torch in
+#: pieces below this): every rank of a host runs them at once, and one team per rank per round
+#: fights the other ranks for the cores where the launcher left the threads at their default.
+_GRAIN = 32768
+
+#: dtypes whose numpy loops run as fast as torch's kernel on one thread (numpy's float16 converts
+#: element by element; bfloat16 it lacks): the others reduce through torch, in pieces.
+_FAST_IN_NUMPY = frozenset(
+    (
+        torch.float32,
+        torch.float64,
+        torch.int8,
+        torch.uint8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+    )
+)
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _array(tensor: torch.Tensor, bits: bool = False) -> Any:
+    """``tensor``'s elements as a numpy array over its memory, without a copy (any strides), or
+    None where numpy cannot read it at the speed of torch's kernel: off the CPU, a dtype not
+    in _FAST_IN_NUMPY (with ``bits``: any dtype, as integers of its width, for copies), or a
+    conjugate or negative view."""
+    if not tensor.is_cpu or tensor.is_conj() or tensor.is_neg():
+        return None
+    if bits:
+        if tensor.dtype not in _FAST_IN_NUMPY:
+            width = _BITS.get(tensor.element_size())
+            if width is None or tensor.is_complex():
+                return None
+            tensor = tensor.view(width)
+    elif tensor.dtype not in _FAST_IN_NUMPY:
+        return None
+    return tensor.detach().numpy()
+
+
+def _serially(run: Callable[[int, int], None], numel: int) -> None:
+    """``run(start, end)`` over ``[0, numel)`` in pieces below _GRAIN: torch's kernels then run
+    on this thread (for the dtypes numpy has no fast loop for)."""
+    for start in range(0, numel, _GRAIN - 1):
+        run(start, min(numel, start + _GRAIN - 1))

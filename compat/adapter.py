@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from compat.scratch import ScratchPool
 from compat.types import Handle, ReduceOp
 
@@ -87,6 +89,31 @@ class _TranslatingHandle:
 
     def is_completed(self) -> bool:
         return self._handle.is_completed()
+
+
+def numpy_elementwise(entry: dict[str, str]) -> Any:
+    """The numpy ufunc that reduces two arrays for a reduce_ops.toml entry: its ``numpy`` function,
+    or for AVG (whose ``numpy`` function, mean, is not element-wise) its ``elementwise`` one."""
+    function = getattr(np, entry["numpy"])
+    return function if isinstance(function, np.ufunc) else getattr(np, entry["elementwise"])
+
+
+def reduce_arrays(target: Any, sources: Sequence[Any], combine: Any, average: bool) -> None:
+    """Write the element-wise reduction of numpy arrays ``sources`` (same shape and dtype) into
+    ``target`` with the two-array ufunc ``combine``, in order; ``average``: then divide by their
+    count (AVG). numpy's ufuncs run on the calling thread: a reduction beside the other ranks
+    of one host starts no thread team that competes with theirs for the cores."""
+    if len(sources) == 1:
+        target[...] = sources[0]
+        return
+    if any(np.may_share_memory(target, source) for source in sources[2:]):
+        target[...] = functools.reduce(combine, sources)
+    else:
+        combine(sources[0], sources[1], out=target)
+        for source in sources[2:]:
+            combine(target, source, out=target)
+    if average:
+        np.divide(target, len(sources), out=target)
 
 
 def element_extent(shape: Sequence[int], strides: Sequence[int]) -> int:

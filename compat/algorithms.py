@@ -893,8 +893,11 @@ def pairwise_all_gather_reduce(
 # memory. Each completes before returning: with ``async_op`` the Work is already complete.
 
 
-def _window(adapter: Adapter, group: GroupHandle) -> SharedWindow:
+def _window(adapter: Adapter, group: GroupHandle, doing: str) -> SharedWindow:
+    """``group``'s window, named to be ``doing`` a collective (for an error that names it)."""
     found = shared_memory.window(adapter, group)
+    if found is not None:
+        found.doing = doing
     if found is None:
         raise UnsupportedError(
             "a shared-memory algorithm: this group has no shared-memory window (its ranks on "
@@ -979,7 +982,7 @@ def shared_memory_all_reduce(
     into its slot and, once every rank has (a barrier), reduces every rank's piece, in group-rank
     order, into its own tensor. Every rank computes the same reduction in the same order: every
     rank ends with the same bits, for every op (AVG: the sum divided by the group's size)."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "all_reduce")
     views = _FlatViews(adapter)
     flat = views.target(tensor)
     step = _step(adapter, flat, window.region_bytes())
@@ -998,7 +1001,7 @@ def shared_memory_all_gather(
     into its slot and, once every rank has (a barrier), copies every rank's piece into its output
     (parts of any dim-0 size: the uneven form too; every rank knows every part's size, so all run
     the same rounds)."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "all_gather")
     views = _FlatViews(adapter)
     source = views.source(tensor)
     targets = [views.target(out) for out in tensor_list]
@@ -1080,7 +1083,7 @@ def shared_memory_all_to_all(
     """all_to_all_single through shared memory (any split sizes): each rank writes every peer's
     part into that peer's region of its slot, round by round, and reads its own part from every
     peer's slot once all have written (a barrier per round)."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "all_to_all_single")
     views = _FlatViews(adapter)
     sources, targets = _flat_parts(
         adapter, views, output, tensor, output_split_sizes, input_split_sizes
@@ -1118,7 +1121,7 @@ def shared_memory_all_to_all_list(
 ) -> Handle | None:
     """all_to_all through shared memory, as :func:`shared_memory_all_to_all` with each part a
     tensor of its own."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "all_to_all")
     views = _FlatViews(adapter)
     sources = [views.source(item) for item in input_tensor_list]
     targets = [views.target(item) for item in output_tensor_list]
@@ -1141,7 +1144,7 @@ def shared_memory_p2p_all_to_all(
     memory where the host allows it: one copy, every rank reading at once, and no rounds (the
     rounds of :func:`shared_memory_all_to_all` pass 1 MB slots, shared by every peer, through
     all the ranks in step). A group whose window has no channels runs that function."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "all_to_all_single")
     if not window.point_to_point:
         return shared_memory_all_to_all(
             adapter, output, tensor, output_split_sizes, input_split_sizes, group, async_op
@@ -1162,7 +1165,7 @@ def shared_memory_p2p_all_to_all_list(
     async_op: bool,
 ) -> Handle | None:
     """all_to_all as :func:`shared_memory_p2p_all_to_all`, each part a tensor of its own."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "all_to_all")
     if not window.point_to_point:
         return shared_memory_all_to_all_list(
             adapter, output_tensor_list, input_tensor_list, group, async_op
@@ -1244,7 +1247,7 @@ def shared_memory_reduce_scatter(
     round by round each rank writes a piece of every part into that part's region of its slot,
     then reduces its own part's pieces from every rank's slot, in group-rank order (every op and
     dtype: a numpy reduction where numpy has the dtype)."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "reduce_scatter")
     views = _FlatViews(adapter)
     parts = [views.source(item) for item in input_list]
     target = views.target(output)
@@ -1273,7 +1276,7 @@ def shared_memory_reduce(
     """reduce through shared memory: every rank writes its tensor, round by round, and ``dst``
     reduces every rank's, in group-rank order, into its tensor; the others' are left as they
     were."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "reduce")
     root = adapter.group_ranks(group).index(dst)
     views = _FlatViews(adapter)
     if window.me == root:
@@ -1291,7 +1294,7 @@ def shared_memory_broadcast(
     its slot, and every other rank copies it from there. The rounds are one-way: ``src`` waits
     for no rank (as a backend's broadcast returns on the root once its sends are out), the others
     for ``src``; ``src`` writes a slot again only once every rank has read it."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "broadcast")
     root = adapter.group_ranks(group).index(src)
     views = _FlatViews(adapter)
     if window.me == root:
@@ -1321,7 +1324,7 @@ def shared_memory_scatter(
     its slot, round by round, and each rank copies its own from there. Every part has
     ``tensor``'s size, so every rank counts the same rounds (as broadcast's). The rounds are
     one-way, as broadcast's: ``src`` waits for no rank, the others for ``src``."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "scatter")
     count, root = window.size, adapter.group_ranks(group).index(src)
     views = _FlatViews(adapter)
     target = views.target(tensor)
@@ -1361,7 +1364,7 @@ def shared_memory_gather(
     counts the same rounds. The rounds are one-way: the ranks other than ``dst`` wait for no
     rank (as a backend's gather returns on them once their send is out), ``dst`` for every
     rank."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "gather")
     root = adapter.group_ranks(group).index(dst)
     views = _FlatViews(adapter)
     source = views.source(tensor)
@@ -1438,7 +1441,7 @@ def _rooted_through_channels(
     the channels: ``tensor`` on a rank other than the root, ``listed[p]`` (one per group rank)
     on the root; toward the root (gather) or from it (scatter). The root's own part is copied
     between ``tensor`` and ``listed[root]``."""
-    window = _window(adapter, group)
+    window = _window(adapter, group, "gather" if to_root else "scatter")
     if not window.point_to_point:
         rounds = shared_memory_gather if to_root else shared_memory_scatter
         return rounds(adapter, tensor, listed, root_rank, group, async_op)
@@ -1540,7 +1543,7 @@ def shared_memory_barrier(
     every rank counts its arrival and waits for every peer's (microseconds, against 0.1 ms for
     Gloo's barrier and milliseconds for MCCL's)."""
     del device_ids  # compat.barrier passes them to the backend's own call instead
-    _window(adapter, group).publish()
+    _window(adapter, group, "barrier").publish()
     return Work() if async_op else None
 
 
@@ -1641,7 +1644,7 @@ def shared_memory_monitored_barrier(
     meet in the backend's barrier, which takes no timeout; compat.state chooses it only
     there)."""
     del wait_all_ranks  # see reported_barrier
-    window = _window(adapter, group)
+    window = _window(adapter, group, "monitored_barrier")
     started = time.monotonic()
     missing: list[int] = []
 
@@ -1814,7 +1817,7 @@ def sends_then_deferred_recvs(
 
 
 def _mailbox(adapter: Adapter, group: GroupHandle) -> Mailbox:
-    return _window(adapter, group).mailbox()
+    return _window(adapter, group, "a point-to-point call").mailbox()
 
 
 def shared_memory_isend(

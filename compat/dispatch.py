@@ -67,42 +67,68 @@ def load_adapter(framework: str) -> Adapter:
     return adapter
 
 
-def choose_framework(framework: str | None = None, *, first_if_several: bool = False) -> str:
-    """The framework to run on: ``framework``, else ``COMPAT_FRAMEWORK``, else the framework whose
-    launcher started this process (any of its ``launcher_env`` variables set, in
-    ``mapping_tables/frameworks.toml``), else the one installed framework.
+def imported() -> list[str]:
+    """The frameworks whose module the program has imported (``sys.modules``; imports nothing)."""
+    modules = tables.load("frameworks")
+    return [name for name, entry in modules.items() if entry["module"] in sys.modules]
 
-    When nothing chooses and several frameworks are installed, ``first_if_several=True`` takes the
+
+def choose_framework(framework: str | None = None, *, first_if_several: bool = False) -> str:
+    """The framework to run on, from the first of these that decides: ``framework``;
+    ``COMPAT_FRAMEWORK``; a launcher that names one (any of its ``launcher_env`` variables set, in
+    ``mapping_tables/frameworks.toml``: torchrun, msrun, compat launch); the one framework the
+    program has imported (``sys.modules``, as einops and array-api-compat find theirs: a script
+    started by ``torch.multiprocessing.spawn`` or Slurm has imported torch or mindspore); a
+    rendezvous convention in the environment (``rendezvous_env``: torch's ``MASTER_ADDR``);
+    the one installed framework.
+
+    When nothing decides and several frameworks are installed, ``first_if_several=True`` takes the
     first installed one in frameworks.toml's order (``compat launch`` and ``compat bench``, whose
-    banner names the choice); without it that is a ValueError asking to choose (``compat.init``).
+    banner names the choice); without it that is a ValueError naming the choices (``compat.init``).
     A chosen framework that is unknown or not installed is a ValueError naming where the choice
     came from. Imports no framework.
     """
     known = frameworks()
+    param = "framework"
     if framework is None:
-        framework = os.environ.get("COMPAT_FRAMEWORK") or None
-        param = "COMPAT_FRAMEWORK"
-    else:
-        param = "framework"
+        framework, param = os.environ.get("COMPAT_FRAMEWORK") or None, "COMPAT_FRAMEWORK"
     if framework is None:
-        for name in known:
-            if any(var in os.environ for var in tables.lookup("frameworks", name, "launcher_env")):
-                framework, param = name, "the launcher's environment"
-                break
+        framework, param = _undecided(known), "the environment"
     if framework is None:
-        present = installed()
+        present, loaded = installed(), imported()
         if len(present) == 1 or (first_if_several and present):
             return present[0]
         raise ValueError(
-            "framework: expected one of "
-            f"{known} (or COMPAT_FRAMEWORK, or a launcher's environment) because "
-            f"{'several are' if present else 'none is'} installed ({present}); got None"
+            f"framework: expected one of {known}, passed as compat.init(framework=...) or "
+            "COMPAT_FRAMEWORK, because nothing else decides: "
+            f"{'several are' if present else 'none is'} installed ({present}), the program has "
+            f"imported {_listed(loaded)}, and no launcher's variable is set; got None"
         )
     if framework not in known:
         raise ValueError(f"{param}: expected one of {known}; got {framework!r}")
     if not is_available(framework):
         raise ValueError(f"{param}: {framework!r} is not installed; installed: {installed()}")
     return framework
+
+
+def _undecided(known: list[str]) -> str | None:
+    """The framework a launcher, the program's imports or a rendezvous convention names (in that
+    order; see :func:`choose_framework`), or None."""
+    for name in known:
+        if any(var in os.environ for var in tables.lookup("frameworks", name, "launcher_env")):
+            return name
+    loaded = imported()
+    if len(loaded) == 1:
+        return loaded[0]
+    for name in known:
+        variables = tables.lookup("frameworks", name).get("rendezvous_env", [])
+        if any(var in os.environ for var in variables):
+            return name
+    return None
+
+
+def _listed(names: list[str]) -> str:
+    return " and ".join(names) if names else "neither"
 
 
 def default_backend(framework: str, devices: Collection[str]) -> str:

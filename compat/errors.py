@@ -29,3 +29,10 @@ class CollectiveTimeout(TimeoutError):
 
     The backend's communicator is no longer usable afterwards (Gloo closes its connections):
     end the job."""
+
+
+class PeerLostError(RuntimeError):
+    """A rank of the group ended (its process was killed, crashed or exited) while this rank
+    waited for it: raised within a fraction of a second on every rank that waits for it in
+    compat's shared memory, naming it. The group cannot be used afterwards (each later call on
+    it raises this at once): end the job, as after Gloo's "Connection reset by peer"."""

@@ -67,6 +67,7 @@ import numpy as np
 from compat import _environment
 from compat.backoff import Backoff
 from compat.errors import CollectiveMismatchError, CollectiveTimeout
+from compat.liveness import Liveness
 
 #: A message's header: its size in bytes, its tag and, for a message read directly, the address
 #: of its bytes in the sender's memory (else 0; little-endian int64 each), then padding, so that
@@ -164,10 +165,15 @@ class _Message:
             self._mailbox.progress()
         return self.done
 
+    def described(self) -> str:
+        """What this message is: "a send of N bytes to group rank P (tag T)"."""
+        return f"{self._KIND} of {self.nbytes} bytes {self._TOWARD} group rank {self.peer} " + (
+            f"({_labelled(self.tag)})"
+        )
+
     def timed_out(self, seconds: float) -> CollectiveTimeout:
         return CollectiveTimeout(
-            f"{self._KIND} of {self.nbytes} bytes {self._TOWARD} group rank {self.peer} "
-            f"({_labelled(self.tag)}) through shared memory did not complete within {seconds:g} "
+            f"{self.described()} through shared memory did not complete within {seconds:g} "
             f"s: group rank {self.peer} did not {self._PEER_MISSED}"
         )
 
@@ -260,8 +266,11 @@ class Mailbox:
         yields: int,
         ranks: Sequence[int],
         processes: Sequence[tuple[int, int]] | None = None,
+        liveness: Liveness | None = None,
     ) -> None:
         count = len(views)
+        #: the window's peers' liveness (compat.liveness): a wait on a peer that has ended raises
+        self.liveness = liveness
         self.me, self._channel, self._fence = me, channel, fence
         self.timeout, self._yields = timeout, yields
         #: a global rank's index in the group
@@ -384,15 +393,19 @@ class Mailbox:
         mailboxes too (a peer may be blocked sending there before it sends this one)."""
         bound = self.timeout if seconds is None else seconds
         deadline = time.monotonic() + bound
+        liveness = self.liveness
         with Backoff(self._yields) as backoff:
             while True:
                 self.progress()
                 if message.done:
                     return
                 take_in_everywhere(self)
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now > deadline:
                     self._withdraw(message)
                     raise message.timed_out(bound)
+                if liveness is not None:
+                    liveness.check((message.peer,), now, message.described())
                 backoff.pause()
 
     def _withdraw(self, message: _Message) -> None:
@@ -574,6 +587,8 @@ class Mailbox:
 
     # -- the end ---------------------------------------------------------------------------------
     def _check_open(self) -> None:
+        if self.liveness is not None:
+            self.liveness.raise_if_lost("a point-to-point call")
         if self._closed:
             raise CollectiveTimeout(
                 "a point-to-point call through shared memory was still pending when its group "

@@ -130,6 +130,7 @@ FRAMEWORKS = MapOf(
             "initialized": TEXT,
             "backend_aliases": MapOf(TEXT),
             "local_rank_env": ListOf(TEXT),
+            "rendezvous_env": ListOf(TEXT),
         },
     )
 )

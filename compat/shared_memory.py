@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compat.backoff import Backoff
-from compat.errors import CollectiveTimeout
+from compat.errors import CollectiveTimeout, PeerLostError
+from compat.liveness import Liveness, hold
 from compat.mailbox import MARKER, Mailbox, take_in_everywhere
 
 if TYPE_CHECKING:
@@ -141,6 +142,7 @@ class SharedWindow:
         slot_bytes: int | None = None,
         channel: int = 0,
         processes: Sequence[tuple[int, int]] | None = None,
+        descriptors: Sequence[int | None] = (),
     ):
         #: the files' names in DIRECTORY, removed once every rank had mapped them
         self.names = list(names)
@@ -180,6 +182,20 @@ class SharedWindow:
         self._issue_order: _IssueOrder | None = None
         #: set by close: a wait for peers ends at once (the slots are about to be unmapped)
         self._closing = False
+        #: every rank's file open here (this rank's holding its lock): see compat.liveness
+        self._descriptors = [
+            d for rank, d in enumerate(descriptors) if d is not None and rank != me
+        ] + [d for rank, d in enumerate(descriptors) if d is not None and rank == me]
+        #: the group's global ranks, by group rank
+        self.ranks = list(adapter.group_ranks(group))
+        self.liveness = Liveness(
+            [None if rank == me else d for rank, d in enumerate(descriptors)] or [None] * len(maps),
+            self.ranks,
+            me,
+        )
+        #: what the ranks are doing in the window, for an error that names it (the algorithms
+        #: set it: compat.algorithms._window)
+        self.doing = "a collective"
 
     @property
     def size(self) -> int:
@@ -258,6 +274,8 @@ class SharedWindow:
         still missing (empty once every one has arrived). Meanwhile point-to-point messages
         from peers are taken in (a peer may be blocked sending to this rank before it joins the
         collective, as a backend's receiving thread would take them, on any group)."""
+        liveness = self.liveness
+        liveness.raise_if_lost(self.doing)
         deadline = time.monotonic() + (self.timeout if seconds is None else seconds)
         with Backoff(self._yields) as backoff:
             while True:
@@ -265,16 +283,22 @@ class SharedWindow:
                 if not waiting:
                     return waiting
                 take_in_everywhere()
-                if seconds is not None and not self._closing and time.monotonic() > deadline:
+                now = time.monotonic()
+                if seconds is not None and not self._closing and now > deadline:
                     return waiting
-                self._give_up_if_late(waiting, deadline)
+                self._give_up_if_late(waiting, deadline, now)
+                try:
+                    liveness.check(waiting, now, self.doing)
+                except PeerLostError:
+                    _spread_loss(self)
+                    raise
                 backoff.pause()
 
-    def _give_up_if_late(self, waiting: list[int], deadline: float) -> None:
+    def _give_up_if_late(self, waiting: list[int], deadline: float, now: float) -> None:
         """Raise CollectiveTimeout when the group is being destroyed or the deadline has
         passed."""
         closing = self._closing
-        if closing or time.monotonic() > deadline:
+        if closing or now > deadline:
             missing = f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))}"
             if closing:
                 raise CollectiveTimeout(
@@ -311,6 +335,7 @@ class SharedWindow:
                 self._yields,
                 self._adapter.group_ranks(self._group),
                 self.processes,
+                self.liveness,
             )
         return self._mailbox
 
@@ -376,6 +401,9 @@ class SharedWindow:
             except BufferError:
                 pass  # a tensor still views it: the mapping goes with the last reference
         self._maps, self._views = [], []
+        for descriptor in self._descriptors:
+            os.close(descriptor)  # this rank's own last: its peers then see it gone
+        self._descriptors = []
 
 
 #: Seconds close() lets a window's pending asynchronous collectives finish before ending them.
@@ -532,6 +560,29 @@ def close_all(adapter: Adapter) -> None:
         close(adapter, group)
 
 
+#: Called once a window finds a peer gone (compat.state drops the choices it keeps, so that
+#: every later call on a group with that peer raises at once, native ones too).
+LOSS_LISTENERS: list[Callable[[], None]] = []
+
+
+def _spread_loss(found: SharedWindow) -> None:
+    """Mark the peers ``found`` lost in every other window of its adapter: a rank gone from one
+    group is gone from every group it is in."""
+    lost = found.liveness.lost_global_ranks()
+    for other in list(found._adapter.windows.values()):
+        if other is not None and other is not found:
+            for rank in lost:
+                other.liveness.mark_lost(rank, found.doing)
+    for listener in list(LOSS_LISTENERS):
+        listener()
+
+
+def lost(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
+    """``group``'s window where a peer of it has been found gone, else None."""
+    found = adapter.windows.get(group)
+    return found if found is not None and found.liveness.lost else None
+
+
 def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     ranks = adapter.group_ranks(group)
     if len(ranks) == 1:
@@ -540,8 +591,10 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     slot, channel = SLOT_BYTES, channel_bytes(len(ranks))
     size = file_bytes(len(ranks), slot, channel)
     # A rank that opts out offers no file: every rank then sees a missing name, and none maps.
-    path, own = (None, None) if os.environ.get(ENVIRONMENT) == "0" else _create(size)
+    opted_out = os.environ.get(ENVIRONMENT) == "0"
+    path, own, own_descriptor = (None, None, None) if opted_out else _create(size)
     maps: list[mmap.mmap] = []
+    descriptors: list[int | None] = []
     try:
         name = "" if path is None else os.path.basename(path)
         # The file's address in this process, for peers' direct reads (compat.mailbox).
@@ -551,7 +604,7 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
         hosts, names = {text[0] for text in descriptions}, [text[1] for text in descriptions]
         processes = [(int(text[2]), int(text[3], 16)) for text in descriptions]
         if own is not None and len(hosts) == 1 and all(names):
-            maps = _map_peers(names, me, own, size)
+            maps, descriptors = _map_peers(names, me, own, own_descriptor, size)
         # Every rank answers, whether or not it could open every file: the ranks remove their
         # files' names only once none will open them any more.
         agreed = _exchange(adapter, group, "1" if maps else "0")
@@ -561,31 +614,38 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
         if path is not None:
             os.unlink(path)
     if all(answer == "1" for answer in agreed):
-        return SharedWindow(adapter, group, maps, me, names, slot, channel, processes)
+        return SharedWindow(
+            adapter, group, maps, me, names, slot, channel, processes, descriptors
+        )
     for mapped in maps or ([own] if own is not None else []):
         mapped.close()
+    for descriptor in descriptors or ([own_descriptor] if own_descriptor is not None else []):
+        if descriptor is not None:
+            os.close(descriptor)
     return None
 
 
-def _create(size: int) -> tuple[str | None, mmap.mmap | None]:
-    """This rank's file (its path) mapped, or (None, None) where /dev/shm refuses it."""
+def _create(size: int) -> tuple[str | None, mmap.mmap | None, int | None]:
+    """This rank's file (its path) mapped, and open with this process's lock on it
+    (compat.liveness), or Nones where /dev/shm refuses it."""
     _remove_stale()
     path = os.path.join(DIRECTORY, f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex}")
     try:
-        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC, 0o600)
     except OSError:
-        return None, None
+        return None, None, None
     try:
         # Reserved now: a write past what tmpfs can hold would be SIGBUS, not an error.
         os.posix_fallocate(descriptor, 0, size)
         mapped = mmap.mmap(descriptor, size)
         mapped[MARKER : MARKER + 8] = os.urandom(8)
-        return path, mapped
+        if not hold(descriptor):
+            raise OSError("the window file's lock was refused")
+        return path, mapped, descriptor
     except OSError:
-        os.unlink(path)
-        return None, None
-    finally:
         os.close(descriptor)
+        os.unlink(path)
+        return None, None, None
 
 
 def _remove_stale() -> None:
@@ -623,30 +683,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _map_peers(names: Sequence[str], me: int, own: mmap.mmap, size: int) -> list[mmap.mmap]:
-    """Every rank's file mapped (this rank's is ``own``), or [] if one cannot be opened."""
+def _map_peers(
+    names: Sequence[str], me: int, own: mmap.mmap, own_descriptor: int | None, size: int
+) -> tuple[list[mmap.mmap], list[int | None]]:
+    """Every rank's file mapped (this rank's is ``own``) and kept open (each peer's lock tells
+    whether it still runs: compat.liveness), or ([], []) if one cannot be opened."""
     maps: list[mmap.mmap] = []
+    descriptors: list[int | None] = []
     for rank, name in enumerate(names):
         if rank == me:
             maps.append(own)
+            descriptors.append(own_descriptor)
             continue
         try:
-            descriptor = os.open(os.path.join(DIRECTORY, name), os.O_RDWR)
+            descriptor = os.open(os.path.join(DIRECTORY, name), os.O_RDWR | os.O_CLOEXEC)
         except OSError:
             break
-        try:
-            if os.fstat(descriptor).st_size == size:
-                maps.append(mmap.mmap(descriptor, size))
-        finally:
-            os.close(descriptor)
+        descriptors.append(descriptor)
+        if os.fstat(descriptor).st_size == size:
+            maps.append(mmap.mmap(descriptor, size))
         if len(maps) != rank + 1:
             break
     else:
-        return maps
+        return maps, descriptors
     for mapped in maps:
         if mapped is not own:
             mapped.close()
-    return []
+    for opened in descriptors:
+        if opened is not None and opened != own_descriptor:
+            os.close(opened)
+    return [], []
 
 
 def _exchange(adapter: Adapter, group: GroupHandle, text: str) -> list[str]:

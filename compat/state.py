@@ -25,6 +25,7 @@ from compat._validate import Checks
 from compat.adapter import Adapter, Rendezvous
 from compat.dispatch import load_adapter
 from compat.errors import NotInitializedError
+from compat.liveness import Liveness
 from compat.types import Group
 
 #: ``State.implementation``'s default group: none given, so no choice that needs one applies.
@@ -63,6 +64,13 @@ class State:
         self.group_count = 0
         #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
         self.groups: dict[tuple[int, ...], Group] = {}
+
+    def forget_choices(self) -> None:
+        """Drop every choice kept: the next call of each collective chooses anew (after a peer
+        was found gone, a call on a group with it raises at once: :func:`_raises_lost`)."""
+        self._implementations.clear()
+        self._plain_runs.clear()
+        self._plain_sized.clear()
 
     # -- implementations ---------------------------------------------------------------------
     def implementation(
@@ -137,6 +145,9 @@ class State:
         key = (collective, dtype, group, in_host)
         by_size = self._implementations.get(key)
         if by_size is None:
+            lost = None if group is NO_GROUP else shared_memory.lost(self.adapter, group)
+            if lost is not None:
+                return [(0, _raises_lost(lost.liveness, collective))]
             one_host = self._on_one_host(collective, in_host, group)
             # The group's size bounds choices on one host and off it alike (the table's
             # min_ranks and max_ranks).
@@ -370,6 +381,7 @@ def start(
         )
     started = State(adapter, chosen_backend, check)
     set_current(started)
+    shared_memory.LOSS_LISTENERS[:] = [started.forget_choices]
     # A torch process that exits with its process group alive aborts ("terminate called without
     # an active exception", measured): leave the job at exit if the script did not.
     atexit.register(leave)
@@ -385,6 +397,16 @@ def leave() -> None:
         shared_memory.close_all(leaving.adapter)
         leaving.adapter.destroy()
         leaving.adapter.scratch.clear()
+
+
+def _raises_lost(liveness: Liveness, collective: str) -> Callable[..., Any]:
+    """What runs every collective on a group whose peer was found gone: PeerLostError at once,
+    naming it (the backend's own call could wait for its whole timeout: MCCL's 30 s)."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        raise liveness.error(collective)
+
+    return run
 
 
 def set_current(state: State | None) -> None:

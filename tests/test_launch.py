@@ -606,10 +606,24 @@ def test_launch_and_init_share_one_framework_rule(monkeypatch: pytest.MonkeyPatc
     for var in ("COMPAT_FRAMEWORK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MS_ROLE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(dispatch, "installed", lambda: ["torch", "mindspore"])
+    monkeypatch.setattr(dispatch, "imported", lambda: [])
     # Several installed, nothing chosen: the launcher takes the first (and says so), init asks.
     assert dispatch.choose_framework(None, first_if_several=True) == "torch"
-    with pytest.raises(ValueError, match="because several are installed"):
+    with pytest.raises(ValueError, match="several are installed"):
         dispatch.choose_framework(None)
+    # A plain environment (as Slurm's scripts set it) names no framework: the program's imports
+    # decide (a spawn-style script has imported torch or mindspore), then torch's convention.
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    assert dispatch.choose_framework(None) == "torch"
+    monkeypatch.setattr(dispatch, "imported", lambda: ["mindspore"])
+    assert dispatch.choose_framework(None) == "mindspore"
+    monkeypatch.setattr(dispatch, "imported", lambda: ["torch", "mindspore"])
+    assert dispatch.choose_framework(None) == "torch"
+    monkeypatch.delenv("MASTER_ADDR")
+    with pytest.raises(ValueError, match="imported torch and mindspore"):
+        dispatch.choose_framework(None)
+    monkeypatch.setattr(dispatch, "imported", lambda: ["torch"])
+    assert dispatch.choose_framework(None) == "torch"
     monkeypatch.setenv("MS_ROLE", "MS_WORKER")
     assert dispatch.choose_framework(None) == "mindspore"
     monkeypatch.setenv("COMPAT_FRAMEWORK", "torch")

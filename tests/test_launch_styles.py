@@ -1,0 +1,120 @@
+"""compat where users start their jobs: torch.multiprocessing.spawn with init_method, and a plain
+environment (RANK, WORLD_SIZE, MASTER_ADDR as Slurm scripts set them), with the process's own
+thread settings (no OMP_NUM_THREADS), on real Gloo and MCCL ranks (tests/style_scripts.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from compat._environment import environment
+from compat._net import free_port
+from tests.processes import run_bounded
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = str(ROOT / "tests" / "style_scripts.py")
+FRAMEWORKS = ["torch", "mindspore"]
+
+
+def _own_environment(framework: str) -> dict[str, str]:
+    """This process's environment less what a launcher would set: no framework choice, no
+    thread setting, no launcher's variables."""
+    env = environment()
+    for name in list(env):
+        if name.startswith(("OMP_", "MKL_", "COMPAT_", "TORCHELASTIC_", "MS_", "PMIX_", "SLURM_")):
+            del env[name]
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    env["STYLE_FRAMEWORK"] = framework
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["GLOG_v"] = "3"  # MindSpore: errors only
+    return env
+
+
+def run_plain_environment(framework: str, world: int, scenario: str, timeout: float) -> list[str]:
+    """Start ``world`` ranks as a scheduler's script does (each its own process, the rendezvous
+    in the environment) and return each rank's output (stdout then stderr)."""
+    port = free_port()
+    processes = []
+    for rank in range(world):
+        env = _own_environment(framework)
+        env.update(
+            RANK=str(rank),
+            WORLD_SIZE=str(world),
+            LOCAL_RANK=str(rank),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+        )
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, SCRIPT, "env", scenario],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+                start_new_session=True,
+            )
+        )
+    deadline = time.monotonic() + timeout
+    outputs = []
+    try:
+        for process in processes:
+            left = max(1.0, deadline - time.monotonic())
+            outputs.append(process.communicate(timeout=left)[0])
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the {framework} ranks did not finish within {timeout} s") from None
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    return outputs
+
+
+@pytest.mark.parametrize(("framework", "world"), [("torch", 3), ("mindspore", 2)])
+def test_spawn_style_job_with_default_threads_matches_numpy(framework: str, world: int) -> None:
+    """torch.multiprocessing.spawn (multiprocessing's spawn for MindSpore) and
+    compat.init(init_method="tcp://...", rank=r, world_size=n) in a script that imports only its
+    framework, with both frameworks installed: compat takes the framework from the imports, and
+    the shared-memory reductions (single-threaded kernels) give numpy's results, 3 ranks on 2
+    cores included."""
+    env = _own_environment(framework)
+    done = run_bounded([sys.executable, SCRIPT, "spawn", framework, str(world), "results"], 400, env)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    assert sorted(re.findall(r"RESULTS OK rank (\d+)", output)) == [str(r) for r in range(world)]
+
+
+@pytest.mark.parametrize(("framework", "world"), [("torch", 2), ("mindspore", 3)])
+def test_plain_environment_job_with_default_threads_matches_numpy(
+    framework: str, world: int
+) -> None:
+    outputs = run_plain_environment(framework, world, "results", 400)
+    for rank, output in enumerate(outputs):
+        assert f"RESULTS OK rank {rank}" in output, f"rank {rank}:\n{output[-4000:]}"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_killed_peer_is_named_on_every_other_rank_without_a_launcher(framework: str) -> None:
+    """3 ranks in a plain environment, the last SIGKILLed in a loop of 1 MB all_reduce (through
+    shared memory): both others raise PeerLostError within 10 s naming it (global and group
+    rank), and their next call raises at once."""
+    outputs = run_plain_environment(framework, 3, "killed", 200)
+    for rank, output in enumerate(outputs[:2]):
+        raised = re.search(r"RAISED (\w+) after ([\d.]+) s: (.*)", output)
+        assert raised is not None, f"rank {rank}:\n{output[-4000:]}"
+        kind, seconds, message = raised.group(1), float(raised.group(2)), raised.group(3)
+        assert kind == "PeerLostError", output[-4000:]
+        assert seconds < 10, f"rank {rank} raised after {seconds} s"
+        assert "rank 2 (group rank 2) left the group" in message, message
+        assert f"while rank {rank} waited for it in all_reduce" in message, message
+        following = re.search(r"NEXT (\w+) after ([\d.]+) s", output)
+        assert following is not None, f"rank {rank}:\n{output[-4000:]}"
+        assert following.group(1) == "PeerLostError" and float(following.group(2)) < 1.0
