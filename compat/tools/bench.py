@@ -59,6 +59,7 @@ import argparse
 import contextlib
 import csv
 import inspect
+import os
 import statistics
 import struct
 import sys
@@ -72,6 +73,7 @@ import compat
 from compat import algorithms, capabilities, state, tables
 from compat.adapter import Adapter
 from compat.collectives import BARRIER_DTYPE
+from compat.tools import launch_styles
 from compat.tools._sizes import format_size
 
 # -- the ops -----------------------------------------------------------------------------------
@@ -403,6 +405,16 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds per op of the phase timing compat's own work, over which every op's "
         f"{OWN_WORK_ROUNDS} rounds are spread, the ops taking turns ({OWN_WORK_SPREAD_S:g}; "
         "this machine slows for seconds at a time)",
+    )
+    parser.add_argument(
+        "--launch",
+        choices=launch_styles.STYLES,
+        default="compat",
+        help="how the ranks are started: compat launch (default; OMP_NUM_THREADS=1), torchrun "
+        "(the same), spawn (torch.multiprocessing.spawn with init_method) or env (RANK, "
+        "WORLD_SIZE, MASTER_ADDR as Slurm scripts set them); spawn and env keep this process's "
+        "thread settings, as users of those launchers run. The header says which, and the "
+        "threads each rank ran with",
     )
     parser.add_argument("--dtype", default="float32", help="dtype of the tensors (float32)")
     parser.add_argument("--csv", default=None, help="also write the table to this CSV file")
@@ -802,10 +814,11 @@ def _sweep_sizes(op: str, sizes: list[int]) -> list[int]:
     return sizes if SPECS[op].bus_factor is not None else [0]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, init: dict[str, Any] | None = None) -> int:
+    """One rank's run; ``init``: compat.init's arguments (the spawn style gives them)."""
     args = build_parser().parse_args(argv)
     chosen = settings(args)
-    compat.init()
+    compat.init(**(init or {}))
     framework, backend = compat.get_framework(), compat.get_backend()
     n, rank = compat.get_world_size(), compat.get_rank()
     sizes = parse_sizes(args.sizes or default_sizes(framework), args.factor)
@@ -827,6 +840,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(n-1)/n otherwise); ratio = compat/native",
             flush=True,
         )
+        print(f"# launch: {launch_styles.DESCRIPTIONS[args.launch]}; {threads_note(n)}", flush=True)
         note = adapter.execution_note()
         if note is not None:
             print(f"# {framework}: {note}", flush=True)
@@ -880,6 +894,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"# wrote {args.csv}", flush=True)
     compat.destroy()
     return 0
+
+
+def threads_note(ranks: int) -> str:
+    """The threads a rank's framework kernels run with, as the report's header says them."""
+    torch = sys.modules.get("torch")
+    team = f"{torch.get_num_threads()} (torch.get_num_threads())" if torch is not None else "-"
+    variable = os.environ.get("OMP_NUM_THREADS")
+    setting = "unset" if variable is None else variable
+    return (
+        f"threads per rank: {team}, OMP_NUM_THREADS {setting}; {ranks} ranks on "
+        f"{os.cpu_count()} cores"
+    )
 
 
 def _time_own_work(

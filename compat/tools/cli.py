@@ -123,8 +123,7 @@ class _RankZeroSink:
 def _bench(args: argparse.Namespace) -> int:
     import tempfile
 
-    from compat.tools import bench
-    from compat.tools.launch import launch
+    from compat.tools import bench, launch_styles
 
     bench.settings(args, args.nprocs)  # fail early: --op, --rounds, --budget, --algorithm
     both = args.framework == "both"
@@ -150,17 +149,19 @@ def _bench(args: argparse.Namespace) -> int:
                 flag = action.option_strings[0]
                 forwarded += [flag] if value is True else [flag, str(value)]
             print(
-                f"compat bench: {args.nprocs} ranks on {framework} (compat launch -n "
-                f"{args.nprocs} --framework {framework} -m compat.tools.bench "
+                f"compat bench: {args.nprocs} ranks on {framework}, started by "
+                f"{launch_styles.DESCRIPTIONS[args.launch]} (-m compat.tools.bench "
                 f"{' '.join(forwarded)})",
                 flush=True,
             )
-            # The framework's own logging stays at errors (launch's quiet_env), so that it does
-            # not bury the table.
-            code = launch(
+            # Through compat launch the framework's own logging stays at errors (launch's
+            # quiet_env), so that it does not bury the table; the other styles are as users run.
+            code = launch_styles.run(
+                args.launch,
                 args.nprocs,
-                ["-m", "compat.tools.bench", *forwarded],
                 framework,
+                "compat.tools.bench",
+                forwarded,
                 timeout=args.timeout,
                 sink=_RankZeroSink(sys.stdout),  # type: ignore[arg-type]
             )
