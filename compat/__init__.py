@@ -43,6 +43,7 @@ from compat.errors import (
     CollectiveMismatchError,
     CollectiveTimeout,
     NotInitializedError,
+    PeerLostError,
     UnsupportedError,
 )
 from compat.objects import (

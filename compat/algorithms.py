@@ -994,6 +994,51 @@ def shared_memory_all_reduce(
     return views.done(async_op)
 
 
+def shared_memory_all_reduce_in_shares(
+    adapter: Adapter, tensor: Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
+) -> Handle | None:
+    """all_reduce through shared memory in two rounds a piece, as a reduce_scatter then an
+    all_gather: each rank writes a piece of its tensor into its slot; once every rank has, each
+    reduces its share of the piece (1/n of it) from every rank's slot, in group-rank order, into
+    its slot of the next round; once every rank has, each copies every rank's reduced share into
+    its tensor. A rank reads and writes about three pieces where shared_memory_all_reduce's
+    reads n + 2 (it reduces the whole piece on every rank): fewer bytes from 3 ranks up, for a
+    second round each piece. Every element is reduced once, by one rank: every rank ends with
+    the same bits, for every op (AVG: the sum divided by the group's size)."""
+    window = _window(adapter, group, "all_reduce")
+    views = _FlatViews(adapter)
+    flat = views.target(tensor)
+    count = window.size
+    step = _step(adapter, flat, window.region_bytes())
+    itemsize = adapter.nbytes(flat) // max(1, adapter.numel(flat))
+    for piece in _chunks(adapter, flat, step):
+        numel = adapter.numel(piece)
+        adapter.copy_(window.own(numel, piece), piece)
+        slots = window.publish()
+        bounds = _share_bounds(numel, count, itemsize)
+        start, end = bounds[window.me]
+        if end > start:
+            share = window.own(end - start, piece, start * itemsize)
+            sources = [window.read(slot, end - start, piece, start * itemsize) for slot in slots]
+            adapter.reduce_into(share, sources, op)
+        shares = window.publish()
+        parts = adapter.parts(piece, [end - start for start, end in bounds])
+        for (start, end), part, slot in zip(bounds, parts, shares):
+            if end > start:
+                adapter.copy_(part, window.read(slot, end - start, piece, start * itemsize))
+    return views.done(async_op)
+
+
+def _share_bounds(numel: int, count: int, itemsize: int) -> list[tuple[int, int]]:
+    """``[start, end)`` of each of ``count`` ranks' shares of ``numel`` elements: consecutive,
+    each starting on a 64-byte boundary (numpy's loops run at full speed there), the last
+    ones possibly empty."""
+    align = max(1, 64 // max(1, itemsize))
+    per = -(-numel // count)
+    per = -(-per // align) * align
+    return [(min(numel, r * per), min(numel, (r + 1) * per)) for r in range(count)]
+
+
 def shared_memory_all_gather(
     adapter: Adapter, tensor_list: list[Tensor], tensor: Tensor, group: GroupHandle, async_op: bool
 ) -> Handle | None:

@@ -73,11 +73,11 @@ class Liveness:
             f"rank {self._ranks[rank]} (group rank {rank})" for rank in sorted(self.lost)
         )
         first = self.lost[min(self.lost)]
+        now = "" if doing == first else f"; this rank was in {doing}"
         return PeerLostError(
             f"{names} left the group (its process ended: killed, crashed or exited; or it "
-            f"destroyed the group) while rank "
-            f"{self._ranks[self._me]} waited for it in {first} through shared memory; this rank "
-            f"was in {doing}. The group cannot be used any more: end the job"
+            f"destroyed the group) while rank {self._ranks[self._me]} waited for it in {first} "
+            f"through shared memory{now}. The group cannot be used any more: end the job"
         )
 
     def _alive(self, rank: int) -> bool:

@@ -9,7 +9,7 @@ scheduler sets them), with the process's own thread settings.
 
 The script imports only the framework it runs on: compat.init() takes it from ``sys.modules``.
 Scenarios: ``results`` (collectives checked against numpy in sentinel-filled buffers; prints
-``RESULTS OK``) and ``killed`` (the last rank SIGKILLs itself in a loop of 1 MB all_reduce; every
+``RESULTS OK``) and ``killed_<call>`` (the last rank SIGKILLs itself in a loop of that call; every
 other rank prints how long it took to raise, the error, and how long the next call took).
 """
 
@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -111,27 +112,40 @@ def results() -> None:
     print(f"RESULTS OK rank {rank}", flush=True)
 
 
-def killed() -> None:
-    """The last rank SIGKILLs itself between two 1 MB all_reduce calls of a loop; each other
+def killed(waits_in: str) -> None:
+    """The last rank SIGKILLs itself between two calls of a loop of ``waits_in`` (all_reduce of
+    1 MB, a 1 MB message from it to each other rank, barrier or monitored_barrier); each other
     rank reports when it raised, what, and how long the next call took to raise."""
     import compat
 
     rank, world = compat.get_rank(), compat.get_world_size()
     data = _tensor(np.ones(2**18, np.float32), "float32")
+    last = world - 1
+    calls = {
+        "all_reduce": lambda: compat.all_reduce(data),
+        "recv": lambda: (
+            [compat.send(data, peer) for peer in range(last)]
+            if rank == last
+            else compat.recv(data, last)
+        ),
+        "barrier": lambda: compat.barrier(),
+        "monitored_barrier": lambda: compat.monitored_barrier(timeout=60),
+    }
+    call = calls[waits_in]
     compat.barrier()
     started = time.monotonic()
     try:
         for step in range(10**6):
-            if rank == world - 1 and step == 20:
+            if rank == last and step == 20:
                 os.kill(os.getpid(), signal.SIGKILL)
-            compat.all_reduce(data)
+            call()
             started = time.monotonic()
     except Exception as error:  # noqa: BLE001 (reported, the test reads it)
         raised = time.monotonic() - started
         print(f"RAISED {type(error).__name__} after {raised:.2f} s: {error}", flush=True)
     again = time.monotonic()
     try:
-        compat.all_reduce(data)
+        call()
         print("NEXT CALL COMPLETED", flush=True)
     except Exception as error:  # noqa: BLE001
         print(f"NEXT {type(error).__name__} after {time.monotonic() - again:.2f} s", flush=True)
@@ -141,7 +155,13 @@ def killed() -> None:
     os._exit(0)
 
 
-SCENARIOS = {"results": results, "killed": killed}
+SCENARIOS: dict[str, Any] = {
+    "results": results,
+    **{
+        f"killed_{waits_in}": partial(killed, waits_in)
+        for waits_in in ("all_reduce", "recv", "barrier", "monitored_barrier")
+    },
+}
 
 
 def _run(scenario: str) -> None:

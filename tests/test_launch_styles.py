@@ -101,12 +101,31 @@ def test_plain_environment_job_with_default_threads_matches_numpy(
         assert f"RESULTS OK rank {rank}" in output, f"rank {rank}:\n{output[-4000:]}"
 
 
-@pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_a_killed_peer_is_named_on_every_other_rank_without_a_launcher(framework: str) -> None:
-    """3 ranks in a plain environment, the last SIGKILLed in a loop of 1 MB all_reduce (through
-    shared memory): both others raise PeerLostError within 10 s naming it (global and group
-    rank), and their next call raises at once."""
-    outputs = run_plain_environment(framework, 3, "killed", 200)
+#: what the others wait in when the last rank dies -> what their error says they waited for
+WAITS = {
+    "all_reduce": "in all_reduce",
+    "recv": "in a receive of 1048576 bytes from group rank 2",
+    "barrier": "in barrier",
+    "monitored_barrier": "in monitored_barrier",
+}
+
+
+@pytest.mark.parametrize(
+    ("framework", "waits_in"),
+    [
+        *(("torch", waits_in) for waits_in in WAITS),
+        ("mindspore", "all_reduce"),
+        ("mindspore", "recv"),
+    ],
+)
+def test_a_killed_peer_is_named_on_every_other_rank_without_a_launcher(
+    framework: str, waits_in: str
+) -> None:
+    """3 ranks in a plain environment, the last SIGKILLed in a loop of a call that waits for it
+    in shared memory (a round of a collective, a point-to-point channel, a barrier): both
+    others raise PeerLostError within 10 s naming it (global and group rank) and what they
+    waited in, and their next call raises at once."""
+    outputs = run_plain_environment(framework, 3, f"killed_{waits_in}", 200)
     for rank, output in enumerate(outputs[:2]):
         raised = re.search(r"RAISED (\w+) after ([\d.]+) s: (.*)", output)
         assert raised is not None, f"rank {rank}:\n{output[-4000:]}"
@@ -114,7 +133,31 @@ def test_a_killed_peer_is_named_on_every_other_rank_without_a_launcher(framework
         assert kind == "PeerLostError", output[-4000:]
         assert seconds < 10, f"rank {rank} raised after {seconds} s"
         assert "rank 2 (group rank 2) left the group" in message, message
-        assert f"while rank {rank} waited for it in all_reduce" in message, message
+        assert f"while rank {rank} waited for it {WAITS[waits_in]}" in message, message
         following = re.search(r"NEXT (\w+) after ([\d.]+) s", output)
         assert following is not None, f"rank {rank}:\n{output[-4000:]}"
         assert following.group(1) == "PeerLostError" and float(following.group(2)) < 1.0
+
+
+@pytest.mark.parametrize(
+    ("framework", "style"),
+    [("torch", "spawn"), ("torch", "env"), ("torch", "torchrun"), ("mindspore", "env")],
+)
+def test_bench_runs_in_each_launch_style_and_says_so(framework: str, style: str) -> None:
+    """compat bench --launch starts the ranks the way users do; the header names the style and
+    the threads each rank ran with (spawn and env: the process's own, OMP_NUM_THREADS unset)."""
+    env = _own_environment(framework)
+    command = [
+        sys.executable, "-m", "compat", "bench", "-n", "2", "--framework", framework,
+        "--launch", style, "--op", "all_reduce", "--sizes", "1M..1M", "--rounds", "1",
+        "--budget", "0.01", "--own-work-spread", "0.05",
+    ]  # fmt: skip
+    done = run_bounded(command, 300, env)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    header = re.search(r"# launch: (.*); threads per rank: (.*)", output)
+    assert header is not None, output[-4000:]
+    assert header.group(1).startswith(style if style != "env" else "plain environment")
+    threads = "OMP_NUM_THREADS 1" if style == "torchrun" else "OMP_NUM_THREADS unset"
+    assert threads in header.group(2), header.group(0)
+    assert re.search(r"^\s+1M\s+\d+\s+shared_memory_all_reduce", output, re.M), output[-4000:]

@@ -597,6 +597,7 @@ ALL_REDUCE_ALGORITHMS = {
     "buffered_send_all_reduce": MINDSPORE,
     "pairwise_all_gather_reduce": TORCH,
     "shared_memory_all_reduce": BOTH,
+    "shared_memory_all_reduce_in_shares": BOTH,
 }
 A2A_ALGORITHMS = {
     ("buffered_send_all_to_all", "buffered_send_all_to_all_list"): MINDSPORE,

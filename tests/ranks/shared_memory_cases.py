@@ -8,6 +8,7 @@ whole collective suite runs through them where the table chooses them.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -69,15 +70,16 @@ def case_rounds(kit: Any) -> None:
     assert not os.path.exists(own), f"{own} is left in /dev/shm"
     n, me, handle = world(), compat.get_rank(), group.handle
     for async_op in (False, True):
-        for op, dtype, shape in ROUNDS_ALL_REDUCE:
+        for (op, dtype, shape), reducing in itertools.product(
+            ROUNDS_ALL_REDUCE,
+            (algorithms.shared_memory_all_reduce, algorithms.shared_memory_all_reduce_in_shares),
+        ):
             key = f"sm-rounds-{op}-{dtype}-{async_op}"
             x = Placed(kit, values(key, me, shape, op), dtype, "interior")
-            done = algorithms.shared_memory_all_reduce(
-                _adapter(), x.view, ReduceOp(op), handle, async_op
-            )
+            done = reducing(_adapter(), x.view, ReduceOp(op), handle, async_op)
             _finish(done, async_op)
             x.result(reduce_np([values(key, r, shape, op) for r in range(n)], op))
-            x.check(f"all_reduce {op} {dtype} {shape} async={async_op}")
+            x.check(f"{reducing.__name__} {op} {dtype} {shape} async={async_op}")
         sizes = [(17 * r + 40) % 61 for r in range(n)]  # 40, 57, 13 rows of 3
         key = f"sm-rounds-gather-{async_op}"
         mine = Placed(kit, values(key, me, (sizes[me], 3)), "float32", "column")
