@@ -89,3 +89,11 @@ def test_the_extras_allow_exactly_the_tested_range() -> None:
         lower = next(s for s in specifiers if s.startswith(">="))
         assert versions.release(lower[2:]) == versions.release(oldest), requirement
         assert specifiers - {lower} == {f"<{major}.{minor + 1}"}, requirement
+
+
+def test_the_readme_states_the_tested_ranges() -> None:
+    readme = (ROOT / "README.md").read_text()
+    names = {"torch": "torch", "mindspore": "MindSpore"}
+    for framework in tables.load("frameworks"):
+        oldest, newest = versions.tested_range(framework)
+        assert f"| {names[framework]} | {oldest} to {newest} |" in readme, framework
