@@ -359,9 +359,7 @@ def reduce_scatter_tensor(
     )
 
 
-def _refuse_torch_order(
-    function: str, into: str, param: str, expected: str, given: object
-) -> None:
+def _refuse_torch_order(function: str, into: str, param: str, expected: str, given: object) -> None:
     """A tensor where ``function`` takes ``param`` second: a call written in torch's order,
     ``function(output, input)``, which compat's ``into`` takes."""
     raise TypeError(

@@ -545,8 +545,8 @@ def _check_frameworks(where: _Where, table: dict[str, Any]) -> None:
             version = entry["tested_versions"][end]
             if not re.fullmatch(r"\d+\.\d+\.\d+", version):
                 raise where.fail(
-                    f"{name}.tested_versions.{end}", f"expected a release such as '2.7.1'; "
-                    f"got {version!r}",
+                    f"{name}.tested_versions.{end}",
+                    f"expected a release such as '2.7.1'; got {version!r}",
                 )
         initialized = entry.get("initialized")
         if initialized is not None and not re.fullmatch(r"[\w.]+:\w+", initialized):

@@ -70,4 +70,3 @@ def tested_releases() -> list[str]:
         for framework in tables.load("frameworks")
         for version in tested_range(framework)
     ]
-
