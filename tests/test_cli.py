@@ -248,13 +248,13 @@ def test_launch_takes_torchruns_nproc_per_node_and_says_when_it_sets_omp_threads
     note = "compat launch: OMP_NUM_THREADS=1 for each rank, as torchrun sets it"
     for spelling in ("--nproc-per-node", "--nproc_per_node", "-n"):
         assert _run(["launch", spelling, "2", "--framework", "torch", SCRIPT]) == 0
-        assert note in capsys.readouterr().out, spelling
+        assert note in capsys.readouterr().err, spelling
     assert started == [2, 2, 2]
     assert _run(["launch", "-n", "1", "--framework", "torch", SCRIPT]) == 0
-    assert note not in capsys.readouterr().out  # one rank: left as it is
+    assert note not in capsys.readouterr().err  # one rank: left as it is
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     assert _run(["launch", "-n", "2", "--framework", "torch", SCRIPT]) == 0
-    assert note not in capsys.readouterr().out  # the user's own value is kept
+    assert note not in capsys.readouterr().err  # the user's own value is kept
 
 
 def _compat(*argv: str, **kwargs: object) -> subprocess.CompletedProcess[str]:

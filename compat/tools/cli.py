@@ -100,9 +100,11 @@ def _launch(args: argparse.Namespace) -> int:
         flush=True,
     )
     if sets_omp_threads(args.nprocs, os.environ):
+        # On stderr, as torchrun's warning: stdout stays the banner and the ranks' output.
         print(
             "compat launch: OMP_NUM_THREADS=1 for each rank, as torchrun sets it, so that the "
             "ranks' thread pools do not overload the cores; set OMP_NUM_THREADS to choose",
+            file=sys.stderr,
             flush=True,
         )
     return launch(
