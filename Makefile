@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup demo test test-long soak test-gpu test-npu lint clean
+.PHONY: setup demo test test-versions test-long soak test-gpu test-npu lint clean
 
 setup: $(STAMP)
 
@@ -30,6 +30,25 @@ test: setup
 	$(PY) -m mypy compat adapters
 	$(PY) -m pytest -q
 
+# The rank suite on the oldest and newest tested release of each framework (frameworks.toml
+# tested_versions), each in an environment of its own (.venv-torch2.7.1, ...) that installs the
+# package with that framework's extra beside that release. Outside make test: each environment is
+# a download of one to a few GB. PIP_ARGS adds pip options (e.g. --index-url of CPU-only wheels).
+# Every release runs, and the releases that failed are named at the end.
+test-versions: setup
+	@failed=""; \
+	for pin in $$($(PY) -c "from compat import versions; print(*versions.tested_releases())"); do \
+	  framework=$${pin%%==*}; venv=.venv-$$framework$${pin#*==}; \
+	  echo "== $$pin in $$venv"; \
+	  { test -x $$venv/bin/python || $(PYTHON) -m venv $$venv; } && \
+	  $$venv/bin/python -m pip install -q --upgrade pip && \
+	  $$venv/bin/python -m pip install $(PIP_ARGS) "$$pin" -e ".[$$framework,test]" && \
+	  COMPAT_TEST_FRAMEWORKS=$$framework $$venv/bin/python -m pytest -q \
+	    tests/test_versions.py tests/test_collectives.py || failed="$$failed $$pin"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-versions failed on:$$failed"; exit 1; fi; \
+	echo "test-versions passed on every tested release"
+
 # Long runs, outside make test: every test marked long, or the soak alone.
 test-long: setup
 	$(PY) -m pytest -q -m long
@@ -49,4 +68,4 @@ lint: setup
 	$(PY) -m ruff check .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) .venv-torch* .venv-mindspore* build dist *.egg-info

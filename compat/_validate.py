@@ -6,6 +6,7 @@ overhead matters at small sizes: ``compat bench -n 1`` prints it).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,8 @@ class Checks:
         self._tensor_types: set[type] = set()
         self._reductions: dict[tuple[type, Any, str], ReduceOp] = {}
         self._native_groups: dict[object, Group] = {}
+        #: The framework's own group (handle) of each group compat.destroy freed.
+        self._destroyed: dict[object, Group] = {}
         self._world_peers = frozenset(range(state.world_size)) - {state.rank}
 
     # -- tensors -------------------------------------------------------------------------------
@@ -326,6 +329,11 @@ class Checks:
             resolved = group
         else:
             resolved = self._native_group(group, param)
+        if resolved.destroyed:
+            raise ValueError(
+                f"{param}: {resolved!r} was destroyed by compat.destroy(group); expected a group "
+                "that is alive (make a new one with compat.new_group)"
+            )
         if member and state.rank not in resolved:
             raise ValueError(
                 f"{param}: this rank ({state.rank}) is not a member of the group; expected a "
@@ -353,6 +361,15 @@ class Checks:
             )
         return found
 
+    def forget_native(self, group: Group) -> None:
+        """``group`` was destroyed: the framework's own objects that stood for it are resolved
+        afresh (a MindSpore group name may be made again), and where the framework no longer
+        knows them, they name ``group`` as destroyed."""
+        for obj in [obj for obj, found in self._native_groups.items() if found is group]:
+            del self._native_groups[obj]
+        if group.handle is not None and len(self._destroyed) < 256:
+            self._destroyed[group.handle] = group
+
     def _native_group(self, obj: object, param: str) -> Group:
         """compat's Group for the framework's own group ``obj`` (made once per object)."""
         try:
@@ -361,7 +378,13 @@ class Checks:
             pass
         try:
             found = self.adapter.native_group(obj)
-        except ValueError as error:  # the adapter's words name "group": name param instead
+        except Exception as error:
+            gone = self._destroyed.get(obj) if isinstance(obj, Hashable) else None
+            if gone is not None:
+                return gone  # the framework forgot it (torch: a KeyError); the caller says so
+            if not isinstance(error, ValueError):
+                raise
+            # The adapter's words name "group": name param instead.
             message = str(error)
             if param == "group" or not message.startswith("group:"):
                 raise

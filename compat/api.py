@@ -239,6 +239,8 @@ def destroy(group: object = None) -> None:
             current.adapter.destroy_group(resolved.handle)
         if current.groups.get(resolved.ranks) is resolved:
             del current.groups[resolved.ranks]
+        resolved.destroyed = True
+        current.checks.forget_native(resolved)
         return
     state.leave()
 

@@ -26,6 +26,7 @@ from compat import state
 from compat._checks import check_bool, check_dtype, check_int, describe, even_split
 from compat.adapter import Adapter, Tensor, TensorFacts
 from compat.algorithms import deferred_sources
+from compat.dispatch import framework_of
 from compat.errors import UnsupportedError
 from compat.layout import Staging, completed
 from compat.preflight import Description
@@ -350,8 +351,21 @@ def reduce_scatter_tensor(
         tensor([3.])             # rank 0
         tensor([6., 9., 12.])    # rank 1
     """
+    if not isinstance(op, (ReduceOp, str)) and framework_of(op) is not None:
+        expected = "a compat.ReduceOp or a string"
+        _refuse_torch_order("reduce_scatter_tensor", "reduce_scatter_into", "op", expected, op)
     return _reduce_scatter_tensor(
         tensor, op, group, async_op, out, input_split_sizes, dim, ("tensor", "out")
+    )
+
+
+def _refuse_torch_order(function: str, into: str, param: str, expected: str, given: object) -> None:
+    """A tensor where ``function`` takes ``param`` second: a call written in torch's order,
+    ``function(output, input)``, which compat's ``into`` takes."""
+    raise TypeError(
+        f"{param}: expected {expected}; got {describe(given)}. compat.{function} takes the input "
+        f"first and returns the result (MindSpore's order); for torch's order {function}(output, "
+        f"input) call compat.{into}(output, input), or compat.{function}(input, out=output)"
     )
 
 
@@ -732,6 +746,14 @@ def all_gather_into_tensor(
         >>> compat.all_gather_into_tensor(torch.tensor([1., 2.]) + 10 * rank)
         tensor([ 1.,  2., 11., 12.])   # ranks 0 and 1
     """
+    if group is not None and not isinstance(group, Group) and framework_of(group) is not None:
+        _refuse_torch_order(
+            "all_gather_into_tensor",
+            "all_gather_into",
+            "group",
+            "None, a compat.Group or the framework's group",
+            group,
+        )
     return _all_gather_into_tensor(
         tensor, group, async_op, out, output_split_sizes, dim, ("tensor", "out")
     )

@@ -58,7 +58,7 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from compat import tables
+from compat import tables, versions
 from compat._checks import check_int, check_sizes, describe
 from compat.adapter import Adapter
 from compat.dispatch import framework_of, load_adapter
@@ -81,7 +81,9 @@ __all__ = [
 
 @cache
 def _adapter(framework: str) -> Adapter:
-    return load_adapter(framework)
+    adapter = load_adapter(framework)
+    versions.warn_if_untested(framework)
+    return adapter
 
 
 def _tensor_types() -> str:

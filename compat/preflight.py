@@ -4,7 +4,7 @@ Before each collective the ranks of the group all_gather a short description of 
 (function, op, dtype, shape, root, split sizes). If the calls disagree in what that collective
 needs to agree on, every rank raises :class:`~compat.errors.CollectiveMismatchError` naming the
 ranks and the difference, and the real collective never runs: no hang, no silent corruption.
-Its cost is one small all_gather (a few hundred bytes) per call; see the README for the figure.
+Its cost is one small all_gather (a few hundred bytes) per call; docs/reliability.md gives the cost.
 """
 
 from __future__ import annotations

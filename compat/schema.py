@@ -113,6 +113,7 @@ FRAMEWORKS = MapOf(
             "launcher_env": ListOf(TEXT),
             "default_backend": ArrayOf(Record(required={"backend": TEXT, "when": TEXT})),
             "bench_sizes": TEXT,
+            "tested_versions": Record(required={"oldest": TEXT, "newest": TEXT}),
             "launch": Record(
                 required={"env": MapOf(TEXT), "rank_env": MapOf(TEXT)},
                 optional={
@@ -541,6 +542,13 @@ def _check_pair(
 def _check_frameworks(where: _Where, table: dict[str, Any]) -> None:
     capabilities: dict[str, Any] = _table_files.read("capabilities")
     for name, entry in table.items():
+        for end in ("oldest", "newest"):
+            version = entry["tested_versions"][end]
+            if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+                raise where.fail(
+                    f"{name}.tested_versions.{end}",
+                    f"expected a release such as '2.7.1'; got {version!r}",
+                )
         initialized = entry.get("initialized")
         if initialized is not None and not re.fullmatch(r"[\w.]+:\w+", initialized):
             raise where.fail(

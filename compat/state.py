@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from compat import capabilities, shared_memory, tables, types
+from compat import capabilities, shared_memory, tables, types, versions
 from compat._validate import Checks
 from compat.adapter import Adapter, Rendezvous
 from compat.dispatch import load_adapter
@@ -373,6 +373,7 @@ def start(
     """Join the job (or adopt the framework's process group) with arguments :func:`compat.init`
     has checked, and make the result the process state."""
     adapter = load_adapter(framework)
+    versions.warn_if_untested(framework)
     chosen_backend = adapter.init(backend, timeout, rendezvous)
     if backend is not None and chosen_backend != backend:
         adapter.destroy()

@@ -216,12 +216,14 @@ class Group:
     torch's groups (``group.size() <= 1``, ``inputs[group.rank()]``) runs on compat's.
     """
 
-    __slots__ = ("handle", "name", "ranks")
+    __slots__ = ("destroyed", "handle", "name", "ranks")
 
     def __init__(self, ranks: Sequence[int], handle: object, name: str) -> None:
         self.ranks = tuple(ranks)
         self.handle = handle
         self.name = name
+        #: Set by compat.destroy(group): a later call on the group is refused, naming it.
+        self.destroyed = False
 
     def size(self) -> int:
         """The number of ranks in the group."""

@@ -1,5 +1,5 @@
-"""Helpers in the usual torch.distributed style, before `compat port` (the README's "port a
-file" example). It runs as it is: `compat launch -n 2 --framework torch examples/port_example.py`;
+"""Helpers in the usual torch.distributed style, before `compat port` (docs/examples.md's
+example). It runs as it is: `compat launch -n 2 --framework torch examples/port_example.py`;
 `compat port --diff examples/port_example.py` shows its rewrite to compat.
 """
 

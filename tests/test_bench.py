@@ -9,6 +9,7 @@ import argparse
 import csv
 import inspect
 import io
+import math
 import re
 import sys
 import types
@@ -254,7 +255,8 @@ def _check_rows(records: list[dict[str, str]], framework: str, sizes: list[int])
             assert record["world_size"] == "2" and record["algorithm"], where
             assert record["native"], where
             compat_us, native_us = float(record["compat_us"]), float(record["native_us"])
-            assert 0 < compat_us < 10**6 and 0 < native_us < 10**6, where
+            # Positive and finite; how long they took is the machine's speed, not checked here.
+            assert all(0 < t < math.inf for t in (compat_us, native_us)), where
             assert float(record["ratio"]) == pytest.approx(compat_us / native_us, rel=0.05)
             assert float(record["control"]) > 0, where
             if op in BARRIERS:
@@ -343,4 +345,4 @@ def test_bench_at_world_size_one_measures_compat_own_work() -> None:
         line = next(line for line in out.splitlines() if line.startswith(f"# {op}: compat's own"))
         found = re.search(r": ([\d.]+) us back to back, ([\d.]+) us right after a native", line)
         assert found, line
-        assert all(0 < float(value) < 1000 for value in found.groups()), line
+        assert all(0 < float(value) < math.inf for value in found.groups()), line

@@ -107,6 +107,13 @@ BAD_INPUT = [
         2,
         "PATH: expected an existing file or folder; got 'no/such/file.py'",
     ),
+    (
+        ["port", str(ROOT / "README.md")],
+        2,
+        "PATH: expected a Python file (.py, or a script whose first line runs python) or a folder",
+    ),
+    (["port", "--diff", "--write", SCRIPT], 2, "--write: rewrites the files, --diff writes"),
+    (["port", "--write", "--check", SCRIPT], 2, "--write: rewrites the files, --check writes"),
 ]
 
 
@@ -186,11 +193,68 @@ def test_port_on_a_file_that_does_not_parse(
 ) -> None:
     pytest.importorskip("libcst")
     bad = tmp_path / "bad.py"
-    bad.write_text("def f(:\n")
+    bad.write_text("import torch\ndef f(:\n    pass\n")
     assert _run(["port", str(bad)]) == 2
     out, err = capsys.readouterr()
-    _assert_one_line(err, ["port"], f"{bad}: not valid Python: parser error: error at 2:0")
+    # Line 2, column 7 (the colon), as an editor counts: libcst's message named the next token.
+    _assert_one_line(err, ["port"], f"{bad}:2:7: not valid Python: invalid syntax")
     assert "Traceback" not in out
+
+
+def test_port_takes_a_python_script_without_a_suffix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("libcst")
+    script = tmp_path / "train"
+    script.write_text("#!/usr/bin/env python3\nimport torch.distributed as dist\ndist.barrier()\n")
+    assert _run(["port", str(script)]) == 0
+    assert f"{script}: 1 uses, 1 rewritten, 0 left" in capsys.readouterr().out
+
+
+def test_version_names_compat_and_its_version() -> None:
+    from compat import __version__
+
+    done = _compat("--version")
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"compat {__version__}\n", "")
+
+
+@pytest.mark.parametrize("argv", [["docs"], ["docs", "--check"]])
+def test_docs_outside_a_checkout_says_where_the_docs_live_and_writes_nothing(
+    argv: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _run(argv) == 2
+    out, err = capsys.readouterr()
+    _assert_one_line(err, argv, "--out: no folder docs/api_diff here; the diff docs are part of")
+    assert "run this in a checkout of it, or give --out FOLDER" in err
+    assert "missing" not in err and out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_launch_takes_torchruns_nproc_per_node_and_says_when_it_sets_omp_threads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started: list[int] = []
+
+    def launched(nprocs: int, *args: object, **kwargs: object) -> int:
+        started.append(nprocs)
+        return 0
+
+    monkeypatch.setattr(launch_module, "launch", launched)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    note = "compat launch: OMP_NUM_THREADS=1 for each rank, as torchrun sets it"
+    for spelling in ("--nproc-per-node", "--nproc_per_node", "-n"):
+        assert _run(["launch", spelling, "2", "--framework", "torch", SCRIPT]) == 0
+        assert note in capsys.readouterr().err, spelling
+    assert started == [2, 2, 2]
+    assert _run(["launch", "-n", "1", "--framework", "torch", SCRIPT]) == 0
+    assert note not in capsys.readouterr().err  # one rank: left as it is
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert _run(["launch", "-n", "2", "--framework", "torch", SCRIPT]) == 0
+    assert note not in capsys.readouterr().err  # the user's own value is kept
 
 
 def _compat(*argv: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -291,7 +355,7 @@ def test_diff_names_an_api_without_counterpart() -> None:
 
 
 def test_info_fits_100_columns_and_wide_has_every_algorithm(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert cli.main(["info"]) == 0
     narrow = capsys.readouterr().out
@@ -301,8 +365,11 @@ def test_info_fits_100_columns_and_wide_has_every_algorithm(
     ops = {op for entry in capabilities.values() for op in entry["ops"]}
     rows = {line.split()[0] for line in narrow.splitlines() if line.split()}
     assert ops <= rows
-    assert cli.main(["info", "--wide"]) == 0
-    wide = capsys.readouterr().out
+    for columns in (100, 80):  # --wide wraps to the terminal's width
+        monkeypatch.setenv("COLUMNS", str(columns))
+        assert cli.main(["info", "--wide"]) == 0
+        wide = capsys.readouterr().out
+        assert max(len(line) for line in wide.splitlines()) <= columns
     algorithms = {
         choice["algorithm"]
         for entry in capabilities.values()

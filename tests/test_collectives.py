@@ -50,7 +50,7 @@ def own_transport_job(framework: str) -> JobSpec:
 
 @pytest.mark.parametrize(
     "framework",
-    [pytest.param(f, marks=pytest.mark.job(own_transport_job(f))) for f in ("torch", "mindspore")],
+    [pytest.param(f, marks=pytest.mark.job(own_transport_job(f))) for f in WORLDS],
 )
 def test_every_case_on_the_backends_own_transport(framework: str) -> None:
     """Every case but those of NOT_REPEATED, with COMPAT_SHARED_MEMORY=0: the backend's own

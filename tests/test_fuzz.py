@@ -2,8 +2,8 @@
 
 The rank-side trials are cases of the collective jobs (tests/ranks/fuzz_cases.py, one case per
 function, reported by tests/test_collectives.py as ``fuzz[<function>]``); here their counts are
-collected from the jobs' output and printed per function (``pytest -s -k fuzz`` shows the table
-the README quotes), the job is checked for fuzz cases that hung (none can: the trials never
+collected from the jobs' output and printed per function (``pytest -s -k fuzz`` shows the
+table), the job is checked for fuzz cases that hung (none can: the trials never
 communicate), and compat.comm, which needs no ranks, is fuzzed in this process on both frameworks.
 Every public function is checked to have a generator. The long sweep (``make test-long``) runs
 many more trials, with two bad arguments at once, in jobs of their own.
@@ -123,7 +123,7 @@ def test_fuzz_counts(jobs, framework: str, world: int) -> None:
 
 @pytest.mark.job(*(collective_job(f, w) for f, worlds in WORLDS.items() for w in worlds))
 def test_fuzz_summary(jobs) -> None:
-    """One table for both frameworks (the README's): bad calls tried per function, summed over
+    """One table for both frameworks: bad calls tried per function, summed over
     the jobs' ranks (world sizes 1-3, tests.jobs.WORLDS), and what went wrong."""
     rows: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for framework, worlds in WORLDS.items():

@@ -94,7 +94,9 @@ def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_peer_arrives_late_or_at_once_and_everything_is_waited(short_grace: None) -> None:
     adapter = _HostAdapter([0, 1, 2, 3], {1: 0.0, 2: 0.15, 3: 0.05})
-    assert _run(adapter, 5.0) < 2.0
+    # Returns once the peers arrived (by 0.15 s), not at the timeout: far apart, so a slow
+    # machine cannot blur the two.
+    assert _run(adapter, 60.0) < 30.0
     assert [(h.kind, h.peer, h.tag, h.waits) for h in adapter.handles] == [
         (kind, peer, algorithms.ARRIVAL_TAG, 1) for kind in ("send", "recv") for peer in (1, 2, 3)
     ]
@@ -119,8 +121,8 @@ def test_the_silent_peers_are_named_and_their_messages_kept_pending(short_grace:
 def test_the_deadline_is_the_timeout_and_at_least_the_grace(short_grace: None) -> None:
     started = time.monotonic()
     with pytest.raises(CollectiveTimeout, match="rank 1 did not arrive"):
-        _run(_HostAdapter([0, 1], {}), 0.25)
-    assert 0.25 <= time.monotonic() - started < 2.0
+        _run(_HostAdapter([0, 1], {}), 1.0)
+    assert 1.0 <= time.monotonic() - started < 10.0  # not before the timeout; not long after
     started = time.monotonic()
     with pytest.raises(CollectiveTimeout):
         _run(_HostAdapter([0, 1], {}), 0.0)

@@ -8,6 +8,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -79,8 +80,13 @@ def _check_command(command: Sequence[str]) -> None:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from compat.tools.launch import assign_devices, launch
+    from compat.tools.launch import assign_devices, launch, sets_omp_threads
 
+    if args.nprocs is None:
+        raise ValueError(
+            "argument -n/--nprocs: expected the number of ranks (or torchrun's --nproc-per-node); "
+            "got none"
+        )
     framework = _framework(args)
     # Refused here, before the banner; launch() checks again (it is also called directly).
     assigned = assign_devices(framework, args.nprocs, args.devices)
@@ -93,6 +99,14 @@ def _launch(args: argparse.Namespace) -> int:
         f"compat launch: {args.nprocs} ranks of {' '.join(command)} on {framework}{on}",
         flush=True,
     )
+    if sets_omp_threads(args.nprocs, os.environ):
+        # On stderr, as torchrun's warning: stdout stays the banner and the ranks' output.
+        print(
+            "compat launch: OMP_NUM_THREADS=1 for each rank, as torchrun sets it, so that the "
+            "ranks' thread pools do not overload the cores; set OMP_NUM_THREADS to choose",
+            file=sys.stderr,
+            flush=True,
+        )
     return launch(
         args.nprocs,
         command,
@@ -186,16 +200,28 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Where the diff docs live in compat's repository (``compat docs``' default --out).
+_DOCS_OUT = "docs/api_diff"
+
+
 def _docs(args: argparse.Namespace) -> int:
     from compat.tools import docs
 
     out = Path(args.out)
+    if args.out == _DOCS_OUT and not out.is_dir():
+        # Not in a checkout: neither check 38 pages that are not there nor write them here.
+        raise ValueError(
+            f"--out: no folder {_DOCS_OUT} here; the diff docs are part of compat's repository: "
+            "run this in a checkout of it, or give --out FOLDER (compat diff NAME prints one "
+            "family's differences without any file)"
+        )
     if args.check:
         problems = docs.stale(out)
         for problem in problems:
             print(f"compat docs --check: {out / problem}", file=sys.stderr)
         if problems:
-            print("compat docs --check: stale; run `compat docs` to regenerate", file=sys.stderr)
+            again = "compat docs" + ("" if args.out == _DOCS_OUT else f" --out {args.out}")
+            print(f"compat docs --check: stale; run `{again}` to regenerate", file=sys.stderr)
             return 1
         print(f"compat docs --check: {out} is current")
         return 0
@@ -255,16 +281,35 @@ def _info(args: argparse.Namespace) -> int:
         print("  one host: point-to-point messages over a ring's size stream through the ring")
         print(f"    (not read from the sender: {refused})")
     print()
-    print(docs.matrix_text(wide=args.wide), end="")
+    # --wide: one block per collective, wrapped to the terminal (100 columns where none).
+    width = max(60, shutil.get_terminal_size((100, 24)).columns)
+    print(docs.matrix_text(wide=args.wide, width=width), end="")
     return 0
+
+
+def _is_python(path: Path) -> bool:
+    """A .py/.pyi file, or a script whose #! line runs python."""
+    if path.suffix in (".py", ".pyi"):
+        return True
+    with path.open("rb") as file:
+        first = file.readline(200)
+    return first.startswith(b"#!") and b"python" in first
 
 
 def _port(args: argparse.Namespace) -> int:
     from compat.tools import port
 
+    if args.write and (args.diff or args.check):
+        given = "--diff" if args.diff else "--check"
+        raise ValueError(f"--write: rewrites the files, {given} writes nothing: give one of them")
     for path in args.paths:
         if not Path(path).exists():
             raise ValueError(f"PATH: expected an existing file or folder; got {path!r}")
+        if Path(path).is_file() and not _is_python(Path(path)):
+            raise ValueError(
+                f"PATH: expected a Python file (.py, or a script whose first line runs python) "
+                f"or a folder; got {path!r}"
+            )
     return port.run(
         args.paths,
         write=args.write,
@@ -279,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = _Parser(
         prog="compat", description="One API for collective communication on PyTorch and MindSpore."
     )
+    from compat import __version__
+
+    parser.add_argument("--version", action="version", version=f"compat {__version__}")
     commands = parser.add_subparsers(dest="subcommand", required=True)
 
     launch = commands.add_parser(
@@ -298,7 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
         "which is killed if still running 3 s later, and ends the scheduler; the exit code is then "
         "128 + the signal's number (130, 143, 129).",
     )
-    launch.add_argument("-n", "--nprocs", type=int, required=True, help="number of ranks")
+    launch.add_argument(
+        "-n", "--nprocs", type=int, help="number of ranks (torchrun's --nproc-per-node too)"
+    )
+    # torchrun's spellings, taken as they are (hidden: -n/--nprocs names the option in messages).
+    for spelling in ("--nproc-per-node", "--nproc_per_node"):
+        launch.add_argument(spelling, dest="nprocs", type=int, help=argparse.SUPPRESS)
     launch.add_argument(
         "--devices",
         type=_devices,
@@ -381,7 +434,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write docs/api_diff/ from mapping_tables/; with --check, exit 1 if the "
         "pages there differ from what the tables generate.",
     )
-    docs.add_argument("--out", default="docs/api_diff", help="output folder (docs/api_diff)")
+    docs.add_argument(
+        "--out",
+        default=_DOCS_OUT,
+        help=f"output folder (default: {_DOCS_OUT}, which must exist: a checkout of compat)",
+    )
     docs.add_argument("--check", action="store_true", help="only compare; exit 1 when stale")
     docs.set_defaults(run=_docs)
 

@@ -360,6 +360,24 @@ def index_page(families: list[Table]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _matrix_blocks(backends: list[str], rows: list[list[str]], width: int) -> str:
+    """Each collective's line, then one line per backend with every algorithm and choice,
+    wrapped to ``width`` under its first word."""
+    indent = 2 + max(map(len, backends)) + 2
+    lines = []
+    for op, *cells in rows:
+        lines.append(op)
+        for backend, cell in zip(backends, cells, strict=True):
+            lines += textwrap.wrap(
+                cell,
+                width=width,
+                initial_indent=f"  {backend}".ljust(indent),
+                subsequent_indent=" " * indent,
+                break_on_hyphens=False,
+            )
+    return "\n".join(lines) + "\n"
+
+
 def capability_matrix() -> tuple[list[str], list[list[str]]]:
     """(backends, rows): one row per collective, one cell per backend, from capabilities.toml."""
     capabilities = tables.load("capabilities")
@@ -688,11 +706,13 @@ def _compact_cell(cap: Table | None) -> str:
     return IMPL_MARKS[cap["impl"]] + ("*" if varies else "")
 
 
-def matrix_text(wide: bool = False) -> str:
+def matrix_text(wide: bool = False, width: int = 100) -> str:
     """The capability matrix as aligned text columns: one word per cell (fits 100 columns), or
-    with ``wide`` every algorithm and choice."""
+    with ``wide`` every algorithm and choice, one block per collective wrapped to ``width``."""
     capabilities = tables.load("capabilities")
     backends, rows = capability_matrix()
+    if wide:
+        return _matrix_blocks(backends, rows, width)
     if not wide:
         rows = [
             [row[0], *(_compact_cell(capabilities[b]["ops"].get(row[0])) for b in backends)]

@@ -433,6 +433,12 @@ class _StopSignals:
             signal.signal(signum, previous)
 
 
+def sets_omp_threads(nprocs: int, env: Mapping[str, str]) -> bool:
+    """Whether the ranks get OMP_NUM_THREADS=1: several ranks and the variable unset, as
+    torchrun does (each rank's thread pool would otherwise take every core)."""
+    return nprocs > 1 and "OMP_NUM_THREADS" not in env
+
+
 def launch(
     nprocs: int,
     command: Sequence[str],
@@ -498,8 +504,8 @@ def launch(
     requested = {**inherited, **(env or {})}
     quiet = {} if verbose else quiet_environment(framework, requested)
     base_env = {**quiet, **requested, "PYTHONUNBUFFERED": "1"}
-    if nprocs > 1:
-        base_env.setdefault("OMP_NUM_THREADS", "1")
+    if sets_omp_threads(nprocs, requested):
+        base_env["OMP_NUM_THREADS"] = "1"
     environments = rank_environments(framework, nprocs, port, assigned, base_env)
     out = sink if sink is not None else sys.stdout
     lock = threading.Lock()

@@ -849,3 +849,24 @@ def _(kit: Any) -> None:
         kit, TypeError, lambda: compat.reduce_scatter(out, parts), f"input_list[{n - 1}]",
         fragments, [out, *parts[: n - 1]],
     )  # fmt: skip
+
+
+@bad_case("torch_order")
+def _(kit: Any) -> None:
+    """compat.reduce_scatter_tensor and all_gather_into_tensor take MindSpore's order (input
+    first, the result returned); written torch's way, ``(output, input)``, each is one TypeError
+    naming the function that takes torch's order, before any communication, both tensors
+    untouched."""
+    n = world()
+    whole, part = f32(kit, (2 * n,), rank() + 1), sentinel(kit, (2,), "float32")
+    for call, param, into in (
+        (lambda: compat.reduce_scatter_tensor(part, whole), "op", "reduce_scatter_into"),
+        (lambda: compat.all_gather_into_tensor(whole, part), "group", "all_gather_into"),
+    ):
+        function = into.replace("_into", "_into_tensor" if "gather" in into else "_tensor")
+        expect_error(
+            kit, TypeError, call, param,
+            [f"got a {kit.framework} tensor", f"compat.{into}(output, input)",
+             f"compat.{function}(input, out=output)"],
+            [whole, part],
+        )  # fmt: skip

@@ -23,8 +23,8 @@ be good. ``fuzz[regressions]`` tries, every time, the bad arguments the fuzz onc
 or mis-reported.
 
 Each rank prints one line per function, ``COMPAT-FUZZ {json}`` (cases tried, unexpected
-exceptions, accepted calls, modified buffers), which tests/test_fuzz.py collects into the table
-the README quotes. ``COMPAT_FUZZ_ROUNDS`` (trials per generator; default 3 on torch, 1 on
+exceptions, accepted calls, modified buffers), which tests/test_fuzz.py collects into a table.
+``COMPAT_FUZZ_ROUNDS`` (trials per generator; default 3 on torch, 1 on
 MindSpore) and ``COMPAT_FUZZ_COMBOS`` (trials with two bad arguments per function, default 0)
 set the size of the sweep; ``COMPAT_FUZZ_SEED`` its seed. compat.comm, which needs no ranks, is
 fuzzed by tests/test_fuzz.py in the pytest process with :func:`run_spec` and :data:`COMM_SPECS`.

@@ -127,6 +127,27 @@ def case_destroy_group(kit: Any) -> None:
     compat.all_reduce(x, group=group)
     compat.destroy(group)
     assert compat.is_initialized()
+    # Used after destroy: one ValueError naming the group, before any communication, the tensor
+    # untouched (the framework's own error was a bare KeyError); also for the framework's own
+    # group object or name compat.Group stood for.
+    calls = {
+        "all_reduce": lambda: compat.all_reduce(x, group=group),
+        "all_reduce on its handle": lambda: compat.all_reduce(x, group=group.handle),
+        "get_world_size": lambda: compat.get_world_size(group),
+        "destroy again": lambda: compat.destroy(group),
+    }
+    for what, call in calls.items():
+        try:
+            call()
+        except ValueError as error:
+            message = str(error)
+        else:
+            raise AssertionError(f"{what}: a destroyed group was taken")
+        assert message.startswith(f"group: {group!r} was destroyed by compat.destroy(group)"), (
+            what,
+            message,
+        )
+        assert_close(kit.numpy(x), np.full((2,), n), "float32", what)
     y = kit.tensor(np.full((2,), 1.0), "float32")
     compat.all_reduce(y)
     assert_close(kit.numpy(y), np.full((2,), n), "float32")

@@ -61,15 +61,21 @@ _VALUE_PARAMS = frozenset({"op", "reduceOp", "group", "process_group", "pg"})
 
 def port_source(source: str, path: str) -> FileResult:
     """Port one file's text: the findings and the rewritten text (== source if nothing changed)."""
+    # Python's parser first: it says where the error is as an editor counts (line, column from
+    # 1), where libcst's message names the position of the token after it.
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        where = f":{exc.lineno}:{exc.offset}" if exc.lineno and exc.offset else ""
+        raise PortError(f"{path}{where}: not valid Python: {exc.msg}") from None
+    except ValueError as exc:  # a NUL byte
+        raise PortError(f"{path}: not valid Python: {exc}") from None
     try:
         module = cst.parse_module(source)
-        tree = ast.parse(source)
     except cst.ParserSyntaxError as exc:
-        # libcst's own text spans lines (the source line and a caret); its message says where.
-        raise PortError(f"{path}: not valid Python: {exc.message}") from None
-    except (SyntaxError, ValueError) as exc:
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise PortError(f"{path}: not valid Python: {detail}") from None
+        # Python parses it and libcst does not (syntax newer than libcst's grammar).
+        at = f":{exc.editor_line}:{exc.editor_column}"
+        raise PortError(f"{path}{at}: libcst cannot parse it: {exc.message}") from None
     stars = star_names(tree, path)
     rewriter = Rewriter(path, stars)
     new_module = MetadataWrapper(module).visit(rewriter)
