@@ -67,6 +67,7 @@ __all__ = [
     "Group",
     "NotInitializedError",
     "P2POp",
+    "PeerLostError",
     "ReduceOp",
     "UnsupportedError",
     "Work",

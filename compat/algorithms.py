@@ -1023,7 +1023,7 @@ def shared_memory_all_reduce_in_shares(
             adapter.reduce_into(share, sources, op)
         shares = window.publish()
         parts = adapter.parts(piece, [end - start for start, end in bounds])
-        for (start, end), part, slot in zip(bounds, parts, shares):
+        for (start, end), part, slot in zip(bounds, parts, shares, strict=True):
             if end > start:
                 adapter.copy_(part, window.read(slot, end - start, piece, start * itemsize))
     return views.done(async_op)

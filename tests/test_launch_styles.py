@@ -86,7 +86,8 @@ def test_spawn_style_job_with_default_threads_matches_numpy(framework: str, worl
     the shared-memory reductions (single-threaded kernels) give numpy's results, 3 ranks on 2
     cores included."""
     env = _own_environment(framework)
-    done = run_bounded([sys.executable, SCRIPT, "spawn", framework, str(world), "results"], 400, env)
+    command = [sys.executable, SCRIPT, "spawn", framework, str(world), "results"]
+    done = run_bounded(command, 400, env)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert sorted(re.findall(r"RESULTS OK rank (\d+)", output)) == [str(r) for r in range(world)]
