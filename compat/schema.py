@@ -227,9 +227,23 @@ API = Record(
     },
 )
 
+# A row's optional keys beyond the two sides and compat's cell:
+# - compat_param: the parameter of the pair's compat function that serves a param row ("": none),
+#   where it is not the torch (or MindSpore) parameter of the same name of a function compat
+#   names alike (compat.tools.docs.compat_param); the cell's name, default and keyword-only
+#   mark are generated from compat's recorded signature, which tests/test_tables.py checks.
+# - checked_by: the tests ("tests/<file>.py::<function>") that check on real ranks the
+#   behaviour compat's cell describes (tests/test_compat_column.py checks that they exist).
 ROW = Record(
     required={"kind": Scalar(str, ("param", "return", "behaviour")), "difference": TEXT},
-    optional={"torch": TEXT, "mindspore": TEXT, "topic": TEXT, "compat": TEXT},
+    optional={
+        "torch": TEXT,
+        "mindspore": TEXT,
+        "topic": TEXT,
+        "compat": TEXT,
+        "compat_param": TEXT,
+        "checked_by": ListOf(TEXT),
+    },
 )
 
 # A pair's optional keys:

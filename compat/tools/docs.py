@@ -55,15 +55,97 @@ def _param_text(api: Table, name: str | None) -> str:
     return f"`{name}`: {param['type']}{default}; {param['meaning']}"
 
 
+@dataclass(frozen=True)
+class Param:
+    """A parameter of a recorded plain signature (``(a, b=1, *, c=None)``)."""
+
+    name: str
+    default: str | None  # None: required
+    keyword_only: bool
+
+    def text(self) -> str:
+        """``name=default`` or ``name`` (required), and whether it is keyword-only."""
+        text = f"`{self.name}`" if self.default is None else f"`{self.name}={self.default}`"
+        marks = [
+            mark
+            for mark, on in (
+                ("required", self.default is None),
+                ("keyword-only", self.keyword_only),
+            )
+            if on
+        ]
+        return text + (f" ({', '.join(marks)})" if marks else "")
+
+
+def parse_signature(text: str) -> dict[str, Param]:
+    """The parameters of a plain signature as the compat entries record it (no annotations)."""
+    parts: list[str] = []
+    depth, current = 0, ""
+    for char in text.strip()[1:-1]:
+        depth += (char in "([{") - (char in ")]}")
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parts.append(current.strip())
+    params: dict[str, Param] = {}
+    keyword_only = False
+    for part in parts:
+        if part == "*":
+            keyword_only = True
+            continue
+        name, equals, default = part.partition("=")
+        params[name] = Param(name, default if equals else None, keyword_only)
+    return params
+
+
+def _short(path: str) -> str:
+    return path.rsplit(".", 1)[-1]
+
+
+def compat_param(pair: Table, row: Table, family: Table) -> Param | None:
+    """The parameter of the pair's compat function that serves param ``row``: the row's
+    ``compat_param`` ("" for none), else the torch (then MindSpore) parameter of that name where
+    compat's function has that side's call shape (its name, or its parameter names in order)."""
+    if "compat" not in pair:
+        return None
+    params = parse_signature(family["compat"][pair["compat"]].get("signature", "()"))
+    if "compat_param" in row:
+        return params.get(row["compat_param"])
+    for side in ("torch", "mindspore"):
+        side_params = list(family["apis"][pair[side]].get("params", {}))
+        same_shape = _short(pair[side]) == _short(pair["compat"]) or side_params == list(params)
+        if same_shape and row.get(side) in params:
+            return params[row[side]]
+    return None
+
+
+def _compat_cell(pair: Table, row: Table, family: Table) -> str:
+    """compat's cell: for a parameter, its name, default and keyword-only mark from compat's
+    recorded signature, then the table's words."""
+    words: str = row.get("compat", "")
+    param = compat_param(pair, row, family) if row["kind"] == "param" else None
+    if param is None:
+        return words
+    return f"{param.text()}: {words}" if words else param.text()
+
+
+def _row_label(pair: Table, row: Table, first: str) -> str:
+    """A param row's sub-class: the parameter's name on each side (``output → out``)."""
+    second = "mindspore" if first == "torch" else "torch"
+    names = [row.get(side, "-") for side in (first, second)]
+    return names[0] if names[0] == names[1] else f"{names[0]} → {names[1]}"
+
+
 def rows_of(pair: Table, family: Table, first: str, second: str) -> Iterator[list[str]]:
     """The cells (class, sub-class, first side, second side, difference, compat) of a pair."""
     apis = family["apis"]
-    count = {"param": 0}
     for row in pair["rows"]:
         kind = row["kind"]
         if kind == "param":
-            count["param"] += 1
-            sub = f"Parameter {count['param']}"
+            sub = _row_label(pair, row, first)
             sides = [_param_text(apis[pair[side]], row.get(side)) for side in (first, second)]
         elif kind == "return":
             sub = ""
@@ -71,7 +153,7 @@ def rows_of(pair: Table, family: Table, first: str, second: str) -> Iterator[lis
         else:
             sub = row["topic"]
             sides = [row.get(side, "-") for side in (first, second)]
-        yield [CLASSES[kind], sub, *sides, row["difference"], row.get("compat", "")]
+        yield [CLASSES[kind], sub, *sides, row["difference"], _compat_cell(pair, row, family)]
 
 
 def _compat_table(family: Table) -> list[str]:

@@ -100,3 +100,25 @@ def case_group_queries_torch_style(kit: Any) -> None:
 
 
 register("group_queries_torch_style", case_group_queries_torch_style)
+
+
+def case_new_group_forms(kit: Any) -> None:
+    """What the mapping tables say of compat.new_group: ranks may be left out (every rank) or
+    given in any order, and the group's ranks are sorted (group rank i is the i-th smallest
+    global rank), answering rank() and size() as a ProcessGroup does; ``timeout`` is taken on
+    torch and refused on MindSpore (an UnsupportedError naming it)."""
+    everyone = tuple(range(world()))
+    timeout = {"timeout": 30} if kit.framework == "torch" else {}
+    for group in (compat.new_group(), compat.new_group(list(reversed(everyone)), **timeout)):
+        assert group.ranks == everyone, group.ranks
+        assert (group.rank(), group.size()) == (my_rank(), world())
+    if kit.framework == "mindspore":
+        try:
+            compat.new_group(list(everyone), timeout=30)
+        except compat.UnsupportedError as error:
+            assert "timeout" in str(error), error
+        else:
+            raise AssertionError("new_group(timeout=30) on MindSpore: no UnsupportedError")
+
+
+register("new_group_forms", case_new_group_forms)
