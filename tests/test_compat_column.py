@@ -38,7 +38,8 @@ def _param_problems(
     found = []
     if row.get("compat_param") and row["compat_param"] not in params:
         found.append(
-            f"{where}: compat_param {row['compat_param']!r} is no parameter of compat.{pair['compat']}"
+            f"{where}: compat_param {row['compat_param']!r} is no parameter of "
+            f"compat.{pair['compat']}"
         )
     if re.search(r"(?<!not )\brequired\b", text) and (own is None or own.default is not None):
         found.append(f"{where}: says required; compat.{pair['compat']} has {own and own.text()}")
@@ -48,7 +49,8 @@ def _param_problems(
         name = match.group(1) or match.group(2)
         if name not in params or not params[name].keyword_only:
             found.append(
-                f"{where}: says {name} is keyword-only; compat.{pair['compat']}{family['compat'][pair['compat']]['signature']}"
+                f"{where}: says {name} is keyword-only; compat.{pair['compat']} has "
+                f"{params.get(name)}"
             )
     for match in re.finditer(
         r"\b(\w+)=(\S+?) by default|\b(\w+)= \(keyword-only, default (\S+?)\)", text
@@ -121,7 +123,10 @@ def problems(family: dict[str, Any]) -> list[str]:
     found: list[str] = []
     for index, pair in enumerate(family["pairs"]):
         for row_index, row in enumerate(pair["rows"]):
-            where = f"api_{family['family']}.toml pairs[{index}] ({pair['torch']} -> {pair['mindspore']}) rows[{row_index}]"
+            where = (
+                f"api_{family['family']}.toml pairs[{index}] "
+                f"({pair['torch']} -> {pair['mindspore']}) rows[{row_index}]"
+            )
             found += _no_difference_problems(where, pair, row, family["apis"])
             found += _link_problems(where, pair, row)
             if row["kind"] == "param" and "compat" in pair:

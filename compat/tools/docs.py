@@ -133,9 +133,13 @@ def _compat_cell(pair: Table, row: Table, family: Table) -> str:
 
 
 def _row_label(pair: Table, row: Table, first: str) -> str:
-    """A param row's sub-class: the parameter's name on each side (``output → out``)."""
+    """A param row's sub-class: the parameter's name on each side (``output → out``), or on
+    the side that has it (``tag (PyTorch only)``)."""
     second = "mindspore" if first == "torch" else "torch"
-    names = [row.get(side, "-") for side in (first, second)]
+    names = [row.get(side) for side in (first, second)]
+    if names[1] is None or names[0] is None:
+        side = first if names[1] is None else second
+        return f"{row[side]} ({LABELS[side]} only)"
     return names[0] if names[0] == names[1] else f"{names[0]} → {names[1]}"
 
 
@@ -714,40 +718,89 @@ def _wrapped(text: str, width: int, indent: str, more: str) -> list[str]:
     return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=more)
 
 
-def _pair_text(pair: Table, family: Table, width: int) -> list[str]:
+def _row_lines(cells: list[str], width: int, full: bool) -> list[str]:
+    """One row for a terminal: its label, then (``full``) both sides, the difference and compat's
+    cell; else the difference and compat's cell only."""
+    kind, sub, torch_side, ms_side, difference, compat = cells
+    label = sub if kind == "Parameters" else (f"{kind.lower()}: {sub}" if sub else kind.lower())
+    out = [f"  {label}:"]
+    if full:
+        out += _wrapped(f"PyTorch:   {torch_side}", width, "    ", "      ")
+        out += _wrapped(f"MindSpore: {ms_side}", width, "    ", "      ")
+    out += _wrapped(f"=> {difference}", width, "    ", "       ")
+    if compat:
+        out += _wrapped(f"compat: {compat}", width, "    ", "      ")
+    return out
+
+
+def _differs(row: Table) -> bool:
+    return not row["difference"].startswith("No difference")
+
+
+def _pair_text(pair: Table, family: Table, width: int, full: bool, again: bool) -> list[str]:
+    """A pair: its heading and signatures (only the compat function's where ``again``, the same
+    two APIs shown above with another compat function), its note, and its rows (``full``: every
+    row with both sides; else the rows that differ)."""
     apis = family["apis"]
-    out = [f"{pair['torch']}  ->  {pair['mindspore']}"]
-    for side in ("torch", "mindspore"):
-        out.append(f"  {LABELS[side]:9} {_call(pair[side], apis[pair[side]])}")
+    out = [f"{pair['torch']}  ->  {pair['mindspore']}" + ("  (again)" if again else "")]
+    if not again:
+        for side in ("torch", "mindspore"):
+            out += _wrapped(
+                _call(pair[side], apis[pair[side]]), width, f"  {LABELS[side]:9} ", " " * 12
+            )
     if "compat" in pair:
         entry = family["compat"][pair["compat"]]
         ported = "  (compat port rewrites to it)" if pair.get("port") else ""
-        out.append(f"  {'compat':9} compat.{pair['compat']}{entry.get('signature', '')}{ported}")
-    out += _wrapped(pair["note"], width, "  ", "  ")
+        call = f"compat.{pair['compat']}{entry.get('signature', '')}{ported}"
+        out += _wrapped(call, width, f"  {'compat':9} ", " " * 12)
+    if not again:
+        out += _wrapped(pair["note"] if full else _first_clause(pair["note"]), width, "  ", "  ")
     if "result" in pair:
         out += _wrapped(f"compat's result differs: {pair['result']}", width, "  ", "  ")
-    for cells in rows_of(pair, family, "torch", "mindspore"):
-        kind, sub, torch_side, ms_side, difference, compat = cells
-        out.append(f"  {kind} {sub}".rstrip() + ":")
-        out += _wrapped(f"PyTorch:   {torch_side}", width, "    ", "      ")
-        out += _wrapped(f"MindSpore: {ms_side}", width, "    ", "      ")
-        out += _wrapped(f"=> {difference}", width, "    ", "       ")
-        if compat:
-            out += _wrapped(f"compat: {compat}", width, "    ", "      ")
+    rows = zip(pair["rows"], rows_of(pair, family, "torch", "mindspore"), strict=True)
+    for row, cells in rows:
+        if full or _differs(row):
+            out += _row_lines(cells, width, full)
     return [*out, ""]
 
 
-def diff_text(name: str, width: int = 100) -> str:
-    """The parameter-difference tables of ``name`` (see :func:`find`) for a terminal: the pairs
-    of its first family it appears in, then the other families it appears in."""
+def _pair_line(pair: Table, width: int) -> list[str]:
+    """A pair in a few lines: the two APIs, then compat's function and the names of the rows
+    that differ."""
+    names = [
+        row.get("torch") or row.get("mindspore") or row.get("topic") or row["kind"]
+        for row in pair["rows"]
+        if _differs(row) and row["kind"] != "return"
+    ]
+    compat = f"compat.{pair['compat']}" if "compat" in pair else "no compat function"
+    differs = f"; differs: {', '.join(dict.fromkeys(names))}" if names else ""
+    return [
+        f"{pair['torch']}  ->  {pair['mindspore']}",
+        *_wrapped(compat + differs, width, "    ", "      "),
+    ]
+
+
+def diff_text(name: str, width: int = 100, full: bool = False) -> str:
+    """The differences of ``name`` (see :func:`find`) for a terminal: the first pair of its first
+    family with its signatures and the rows that differ, the family's other pairs a line or two
+    each; with ``full``, every pair with every row. Then the other families it appears in."""
     first, *others = find(name)
     family = first.family
     out = [f"{family['title']}: {family['summary']}", ""]
     for path in first.unpaired:
         other = LABELS["mindspore" if family["apis"][path]["framework"] == "torch" else "torch"]
         out += [f"{path}: no {other} counterpart in the tables", ""]
-    for pair in first.pairs:
-        out += _pair_text(pair, family, width)
+    shown: set[tuple[str, str]] = set()
+    brief = []
+    for index, pair in enumerate(first.pairs):
+        key = (pair["torch"], pair["mindspore"])
+        if full or index == 0:
+            out += _pair_text(pair, family, width, full, again=key in shown)
+            shown.add(key)
+        else:
+            brief += _pair_line(pair, width)
+    if brief:
+        out += ["Its other pairs (compat diff <API> for one; --full for every row):", *brief, ""]
     if len(first.pairs) < len(family["pairs"]):
         out.append(
             f"({len(first.pairs)} of the {len(family['pairs'])} pairs of this family; "
