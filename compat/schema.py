@@ -302,8 +302,18 @@ FAMILY = Record(
     optional={"notes": ListOf(TEXT)},
 )
 
+#: What compat leaves out of the communication modules, by module, with the reason.
+LEFT_OUT = Record(
+    required={
+        "left_out": ArrayOf(
+            Record(required={"module": TEXT, "names": ListOf(TEXT), "reason": TEXT})
+        )
+    }
+)
+
 #: The spec of each table that is not an API family.
 SPECS: dict[str, Spec] = {
+    "left_out": LEFT_OUT,
     "reduce_ops": REDUCE_OPS,
     "dtypes": DTYPES,
     "frameworks": FRAMEWORKS,
