@@ -280,3 +280,17 @@ def test_mindspore_snippets_run(
             print(f"{name}: compat snippet on MindSpore {with_compat}")
             continue
         _expect(with_compat, None, f"api_{name}.toml snippet.compat on MindSpore, rank {rank}")
+
+
+def test_corrections_page_lists_every_row_that_corrects_mindspores_mapping_page() -> None:
+    """Every pair note and row naming MindSpore's mapping page has a line in corrections.md,
+    among them the group rows MindSpore's page calls consistent."""
+    page = docs.generate()["corrections.md"]
+    count = 0
+    for family in tables.families():
+        for pair in family["pairs"]:
+            texts = [pair["note"], *(row["difference"] for row in pair["rows"])]
+            count += sum(bool(docs.OFFICIAL_PAGE.search(text)) for text in texts)
+    lines = [line for line in page.splitlines() if line.startswith("| `")]
+    assert count > 10 and len(lines) == count, (len(lines), count)
+    assert "[corrections](corrections.md)" in docs.generate()["index.md"]

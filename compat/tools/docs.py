@@ -429,7 +429,8 @@ def index_page(families: list[Table]) -> str:
         "",
         "Generated from compat's mapping tables, which compat's code reads and the tests check "
         "against the installed torch and MindSpore (`inspect.signature`), so these pages cannot "
-        "drift from either. Per backend: [capability matrix](capabilities.md).",
+        "drift from either. Per backend: [capability matrix](capabilities.md). Where MindSpore's "
+        "own API mapping page is wrong or lacks an entry: [corrections](corrections.md).",
         "",
         "One row per API: its counterparts on the other side by module (names relative to the "
         "column's module; `primitives and others` relative to `mindspore`), compat's function, "
@@ -574,10 +575,51 @@ def reduce_op_section() -> list[str]:
     return lines
 
 
+#: How a table's text marks a correction of MindSpore's own API mapping page.
+OFFICIAL_PAGE = re.compile(r"mapping page", re.IGNORECASE)
+
+
+def corrections_page(families: list[Table]) -> str:
+    """Every pair note and row whose text corrects or completes MindSpore's API mapping page
+    (it names "mapping page"), so a reader of that page can check it against the tables."""
+    lines = [
+        HEADER.format(source="api_*.toml"),
+        "# Corrections to MindSpore's API mapping page",
+        "",
+        "Where MindSpore's PyTorch-to-MindSpore API mapping page "
+        "(https://www.mindspore.cn/docs/en/master/note/api_mapping/pytorch_api_mapping.html) is "
+        "wrong or lacks an entry, the tables' row or note says so; these are all of them, from "
+        "the tables, with the page of each.",
+        "",
+        "| PyTorch | MindSpore | where | what holds | page |",
+        "|---|---|---|---|---|",
+    ]
+    for family in families:
+        page = f"[{family['family']}](torch_to_mindspore/{family['family']}.md)"
+        for pair in family["pairs"]:
+            found = [("note", pair["note"])] if OFFICIAL_PAGE.search(pair["note"]) else []
+            for row in pair["rows"]:
+                if OFFICIAL_PAGE.search(row["difference"]):
+                    label = (
+                        _row_label(pair, row, "torch")
+                        if row["kind"] == "param"
+                        else (row.get("topic") or row["kind"])
+                    )
+                    found.append((label, row["difference"]))
+            for where, text in found:
+                cells = [f"`{pair['torch']}`", f"`{pair['mindspore']}`", where, text, page]
+                lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def generate() -> dict[str, str]:
     """Every page, by path relative to the output folder."""
     families = tables.families()
-    pages = {"index.md": index_page(families), "capabilities.md": capabilities_page()}
+    pages = {
+        "index.md": index_page(families),
+        "capabilities.md": capabilities_page(),
+        "corrections.md": corrections_page(families),
+    }
     paired = paired_in(families)
     for direction in DIRECTIONS:
         for family in families:
