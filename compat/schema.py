@@ -232,8 +232,10 @@ API = Record(
 #   where it is not the torch (or MindSpore) parameter of the same name of a function compat
 #   names alike (compat.tools.docs.compat_param); the cell's name, default and keyword-only
 #   mark are generated from compat's recorded signature, which tests/test_tables.py checks.
-# - checked_by: the tests ("tests/<file>.py::<function>") that check on real ranks the
-#   behaviour compat's cell describes (tests/test_compat_column.py checks that they exist).
+# - checked_by: the tests ("tests/<file>.py::<function>": a test, a rank case, or a port
+#   fixture's function, which tests/test_port_fixtures.py runs ported) that check the behaviour
+#   compat's cell describes; tests/test_compat_column.py checks that each exists and mentions
+#   the compat function (or what the cell names).
 ROW = Record(
     required={"kind": Scalar(str, ("param", "return", "behaviour")), "difference": TEXT},
     optional={

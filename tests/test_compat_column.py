@@ -8,12 +8,14 @@ from __future__ import annotations
 import ast
 import copy
 import re
+import textwrap
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import compat
 from compat import tables
 from compat.tools import docs
 
@@ -86,13 +88,29 @@ def _no_difference_problems(
 
 
 @cache
-def _test_functions(path: str) -> frozenset[str]:
-    """Every function defined in test file ``path`` (nested ones too: rank cases)."""
-    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
-    return frozenset(
-        node.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+def _definitions(path: str) -> dict[str, str]:
+    """The source of every function (nested ones too: rank cases) and module-level assignment
+    of test file ``path``, by name."""
+    text = (ROOT / path).read_text(encoding="utf-8")
+    found: dict[str, str] = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found[node.name] = ast.get_source_segment(text, node) or ""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            found.setdefault(node.targets[0].id, ast.get_source_segment(text, node) or "")
+    return found
+
+
+def _linked_source(path: str, function: str) -> str:
+    """The linked function's source, with the source of what it names from its own file (the
+    helpers it calls, the scripts it runs)."""
+    definitions = _definitions(path)
+    own = definitions[function]
+    tree = ast.parse(textwrap.dedent(own))
+    named = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    return "\n".join(
+        [own, *(definitions[name] for name in sorted(named - {function}) if name in definitions)]
     )
 
 
@@ -100,11 +118,32 @@ def _test_functions(path: str) -> frozenset[str]:
 #: group's order or answers), not only the parameter.
 BEHAVIOUR = re.compile(r"\bWork\b|\breturns?\b|\border\b|\bsorted\b|rank\(\)|size\(\)")
 
+#: Rank cases that check every collective of capabilities.toml (what the runtime runs is the
+#: table's choice), so they name none: the link for a cell that says what the table chooses.
+TABLE_WIDE = {
+    "tests/ranks/algorithm_cases.py::case_choice",
+    "tests/ranks/algorithm_cases.py::case_choice_by_group_size",
+}
+
+
+def _subjects(pair: dict[str, Any], row: dict[str, Any], path: str) -> set[str]:
+    """The names of which a test that checks the row must mention one: the compat function's
+    (a port fixture calls torch's; without one, torch's: what compat lacks) and those the cell
+    names as compat.NAME."""
+    cell_names = re.findall(r"\bcompat\.([\w.]*\w)", row["compat"])
+    names = {name.rsplit(".", 1)[-1] for name in cell_names}
+    if "compat" in pair:
+        names.add(pair["compat"].rsplit(".", 1)[-1])
+    if "compat" not in pair or path.startswith("tests/port_fixtures/"):
+        names.add(pair["torch"].rsplit(".", 1)[-1])
+    return names
+
 
 def _link_problems(where: str, pair: dict[str, Any], row: dict[str, Any]) -> list[str]:
-    """A compat cell that describes behaviour (every behaviour or return row's; a parameter's
-    with BEHAVIOUR's words) names the tests that check it, and they exist."""
-    if "compat" not in row:
+    """A compat cell that describes behaviour (every behaviour or return row's, except one that
+    only names the compat function to use; a parameter's with BEHAVIOUR's words) names the
+    tests that check it; each exists and mentions what the cell is about."""
+    if "compat" not in row or row["compat"] == pair.get("compat"):
         return []
     if row["kind"] == "param" and ("compat" not in pair or not BEHAVIOUR.search(row["compat"])):
         return []
@@ -113,8 +152,14 @@ def _link_problems(where: str, pair: dict[str, Any], row: dict[str, Any]) -> lis
     found = []
     for link in row["checked_by"]:
         path, _, function = link.partition("::")
-        if not (ROOT / path).is_file() or function not in _test_functions(path):
+        if not (ROOT / path).is_file() or function not in _definitions(path):
             found.append(f"{where}: checked_by {link!r}: no such test")
+            continue
+        subjects = _subjects(pair, row, path)
+        source = _linked_source(path, function)
+        mentioned = any(re.search(rf"(?<!\w){re.escape(name)}(?!\w)", source) for name in subjects)
+        if subjects and link not in TABLE_WIDE and not mentioned:
+            found.append(f"{where}: checked_by {link!r} never mentions {sorted(subjects)}")
     return found
 
 
@@ -169,6 +214,16 @@ def _put_back(mistake: str) -> dict[str, Any]:
         pair = _pair(family, "torch.distributed.broadcast", "mindspore.mint.distributed.broadcast")
         _row(pair, "torch", "src")["compat"] = "src, required, a global rank"
         return family
+    if mistake == "autograd broadcast linked to an all_reduce test":
+        family = copy.deepcopy(FAMILIES["autograd"])
+        row = next(
+            r
+            for p in family["pairs"]
+            for r in p["rows"]
+            if r.get("compat", "").endswith("compat has no differentiable broadcast")
+        )
+        row["checked_by"] = ["tests/ranks/autograd_cases.py::case_all_reduce"]
+        return family
     if mistake == "all_to_all async_op no difference":
         family = copy.deepcopy(FAMILIES["all_to_all"])
         pair = _pair(
@@ -194,9 +249,32 @@ MISTAKES = [
     "reduce_scatter group no difference",
     "reduce_scatter op no difference",
     "all_gather group no difference",
+    "autograd broadcast linked to an all_reduce test",
 ]
 
 
 @pytest.mark.parametrize("mistake", MISTAKES)
 def test_each_mistake_the_tables_made_is_found_when_put_back(mistake: str) -> None:
     assert problems(_put_back(mistake)), mistake
+
+
+def test_compat_offers_no_differentiable_broadcast() -> None:
+    """What the autograd table's broadcast rows say: compat.autograd has no broadcast."""
+    import compat.autograd
+
+    assert not hasattr(compat.autograd, "broadcast")
+    assert not hasattr(compat.autograd, "broadcast_tuple")
+
+
+@pytest.mark.parametrize("name", ["band", "bor", "bxor", "premul_sum"])
+def test_compat_has_no_bitwise_reduce_ops(name: str) -> None:
+    """What the reduce_op table's bitwise row says: compat.ReduceOp has no bitwise ops, and
+    compat refuses them (spelled as a string or as torch's member) naming op."""
+    import torch.distributed as dist
+
+    from compat.types import parse_op
+
+    assert name.upper() not in compat.ReduceOp.__members__
+    for given in (name, getattr(dist.ReduceOp, name.upper())):
+        with pytest.raises(ValueError, match=r"^op: expected a compat\.ReduceOp"):
+            parse_op(given)
