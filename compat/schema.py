@@ -229,9 +229,25 @@ API = Record(
     },
 )
 
+# A row's optional keys beyond the two sides and compat's cell:
+# - compat_param: the parameter of the pair's compat function that serves a param row ("": none),
+#   where it is not the torch (or MindSpore) parameter of the same name of a function compat
+#   names alike (compat.tools.docs.compat_param); the cell's name, default and keyword-only
+#   mark are generated from compat's recorded signature, which tests/test_tables.py checks.
+# - checked_by: the tests ("tests/<file>.py::<function>": a test, a rank case, or a port
+#   fixture's function, which tests/test_port_fixtures.py runs ported) that check the behaviour
+#   compat's cell describes; tests/test_compat_column.py checks that each exists and mentions
+#   the compat function (or what the cell names).
 ROW = Record(
     required={"kind": Scalar(str, ("param", "return", "behaviour")), "difference": TEXT},
-    optional={"torch": TEXT, "mindspore": TEXT, "topic": TEXT, "compat": TEXT},
+    optional={
+        "torch": TEXT,
+        "mindspore": TEXT,
+        "topic": TEXT,
+        "compat": TEXT,
+        "compat_param": TEXT,
+        "checked_by": ListOf(TEXT),
+    },
 )
 
 # A pair's optional keys:
@@ -290,8 +306,18 @@ FAMILY = Record(
     optional={"notes": ListOf(TEXT)},
 )
 
+#: What compat leaves out of the communication modules, by module, with the reason.
+LEFT_OUT = Record(
+    required={
+        "left_out": ArrayOf(
+            Record(required={"module": TEXT, "names": ListOf(TEXT), "reason": TEXT})
+        )
+    }
+)
+
 #: The spec of each table that is not an API family.
 SPECS: dict[str, Spec] = {
+    "left_out": LEFT_OUT,
     "reduce_ops": REDUCE_OPS,
     "dtypes": DTYPES,
     "frameworks": FRAMEWORKS,

@@ -142,7 +142,47 @@ def test_compat_diff_prints_one_family(capsys: pytest.CaptureFixture[str]) -> No
     assert cli.main(["diff", "torch.distributed.reduce_scatter"]) == 0
     out = capsys.readouterr().out
     assert "mindspore.communication.comm_func.reduce_scatter_tensor" in out
-    assert "group name" in out
+    assert "a ProcessGroup object. MindSpore: the group's name" in out
+
+
+def test_compat_diff_fits_a_screen_and_full_has_every_row(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """By default, the first pair's signatures and the rows that differ, then one or two lines
+    per other pair (about 60 lines for reduce_scatter); --full every row of every pair. Rows
+    are labelled by the parameters' names, and a pair's heading is never repeated."""
+    family = tables.family("reduce_scatter")
+    assert cli.main(["diff", "reduce_scatter"]) == 0
+    short = capsys.readouterr().out.splitlines()
+    assert len(short) <= 60, len(short)
+    headings = [line for line in short if "  ->  " in line]
+    assert len(headings) == len(family["pairs"])
+    assert not [line for line in short if "Parameter" in line or "(again)" in line]
+    first = family["pairs"][0]
+    same = [row["torch"] for row in first["rows"] if row["difference"].startswith("No diff")]
+    assert "  output:" not in short and same == ["output", "input_list"], same
+    assert cli.main(["diff", "reduce_scatter", "--full"]) == 0
+    full = capsys.readouterr().out
+    labels = [
+        line.strip()
+        for line in full.splitlines()
+        if line.startswith("  ") and line[2] != " " and line.endswith(":")
+    ]
+    rows = sum(len(pair["rows"]) for pair in family["pairs"])
+    assert len(labels) == rows, (len(labels), rows)
+    for pair in family["pairs"]:
+        shown = [
+            line
+            for line in full.splitlines()
+            if line.startswith(f"{pair['torch']}  ->  {pair['mindspore']}")
+        ]
+        same_two = [
+            p
+            for p in family["pairs"]
+            if (p["torch"], p["mindspore"]) == (pair["torch"], pair["mindspore"])
+        ]
+        assert len(shown) == len(same_two)
+        assert sum("(again)" not in line for line in shown) == 1, shown
 
 
 def test_compat_info_imports_no_missing_framework() -> None:
@@ -240,3 +280,17 @@ def test_mindspore_snippets_run(
             print(f"{name}: compat snippet on MindSpore {with_compat}")
             continue
         _expect(with_compat, None, f"api_{name}.toml snippet.compat on MindSpore, rank {rank}")
+
+
+def test_corrections_page_lists_every_row_that_corrects_mindspores_mapping_page() -> None:
+    """Every pair note and row naming MindSpore's mapping page has a line in corrections.md,
+    among them the group rows MindSpore's page calls consistent."""
+    page = docs.generate()["corrections.md"]
+    count = 0
+    for family in tables.families():
+        for pair in family["pairs"]:
+            texts = [pair["note"], *(row["difference"] for row in pair["rows"])]
+            count += sum(bool(docs.OFFICIAL_PAGE.search(text)) for text in texts)
+    lines = [line for line in page.splitlines() if line.startswith("| `")]
+    assert count > 10 and len(lines) == count, (len(lines), count)
+    assert "[corrections](corrections.md)" in docs.generate()["index.md"]

@@ -196,7 +196,7 @@ def _bench(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     from compat.tools import docs
 
-    print(docs.diff_text(args.name), end="")
+    print(docs.diff_text(args.name, full=args.full), end="")
     return 0
 
 
@@ -426,6 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
         "`compat diff reduce_scatter` (a compat function or torch/MindSpore API name works too).",
     )
     diff.add_argument("name", help="family, compat function, or torch/MindSpore API name")
+    diff.add_argument(
+        "--full", action="store_true", help="every pair with every row (default: what differs)"
+    )
     diff.set_defaults(run=_diff)
 
     docs = commands.add_parser(

@@ -55,15 +55,101 @@ def _param_text(api: Table, name: str | None) -> str:
     return f"`{name}`: {param['type']}{default}; {param['meaning']}"
 
 
+@dataclass(frozen=True)
+class Param:
+    """A parameter of a recorded plain signature (``(a, b=1, *, c=None)``)."""
+
+    name: str
+    default: str | None  # None: required
+    keyword_only: bool
+
+    def text(self) -> str:
+        """``name=default`` or ``name`` (required), and whether it is keyword-only."""
+        text = f"`{self.name}`" if self.default is None else f"`{self.name}={self.default}`"
+        marks = [
+            mark
+            for mark, on in (
+                ("required", self.default is None),
+                ("keyword-only", self.keyword_only),
+            )
+            if on
+        ]
+        return text + (f" ({', '.join(marks)})" if marks else "")
+
+
+def parse_signature(text: str) -> dict[str, Param]:
+    """The parameters of a plain signature as the compat entries record it (no annotations)."""
+    parts: list[str] = []
+    depth, current = 0, ""
+    for char in text.strip()[1:-1]:
+        depth += (char in "([{") - (char in ")]}")
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parts.append(current.strip())
+    params: dict[str, Param] = {}
+    keyword_only = False
+    for part in parts:
+        if part == "*":
+            keyword_only = True
+            continue
+        name, equals, default = part.partition("=")
+        params[name] = Param(name, default if equals else None, keyword_only)
+    return params
+
+
+def _short(path: str) -> str:
+    return path.rsplit(".", 1)[-1]
+
+
+def compat_param(pair: Table, row: Table, family: Table) -> Param | None:
+    """The parameter of the pair's compat function that serves param ``row``: the row's
+    ``compat_param`` ("" for none), else the torch (then MindSpore) parameter of that name where
+    compat's function has that side's call shape (its name, or its parameter names in order)."""
+    if "compat" not in pair:
+        return None
+    params = parse_signature(family["compat"][pair["compat"]].get("signature", "()"))
+    if "compat_param" in row:
+        return params.get(row["compat_param"])
+    for side in ("torch", "mindspore"):
+        side_params = list(family["apis"][pair[side]].get("params", {}))
+        same_shape = _short(pair[side]) == _short(pair["compat"]) or side_params == list(params)
+        if same_shape and row.get(side) in params:
+            return params[row[side]]
+    return None
+
+
+def _compat_cell(pair: Table, row: Table, family: Table) -> str:
+    """compat's cell: for a parameter, its name, default and keyword-only mark from compat's
+    recorded signature, then the table's words."""
+    words: str = row.get("compat", "")
+    param = compat_param(pair, row, family) if row["kind"] == "param" else None
+    if param is None:
+        return words
+    return f"{param.text()}: {words}" if words else param.text()
+
+
+def _row_label(pair: Table, row: Table, first: str) -> str:
+    """A param row's sub-class: the parameter's name on each side (``output → out``), or on
+    the side that has it (``tag (PyTorch only)``)."""
+    second = "mindspore" if first == "torch" else "torch"
+    names = [row.get(side) for side in (first, second)]
+    if names[1] is None or names[0] is None:
+        side = first if names[1] is None else second
+        return f"{row[side]} ({LABELS[side]} only)"
+    return names[0] if names[0] == names[1] else f"{names[0]} → {names[1]}"
+
+
 def rows_of(pair: Table, family: Table, first: str, second: str) -> Iterator[list[str]]:
     """The cells (class, sub-class, first side, second side, difference, compat) of a pair."""
     apis = family["apis"]
-    count = {"param": 0}
     for row in pair["rows"]:
         kind = row["kind"]
         if kind == "param":
-            count["param"] += 1
-            sub = f"Parameter {count['param']}"
+            sub = _row_label(pair, row, first)
             sides = [_param_text(apis[pair[side]], row.get(side)) for side in (first, second)]
         elif kind == "return":
             sub = ""
@@ -71,7 +157,7 @@ def rows_of(pair: Table, family: Table, first: str, second: str) -> Iterator[lis
         else:
             sub = row["topic"]
             sides = [row.get(side, "-") for side in (first, second)]
-        yield [CLASSES[kind], sub, *sides, row["difference"], row.get("compat", "")]
+        yield [CLASSES[kind], sub, *sides, row["difference"], _compat_cell(pair, row, family)]
 
 
 def _compat_table(family: Table) -> list[str]:
@@ -343,7 +429,8 @@ def index_page(families: list[Table]) -> str:
         "",
         "Generated from compat's mapping tables, which compat's code reads and the tests check "
         "against the installed torch and MindSpore (`inspect.signature`), so these pages cannot "
-        "drift from either. Per backend: [capability matrix](capabilities.md).",
+        "drift from either. Per backend: [capability matrix](capabilities.md). Where MindSpore's "
+        "own API mapping page is wrong or lacks an entry: [corrections](corrections.md).",
         "",
         "One row per API: its counterparts on the other side by module (names relative to the "
         "column's module; `primitives and others` relative to `mindspore`), compat's function, "
@@ -506,10 +593,51 @@ def reduce_op_section() -> list[str]:
     return lines
 
 
+#: How a table's text marks a correction of MindSpore's own API mapping page.
+OFFICIAL_PAGE = re.compile(r"mapping page", re.IGNORECASE)
+
+
+def corrections_page(families: list[Table]) -> str:
+    """Every pair note and row whose text corrects or completes MindSpore's API mapping page
+    (it names "mapping page"), so a reader of that page can check it against the tables."""
+    lines = [
+        HEADER.format(source="api_*.toml"),
+        "# Corrections to MindSpore's API mapping page",
+        "",
+        "Where MindSpore's PyTorch-to-MindSpore API mapping page "
+        "(https://www.mindspore.cn/docs/en/master/note/api_mapping/pytorch_api_mapping.html) is "
+        "wrong or lacks an entry, the tables' row or note says so; these are all of them, from "
+        "the tables, with the page of each.",
+        "",
+        "| PyTorch | MindSpore | where | what holds | page |",
+        "|---|---|---|---|---|",
+    ]
+    for family in families:
+        page = f"[{family['family']}](torch_to_mindspore/{family['family']}.md)"
+        for pair in family["pairs"]:
+            found = [("note", pair["note"])] if OFFICIAL_PAGE.search(pair["note"]) else []
+            for row in pair["rows"]:
+                if OFFICIAL_PAGE.search(row["difference"]):
+                    label = (
+                        _row_label(pair, row, "torch")
+                        if row["kind"] == "param"
+                        else (row.get("topic") or row["kind"])
+                    )
+                    found.append((label, row["difference"]))
+            for where, text in found:
+                cells = [f"`{pair['torch']}`", f"`{pair['mindspore']}`", where, text, page]
+                lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def generate() -> dict[str, str]:
     """Every page, by path relative to the output folder."""
     families = tables.families()
-    pages = {"index.md": index_page(families), "capabilities.md": capabilities_page()}
+    pages = {
+        "index.md": index_page(families),
+        "capabilities.md": capabilities_page(),
+        "corrections.md": corrections_page(families),
+    }
     paired = paired_in(families)
     for direction in DIRECTIONS:
         for family in families:
@@ -650,40 +778,89 @@ def _wrapped(text: str, width: int, indent: str, more: str) -> list[str]:
     return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=more)
 
 
-def _pair_text(pair: Table, family: Table, width: int) -> list[str]:
+def _row_lines(cells: list[str], width: int, full: bool) -> list[str]:
+    """One row for a terminal: its label, then (``full``) both sides, the difference and compat's
+    cell; else the difference and compat's cell only."""
+    kind, sub, torch_side, ms_side, difference, compat = cells
+    label = sub if kind == "Parameters" else (f"{kind.lower()}: {sub}" if sub else kind.lower())
+    out = [f"  {label}:"]
+    if full:
+        out += _wrapped(f"PyTorch:   {torch_side}", width, "    ", "      ")
+        out += _wrapped(f"MindSpore: {ms_side}", width, "    ", "      ")
+    out += _wrapped(f"=> {difference}", width, "    ", "       ")
+    if compat:
+        out += _wrapped(f"compat: {compat}", width, "    ", "      ")
+    return out
+
+
+def _differs(row: Table) -> bool:
+    return not row["difference"].startswith("No difference")
+
+
+def _pair_text(pair: Table, family: Table, width: int, full: bool, again: bool) -> list[str]:
+    """A pair: its heading and signatures (only the compat function's where ``again``, the same
+    two APIs shown above with another compat function), its note, and its rows (``full``: every
+    row with both sides; else the rows that differ)."""
     apis = family["apis"]
-    out = [f"{pair['torch']}  ->  {pair['mindspore']}"]
-    for side in ("torch", "mindspore"):
-        out.append(f"  {LABELS[side]:9} {_call(pair[side], apis[pair[side]])}")
+    out = [f"{pair['torch']}  ->  {pair['mindspore']}" + ("  (again)" if again else "")]
+    if not again:
+        for side in ("torch", "mindspore"):
+            out += _wrapped(
+                _call(pair[side], apis[pair[side]]), width, f"  {LABELS[side]:9} ", " " * 12
+            )
     if "compat" in pair:
         entry = family["compat"][pair["compat"]]
         ported = "  (compat port rewrites to it)" if pair.get("port") else ""
-        out.append(f"  {'compat':9} compat.{pair['compat']}{entry.get('signature', '')}{ported}")
-    out += _wrapped(pair["note"], width, "  ", "  ")
+        call = f"compat.{pair['compat']}{entry.get('signature', '')}{ported}"
+        out += _wrapped(call, width, f"  {'compat':9} ", " " * 12)
+    if not again:
+        out += _wrapped(pair["note"] if full else _first_clause(pair["note"]), width, "  ", "  ")
     if "result" in pair:
         out += _wrapped(f"compat's result differs: {pair['result']}", width, "  ", "  ")
-    for cells in rows_of(pair, family, "torch", "mindspore"):
-        kind, sub, torch_side, ms_side, difference, compat = cells
-        out.append(f"  {kind} {sub}".rstrip() + ":")
-        out += _wrapped(f"PyTorch:   {torch_side}", width, "    ", "      ")
-        out += _wrapped(f"MindSpore: {ms_side}", width, "    ", "      ")
-        out += _wrapped(f"=> {difference}", width, "    ", "       ")
-        if compat:
-            out += _wrapped(f"compat: {compat}", width, "    ", "      ")
+    rows = zip(pair["rows"], rows_of(pair, family, "torch", "mindspore"), strict=True)
+    for row, cells in rows:
+        if full or _differs(row):
+            out += _row_lines(cells, width, full)
     return [*out, ""]
 
 
-def diff_text(name: str, width: int = 100) -> str:
-    """The parameter-difference tables of ``name`` (see :func:`find`) for a terminal: the pairs
-    of its first family it appears in, then the other families it appears in."""
+def _pair_line(pair: Table, width: int) -> list[str]:
+    """A pair in a few lines: the two APIs, then compat's function and the names of the rows
+    that differ."""
+    names = [
+        row.get("torch") or row.get("mindspore") or row.get("topic") or row["kind"]
+        for row in pair["rows"]
+        if _differs(row) and row["kind"] != "return"
+    ]
+    compat = f"compat.{pair['compat']}" if "compat" in pair else "no compat function"
+    differs = f"; differs: {', '.join(dict.fromkeys(names))}" if names else ""
+    return [
+        f"{pair['torch']}  ->  {pair['mindspore']}",
+        *_wrapped(compat + differs, width, "    ", "      "),
+    ]
+
+
+def diff_text(name: str, width: int = 100, full: bool = False) -> str:
+    """The differences of ``name`` (see :func:`find`) for a terminal: the first pair of its first
+    family with its signatures and the rows that differ, the family's other pairs a line or two
+    each; with ``full``, every pair with every row. Then the other families it appears in."""
     first, *others = find(name)
     family = first.family
     out = [f"{family['title']}: {family['summary']}", ""]
     for path in first.unpaired:
         other = LABELS["mindspore" if family["apis"][path]["framework"] == "torch" else "torch"]
         out += [f"{path}: no {other} counterpart in the tables", ""]
-    for pair in first.pairs:
-        out += _pair_text(pair, family, width)
+    shown: set[tuple[str, str]] = set()
+    brief = []
+    for index, pair in enumerate(first.pairs):
+        key = (pair["torch"], pair["mindspore"])
+        if full or index == 0:
+            out += _pair_text(pair, family, width, full, again=key in shown)
+            shown.add(key)
+        else:
+            brief += _pair_line(pair, width)
+    if brief:
+        out += ["Its other pairs (compat diff <API> for one; --full for every row):", *brief, ""]
     if len(first.pairs) < len(family["pairs"]):
         out.append(
             f"({len(first.pairs)} of the {len(family['pairs'])} pairs of this family; "

@@ -422,12 +422,12 @@ def case_monitored_barrier(kit: Any) -> None:
 
     threading.Thread.start = counted_start  # type: ignore[method-assign]
     try:
-        compat.monitored_barrier(timeout=20)
-        compat.monitored_barrier(timeout=timedelta(seconds=20), wait_all_ranks=True)
-        compat.monitored_barrier()
+        assert compat.monitored_barrier(timeout=20) is None
+        assert compat.monitored_barrier(timeout=timedelta(seconds=20), wait_all_ranks=True) is None
+        assert compat.monitored_barrier() is None
         group = subgroup()
         if rank() in group.ranks:
-            compat.monitored_barrier(group, timeout=20)
+            assert compat.monitored_barrier(group, timeout=20) is None
     finally:
         threading.Thread.start = start  # type: ignore[method-assign]
     current = state.current()

@@ -56,6 +56,17 @@ def case_world_spellings(kit: Any) -> None:
         assert compat.get_rank(group) == rank()
         assert compat.get_process_group_ranks(group) == list(range(n))
         assert compat.get_backend(group) == compat.get_backend()
+    if kit.framework == "torch":
+        # compat.WORLD is compat's own: torch's functions refuse it before communicating.
+        import torch.distributed as dist
+
+        x = kit.tensor(np.zeros(3), "float32")
+        try:
+            dist.all_reduce(x, group=compat.WORLD)
+        except ValueError as error:
+            assert "not initialized in the world group map" in str(error), error
+        else:
+            raise AssertionError("torch.distributed.all_reduce took group=compat.WORLD")
 
 
 def case_native_group_in_compat(kit: Any) -> None:
@@ -63,11 +74,14 @@ def case_native_group_in_compat(kit: Any) -> None:
     n = world()
     ranks = [0, n - 1] if n > 1 else [0]
     group = _native_group(kit, ranks, "interop_native_group")
+    assert not isinstance(group, compat.Group), type(group)  # compat takes it all the same
     if rank() not in ranks:
         if kit.framework == "torch":  # MindSpore's non-members never create the group
             assert compat.get_rank(group) == -1
         return
     assert compat.get_process_group_ranks(group) == ranks
+    assert compat.get_world_size(group) == len(ranks)
+    assert compat.get_rank(group) == ranks.index(rank())
     assert compat.get_global_rank(group, len(ranks) - 1) == ranks[-1]
     assert compat.get_group_rank(group, rank()) == ranks.index(rank())
     x = kit.tensor(np.full((2, 2), 10 ** rank()), "float32")

@@ -104,9 +104,10 @@ def case_broadcast_object_list(kit: Any, use_group: bool, by_group_rank: bool) -
         expected = [payload(src, i) for i in range(count)]
         objects = list(expected) if rank() == src else [None] * count
         if by_group_rank:
-            compat.broadcast_object_list(objects, group=group, group_src=position)
+            returned = compat.broadcast_object_list(objects, group=group, group_src=position)
         else:
-            compat.broadcast_object_list(objects, src, group)
+            returned = compat.broadcast_object_list(objects, src, group)
+        assert returned is None, returned
         same(objects, expected, f"object_list (src={src})")
         record(objects)
 
@@ -137,9 +138,10 @@ def case_gather_object(kit: Any, use_group: bool, by_group_rank: bool) -> None:
         out: list[Any] | None = ["stale"] * len(ranks) if rank() == dst else None
         mine = payload(rank(), position, big=position == 1 and rank() == ranks[0])
         if by_group_rank:
-            compat.gather_object(mine, out, group=group, group_dst=position)
+            returned = compat.gather_object(mine, out, group=group, group_dst=position)
         else:
-            compat.gather_object(mine, out, dst, group)
+            returned = compat.gather_object(mine, out, dst, group)
+        assert returned is None, returned
         if rank() == dst:
             assert out is not None
             for i, who in enumerate(ranks):
@@ -165,9 +167,10 @@ def case_scatter_object_list(kit: Any, use_group: bool, by_group_rank: bool) -> 
         # Ignored on ranks other than src, as in torch.
         given = inputs if rank() == src else ["ignored"]
         if by_group_rank:
-            compat.scatter_object_list(out, given, group=group, group_src=position)
+            returned = compat.scatter_object_list(out, given, group=group, group_src=position)
         else:
-            compat.scatter_object_list(out, given, src, group)
+            returned = compat.scatter_object_list(out, given, src, group)
+        assert returned is None, returned
         same(out[0], inputs[me], f"scatter_object_output_list[0] (src={src})")
         assert out[1] == "kept", "only the first entry is written"
         record(out[0])
@@ -189,9 +192,10 @@ def case_send_recv_object_list(kit: Any, use_group: bool, by_group_rank: bool) -
             expected = [payload(sender, i, big=i == 0 and b == 0) for i in range(b + 2)]
             if rank() == sender:
                 if by_group_rank:
-                    compat.send_object_list(list(expected), group=group, group_dst=b)
+                    sent = compat.send_object_list(list(expected), group=group, group_dst=b)
                 else:
-                    compat.send_object_list(list(expected), receiver, group)
+                    sent = compat.send_object_list(list(expected), receiver, group)
+                assert sent is None, sent
             elif rank() == receiver:
                 objects: list[Any] = [None] * len(expected)
                 if by_group_rank:

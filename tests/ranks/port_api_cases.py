@@ -84,12 +84,18 @@ def _(kit: Any) -> None:
 def case_group_queries_torch_style(kit: Any) -> None:
     """``size()`` and ``rank()`` as a torch ProcessGroup answers them, on compat.WORLD and on a
     group; ``compat.get_rank(group) < 0`` is torch's ``_rank_not_in_group(group)``."""
+    assert isinstance(compat.WORLD, compat.Group)
     assert compat.WORLD.size() == world(), (compat.WORLD.size(), world())
     assert compat.WORLD.rank() == my_rank()
     group = subgroup()
     inside = my_rank() in group.ranks
     assert group.size() == len(group.ranks)
     assert group.rank() == (group.ranks.index(my_rank()) if inside else -1)
+    assert isinstance(group, compat.Group) and isinstance(group.name, str) and group.name
+    assert [group.group_rank(r) for r in group.ranks] == list(range(len(group.ranks)))
+    # handle: the framework's own group (a ProcessGroup, a MindSpore group name) on members.
+    native = {"torch": "ProcessGroup", "mindspore": "str"}[kit.framework]
+    assert (type(group.handle).__name__ == native) if inside else group.handle is None
     assert (compat.get_rank(group) < 0) is (not inside)
     assert (compat.get_rank(None) < 0) is False
     assert (compat.get_rank(compat.WORLD) < 0) is False
@@ -100,3 +106,29 @@ def case_group_queries_torch_style(kit: Any) -> None:
 
 
 register("group_queries_torch_style", case_group_queries_torch_style)
+
+
+def case_new_group_forms(kit: Any) -> None:
+    """What the mapping tables say of compat.new_group: ranks may be left out (every rank) or
+    given in any order, and the group's ranks are sorted (group rank i is the i-th smallest
+    global rank), answering rank() and size() as a ProcessGroup does; ``timeout`` is taken on
+    torch and refused on MindSpore (an UnsupportedError naming it)."""
+    everyone = tuple(range(world()))
+    timeout = {"timeout": 30} if kit.framework == "torch" else {}
+    for group in (compat.new_group(), compat.new_group(list(reversed(everyone)), **timeout)):
+        assert group.ranks == everyone, group.ranks
+        assert (group.rank(), group.size()) == (my_rank(), world())
+    last = world() - 1
+    alone = compat.new_group([last])  # a compat.Group on every rank, its handle None outside
+    assert isinstance(alone, compat.Group) and alone.ranks == (last,)
+    assert (alone.handle is None) is (my_rank() != last), alone.handle
+    if kit.framework == "mindspore":
+        try:
+            compat.new_group(list(everyone), timeout=30)
+        except compat.UnsupportedError as error:
+            assert "timeout" in str(error), error
+        else:
+            raise AssertionError("new_group(timeout=30) on MindSpore: no UnsupportedError")
+
+
+register("new_group_forms", case_new_group_forms)
