@@ -257,6 +257,8 @@ EXPECTED: dict[str, Expected] = {
             "_functional_collectives.all_reduce": 1,
             "_functional_collectives.all_gather_tensor": 1,
             "_functional_collectives.reduce_scatter_tensor": 1,
+            "_functional_collectives.all_gather_single": 1,
+            "_functional_collectives.reduce_scatter_single": 1,
             "nn.functional.all_reduce": 1,  # written torch.distributed.nn.all_reduce
             "get_world_size": 2,
             "get_rank": 1,

@@ -29,6 +29,14 @@ def sp_reduce_scatter(t: torch.Tensor, group: Any) -> torch.Tensor:
     return funcol.reduce_scatter_tensor(t, "sum", 0, group)
 
 
+def sp_all_gather_single(t: torch.Tensor, group: Any) -> torch.Tensor:
+    return funcol.all_gather_single(t, 0, group)
+
+
+def sp_reduce_scatter_single(t: torch.Tensor, group: Any) -> torch.Tensor:
+    return funcol.reduce_scatter_single(t, "sum", 0, group)
+
+
 def row_parallel_output(partial: torch.Tensor) -> torch.Tensor:
     return torch.distributed.nn.all_reduce(partial)
 
@@ -48,6 +56,8 @@ def run() -> dict[str, Any]:
             "all_reduce": tp_all_reduce(t, group),
             "all_gather_tensor": gathered,
             "reduce_scatter_tensor": sp_reduce_scatter(t, group),
+            "all_gather_single": sp_all_gather_single(t, group),
+            "reduce_scatter_single": sp_reduce_scatter_single(t, group),
             "input": t,
         }
         x = torch.tensor([1.0, 2.0 + rank], requires_grad=True)
