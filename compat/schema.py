@@ -253,7 +253,8 @@ ROW = Record(
 # A pair's optional keys:
 # - compat: the compat function (or type) that serves both sides.
 # - port = true: of the pairs of one torch API, the one whose compat function `compat port`
-#   rewrites that API to (exactly one where a torch API has several pairs; needs compat).
+#   rewrites that API to (exactly one where a torch API has several pairs that name a compat
+#   function; needs compat).
 # - result: present only where compat's function returns something other than torch's API for
 #   the same call; says how (e.g. torch.distributed.recv returns the sender's rank, compat.recv
 #   None). Needs compat.
@@ -511,11 +512,13 @@ def _check_family(where: _Where, table: dict[str, Any]) -> None:
 
 
 def _check_port_choices(where: _Where, pairs: list[dict[str, Any]]) -> None:
-    """Of the pairs of one torch API, exactly one says ``port = true`` when there are several
-    (the one ``compat port`` rewrites to), and never more than one."""
+    """Of the pairs of one torch API that name a compat function, exactly one says
+    ``port = true`` when there are several (the one ``compat port`` rewrites to), and never more
+    than one."""
     by_torch: dict[str, list[int]] = {}
     for index, pair in enumerate(pairs):
-        by_torch.setdefault(pair["torch"], []).append(index)
+        if "compat" in pair:  # compat port rewrites only to a compat function
+            by_torch.setdefault(pair["torch"], []).append(index)
     for torch_name, indexes in by_torch.items():
         chosen = [index for index in indexes if pairs[index].get("port")]
         if len(chosen) > 1 or (len(indexes) > 1 and not chosen):

@@ -851,14 +851,22 @@ def diff_text(name: str, width: int = 100, full: bool = False) -> str:
         other = LABELS["mindspore" if family["apis"][path]["framework"] == "torch" else "torch"]
         out += [f"{path}: no {other} counterpart in the tables", ""]
     shown: set[tuple[str, str]] = set()
-    brief = []
+    brief: list[str] = []
+    brief_start, brief_last = 0, [""]
     for index, pair in enumerate(first.pairs):
         key = (pair["torch"], pair["mindspore"])
         if full or index == 0:
             out += _pair_text(pair, family, width, full, again=key in shown)
             shown.add(key)
         else:
-            brief += _pair_line(pair, width)
+            line = _pair_line(pair, width)
+            if brief_last[1:] == line[1:] and brief_last[0].startswith(f"{pair['torch']}  ->  "):
+                # a twin (mint.distributed's and ops.communication's): one entry for both
+                brief[brief_start] += f", {pair['mindspore']}"
+                brief_last[0] = brief[brief_start]
+                continue
+            brief_start, brief_last = len(brief), line
+            brief += line
     if brief:
         out += ["Its other pairs (compat diff <API> for one; --full for every row):", *brief, ""]
     if len(first.pairs) < len(family["pairs"]):
