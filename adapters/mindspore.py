@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import math
 import operator
 import os
@@ -203,6 +204,12 @@ class MindSporeAdapter(Adapter):
         self._pending_recvs: list[threading.Event] = []  # see recv_within
         self._target = "CPU"  # the backend's device target, and this rank's device: see init
         self._home = "CPU"
+        #: collectives through MindSpore's ``ops`` primitives (see PRIMITIVES): on GPU always,
+        #: on CPU where COMPAT_MINDSPORE_PRIMITIVES asks for them
+        self.primitives = False
+        #: the primitive each call of the primitives path ran, by adapter method: what ran
+        #: (tests read it)
+        self.primitive_calls: dict[str, str] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     def init(self, backend: str | None, timeout: timedelta | None, rendezvous: Rendezvous) -> str:
@@ -249,6 +256,7 @@ class MindSporeAdapter(Adapter):
             # msrun runs the script in its scheduler process too: init() has served the
             # cluster there until the job ended, and the script must not go on to collectives.
             raise SystemExit(0)
+        self.primitives = self._target == "GPU" or primitives_forced()
         self._rebind_world_group_defaults()
         self._world = list(range(communication.get_group_size()))
         self._rank = communication.get_rank()
@@ -823,6 +831,8 @@ class MindSporeAdapter(Adapter):
     def all_reduce(
         self, tensor: ms.Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
     ) -> Handle | None:
+        if self.primitives:
+            return self._primitive_all_reduce(tensor, op, group, async_op)
         writebacks: list[Writeback] = []
         staged = self._stage_out(tensor, writebacks)
         handle = dist.all_reduce(staged, op=self._ops[op], group=group, async_op=async_op)
@@ -831,6 +841,8 @@ class MindSporeAdapter(Adapter):
     def all_gather(
         self, tensor_list: list[ms.Tensor], tensor: ms.Tensor, group: GroupHandle, async_op: bool
     ) -> Handle | None:
+        if self.primitives:
+            return self._primitive_all_gather(tensor_list, tensor, group, async_op)
         writebacks: list[Writeback] = []
         outputs = [self._receive(item, writebacks, async_op) for item in tensor_list]
         handle = dist.all_gather(outputs, self._stage_in(tensor), group=group, async_op=async_op)
@@ -839,6 +851,8 @@ class MindSporeAdapter(Adapter):
     def all_gather_into_tensor(
         self, output: ms.Tensor, tensor: ms.Tensor, group: GroupHandle, async_op: bool
     ) -> Handle | None:
+        if self.primitives:
+            return self._primitive_all_gather_into_tensor(output, tensor, group, async_op)
         writebacks: list[Writeback] = []
         staged = self._stage_out(output, writebacks)
         handle = dist.all_gather_into_tensor(
@@ -880,6 +894,8 @@ class MindSporeAdapter(Adapter):
     def broadcast(
         self, tensor: ms.Tensor, src: int, group: GroupHandle, async_op: bool
     ) -> Handle | None:
+        if self.primitives:
+            return self._primitive_broadcast(tensor, src, group, async_op)
         writebacks: list[Writeback] = []
         if src == self._rank:
             staged = self._stage_in(tensor)
@@ -959,6 +975,98 @@ class MindSporeAdapter(Adapter):
         inputs = [self._stage_in(item) for item in input_tensor_list]
         handle = dist.all_to_all(outputs, inputs, group=group, async_op=async_op)
         return self._finish(handle, async_op, writebacks)
+
+    # -- the primitives path: mindspore.ops' AllReduce, AllGather and Broadcast ---------------
+    # MindSpore's GPU (NCCL) kernels are those of the ops primitives, not mint.distributed's
+    # (capabilities.toml, [mindspore_nccl.ops]). Each primitive returns a new tensor and leaves
+    # its input as it is (measured on CPU, 2 ranks), so the result is copied into the caller's
+    # tensor once the queue has run it (on wait() for an asynchronous call).
+    def _primitive(self, name: str, method: str, *arguments: Any) -> Any:
+        self.primitive_calls[method] = f"mindspore.ops.{name}"
+        return _primitive_instance(name, arguments)
+
+    @staticmethod
+    def _named(group: GroupHandle) -> str:
+        """The group's name for a primitive (None, compat's world: the backend's world group)."""
+        return str(communication.GlobalComm.WORLD_COMM_GROUP) if group is None else str(group)
+
+    def _carried(self, tensor: ms.Tensor) -> tuple[ms.Tensor, Any]:
+        """``tensor`` in a dtype the CPU kernels of AllGather and Broadcast take, and the dtype
+        to turn the result back into (None: as it is). MindSpore 2.10 refuses bfloat16, int8,
+        uint8 and bool there (measured); bfloat16 travels as its bits (int16), the others
+        widened to int16, exact both ways. On GPU the NCCL kernels take them (PRIMITIVES)."""
+        dtype = _dtype_of(tensor)
+        if not self._on_cpu or dtype not in _CPU_CARRIED:
+            return tensor, None
+        if dtype == ms.bfloat16:
+            return tensor.view(ms.int16), dtype
+        return tensor.astype(ms.int16), dtype
+
+    @staticmethod
+    def _uncarried(result: ms.Tensor, dtype: Any) -> ms.Tensor:
+        if dtype is None:
+            return result
+        return result.view(dtype) if dtype == ms.bfloat16 else result.astype(dtype)
+
+    def _primitive_finish(self, async_op: bool, writebacks: list[Writeback]) -> Handle | None:
+        if async_op:
+            return _CommHandle(_QUEUE, writebacks, self._on_cpu)
+        return self._finish(None, False, writebacks)
+
+    def _primitive_all_reduce(
+        self, tensor: ms.Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
+    ) -> Handle | None:
+        # ops.AllReduce has no average (its ops: sum, prod, min, max): AVG is its sum divided by
+        # the group's size, as MindSpore's own mean gradients are (floating dtypes only, which
+        # compat checks). On CPU its kernel takes sum on float32 and float16 only (measured);
+        # capabilities.toml [mccl_primitives] reduces there through AllGather instead.
+        primitive_op = _PRIMITIVE_OPS[ReduceOp.SUM if op is ReduceOp.AVG else op]
+        result = self._primitive("AllReduce", "all_reduce", primitive_op, self._named(group))(
+            self._stage_in(tensor)
+        )
+        if op is ReduceOp.AVG:
+            result = result / len(self.group_ranks(group))
+        return self._primitive_finish(async_op, [lambda: self.copy_(tensor, result)])
+
+    def _gathered(self, tensor: ms.Tensor, group: GroupHandle) -> ms.Tensor:
+        """ops.AllGather of ``tensor``: every rank's tensor in group-rank order along dim 0."""
+        carried, dtype = self._carried(self._stage_in(tensor))
+        return self._uncarried(self._primitive("AllGather", "all_gather", self._named(group))(carried), dtype)
+
+    def _primitive_all_gather(
+        self, tensor_list: list[ms.Tensor], tensor: ms.Tensor, group: GroupHandle, async_op: bool
+    ) -> Handle | None:
+        if not self.shape(tensor):  # AllGather concatenates along dim 0: a 0-d tensor as (1,)
+            gathered = self._gathered(tensor.reshape((1,)), group)
+        else:
+            gathered = self._gathered(tensor, group)
+        rows = [self.shape(item)[0] if self.shape(item) else 1 for item in tensor_list]
+
+        def write() -> None:
+            for item, part in zip(tensor_list, self.split(gathered, rows), strict=True):
+                self.copy_(item, part.reshape(self.shape(item)))
+
+        return self._primitive_finish(async_op, [write])
+
+    def _primitive_all_gather_into_tensor(
+        self, output: ms.Tensor, tensor: ms.Tensor, group: GroupHandle, async_op: bool
+    ) -> Handle | None:
+        gathered = self._gathered(tensor, group)
+        return self._primitive_finish(
+            async_op, [lambda: self.copy_(output, gathered.reshape(self.shape(output)))]
+        )
+
+    def _primitive_broadcast(
+        self, tensor: ms.Tensor, src: int, group: GroupHandle, async_op: bool
+    ) -> Handle | None:
+        # root_rank is a global rank (ops.Broadcast's docstring, comm_ops.py, MindSpore 2.10);
+        # it takes a tuple and returns one.
+        carried, dtype = self._carried(self._stage_in(tensor))
+        (result,) = self._primitive("Broadcast", "broadcast", src, self._named(group))((carried,))
+        if src == self._rank:
+            return self._primitive_finish(async_op, [])
+        result = self._uncarried(result, dtype)
+        return self._primitive_finish(async_op, [lambda: self.copy_(tensor, result)])
 
     # send and recv complete before returning, so a view can go as a tensor over its own memory
     # (no copy: the view outlives the call); the other collectives may be asynchronous and stage.
@@ -1060,6 +1168,46 @@ class MindSporeAdapter(Adapter):
 
         itemsize = int(tables.lookup("dtypes", "dtypes", dtype, "bytes"))
         return _BENCH_CASES[op](self, new, rows, len(self._world), itemsize)
+
+
+#: The environment variable that puts MCCL's collectives on the ops primitives path (the one
+#: MindSpore's GPU backend takes): "1" (anything but "" or "0"). docs/backends.md.
+PRIMITIVES_VARIABLE = "COMPAT_MINDSPORE_PRIMITIVES"
+
+
+def primitives_forced() -> bool:
+    return os.environ.get(PRIMITIVES_VARIABLE, "") not in ("", "0")
+
+
+#: ReduceOp -> the op string mindspore.ops.AllReduce takes (ReduceOp.SUM ...: "sum", "prod",
+#: "min", "max"; comm_ops.py, MindSpore 2.10)
+_PRIMITIVE_OPS = {
+    ReduceOp.SUM: "sum", ReduceOp.PRODUCT: "prod", ReduceOp.MIN: "min", ReduceOp.MAX: "max"
+}  # fmt: skip
+
+#: dtypes the CPU kernels of ops.AllGather and ops.Broadcast refuse (MindSpore 2.10, measured:
+#: "must be a type of ..."), carried as int16 (MindSporeAdapter._carried)
+_CPU_CARRIED = (ms.bfloat16, ms.int8, ms.uint8, ms.bool_)
+
+
+@functools.cache
+def _primitive_instance(name: str, arguments: tuple[Any, ...]) -> Any:
+    """One ``mindspore.ops.<name>(*arguments)`` per name and arguments: a primitive is an object
+    MindSpore compiles once per instance."""
+    from mindspore import ops
+
+    return getattr(ops, name)(*arguments)
+
+
+class _QueueSync:
+    """The handle of an asynchronous primitive call: its wait() waits for MindSpore's queue."""
+
+    @staticmethod
+    def wait() -> None:
+        _pynative_executor.sync()
+
+
+_QUEUE = _QueueSync()
 
 
 def _synchronised(handle: Handle) -> Callable[[], None]:
