@@ -831,7 +831,7 @@ class MindSporeAdapter(Adapter):
     def all_reduce(
         self, tensor: ms.Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
     ) -> Handle | None:
-        if self.primitives:
+        if self._on_primitives(group):
             return self._primitive_all_reduce(tensor, op, group, async_op)
         writebacks: list[Writeback] = []
         staged = self._stage_out(tensor, writebacks)
@@ -841,7 +841,7 @@ class MindSporeAdapter(Adapter):
     def all_gather(
         self, tensor_list: list[ms.Tensor], tensor: ms.Tensor, group: GroupHandle, async_op: bool
     ) -> Handle | None:
-        if self.primitives:
+        if self._on_primitives(group):
             return self._primitive_all_gather(tensor_list, tensor, group, async_op)
         writebacks: list[Writeback] = []
         outputs = [self._receive(item, writebacks, async_op) for item in tensor_list]
@@ -851,7 +851,7 @@ class MindSporeAdapter(Adapter):
     def all_gather_into_tensor(
         self, output: ms.Tensor, tensor: ms.Tensor, group: GroupHandle, async_op: bool
     ) -> Handle | None:
-        if self.primitives:
+        if self._on_primitives(group):
             return self._primitive_all_gather_into_tensor(output, tensor, group, async_op)
         writebacks: list[Writeback] = []
         staged = self._stage_out(output, writebacks)
@@ -894,7 +894,7 @@ class MindSporeAdapter(Adapter):
     def broadcast(
         self, tensor: ms.Tensor, src: int, group: GroupHandle, async_op: bool
     ) -> Handle | None:
-        if self.primitives:
+        if self._on_primitives(group):
             return self._primitive_broadcast(tensor, src, group, async_op)
         writebacks: list[Writeback] = []
         if src == self._rank:
@@ -985,6 +985,18 @@ class MindSporeAdapter(Adapter):
         self.primitive_calls[method] = f"mindspore.ops.{name}"
         return _primitive_instance(name, arguments)
 
+    def _on_primitives(self, group: GroupHandle) -> bool:
+        """Whether a call on ``group`` takes the primitives path. On CPU only the world group's:
+        "AllGather only support mccl_world_group on CPU, but got compat_group_1" (measured,
+        MindSpore 2.10), so a sub-group there keeps mint.distributed (and says so in
+        primitive_calls)."""
+        if not self.primitives:
+            return False
+        if self._on_cpu and group is not None and group not in _WORLD_GROUP_NAMES:
+            self.primitive_calls["sub-group"] = "mint.distributed"
+            return False
+        return True
+
     @staticmethod
     def _named(group: GroupHandle) -> str:
         """The group's name for a primitive (None, compat's world: the backend's world group)."""
@@ -1031,7 +1043,8 @@ class MindSporeAdapter(Adapter):
     def _gathered(self, tensor: ms.Tensor, group: GroupHandle) -> ms.Tensor:
         """ops.AllGather of ``tensor``: every rank's tensor in group-rank order along dim 0."""
         carried, dtype = self._carried(self._stage_in(tensor))
-        return self._uncarried(self._primitive("AllGather", "all_gather", self._named(group))(carried), dtype)
+        gather = self._primitive("AllGather", "all_gather", self._named(group))
+        return self._uncarried(gather(carried), dtype)
 
     def _primitive_all_gather(
         self, tensor_list: list[ms.Tensor], tensor: ms.Tensor, group: GroupHandle, async_op: bool

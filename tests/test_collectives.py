@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.jobs import BACKGROUND, WORLDS, JobSpec, collective_job
+from tests.jobs import BACKGROUND, JOB_ENVIRONMENT, WORLDS, JobSpec, collective_job
 from tests.ranks.cases import case_names
 
 PARAMS = [
@@ -61,3 +61,39 @@ def test_every_case_on_the_backends_own_transport(framework: str) -> None:
     job = BACKGROUND.result(spec)
     failures = [failure for name in spec.cases if (failure := job.failure(name)) is not None]
     assert not failures, failures[0]
+
+
+#: MCCL through MindSpore's ops primitives, the path MindSpore's GPU backend takes
+#: (capabilities.toml [mccl_primitives], [mindspore_nccl]): the collective cases, without those
+#: about shared memory and the algorithms called directly (NOT_REPEATED), and the cases that
+#: check which implementation and primitive ran.
+PRIMITIVES = {"COMPAT_MINDSPORE_PRIMITIVES": "1"}
+
+
+def primitives_jobs(world: int) -> tuple[JobSpec, JobSpec]:
+    names = tuple(name for name in case_names("mindspore", world) if not NOT_REPEATED.match(name))
+    environment = (*PRIMITIVES.items(), *JOB_ENVIRONMENT.get(("mindspore", world), ()))
+    return (
+        JobSpec("mindspore", world, "tests.ranks.cases", names, 900, environment),
+        JobSpec(
+            "mindspore", world, "tests.ranks.primitive_cases", PRIMITIVE_CASES, 300, environment
+        ),
+    )
+
+
+PRIMITIVE_CASES = ("primitive-path", "primitive-all_reduce")
+
+
+@pytest.mark.parametrize(
+    "world",
+    [pytest.param(w, marks=[pytest.mark.job(spec) for spec in primitives_jobs(w)]) for w in (2, 3)],
+)
+def test_primitives_path(world: int) -> None:
+    """With COMPAT_MINDSPORE_PRIMITIVES=1 every case passes on MCCL at 2 and 3 ranks, each
+    collective resolved to [mccl_primitives]' implementation and run over ops.AllGather and
+    ops.Broadcast (primitive-path), and MindSpore GPU's ops.AllReduce call is right."""
+    failures = []
+    for spec in primitives_jobs(world):
+        job = BACKGROUND.result(spec)
+        failures += [failure for name in spec.cases if (failure := job.failure(name)) is not None]
+    assert not failures, f"{len(failures)} failed; the first:\n{failures[0]}"

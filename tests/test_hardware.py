@@ -1,7 +1,8 @@
 """The multi-rank suite on devices: every case of tests/ranks (both reduce_scatter styles, every
 op and dtype, layouts, groups, async, bad input) on 2 GPUs (torch NCCL) or 2 NPUs (MindSpore
-HCCL) with the pre-flight check on, and a short ``compat bench``. MindSpore on GPU has no
-mint.distributed kernel (capabilities.toml, read): there every collective must say so.
+HCCL) with the pre-flight check on, and a short ``compat bench``. MindSpore on GPU takes the ops
+primitives path (capabilities.toml): all_reduce runs there, point to point says it is
+unsupported.
 
 Run by ``make test-gpu`` / ``make test-npu`` (``COMPAT_HARDWARE``); in ``make test``, and where
 the devices are absent, each test skips and says why (``-rs`` prints it)."""
@@ -76,17 +77,14 @@ import compat
 
 compat.init("mindspore", "nccl")
 tensor = ms.Tensor(np.ones(4, np.float32))
-for name, call in (
-    ("all_reduce", lambda: compat.all_reduce(tensor)),
-    ("reduce_scatter_tensor", lambda: compat.reduce_scatter_tensor(tensor)),
-    ("all_gather_into_tensor", lambda: compat.all_gather_into_tensor(tensor)),
-):
-    try:
-        call()
-    except compat.UnsupportedError as error:
-        assert "nccl" in str(error), error
-    else:
-        raise AssertionError(f"{name} ran on MindSpore's GPU backend: update capabilities.toml")
+compat.all_reduce(tensor)  # ops.AllReduce: the primitives path (capabilities.toml)
+assert np.allclose(tensor.asnumpy(), compat.get_world_size()), tensor
+try:
+    compat.send(tensor, (compat.get_rank() + 1) % compat.get_world_size())
+except compat.UnsupportedError as error:
+    assert "nccl" in str(error), error
+else:
+    raise AssertionError("send ran on MindSpore's GPU backend: update capabilities.toml")
 print("UNSUPPORTED AS RECORDED", flush=True)
 """
 

@@ -1,0 +1,68 @@
+"""Cases for MindSpore's ops primitives path (COMPAT_MINDSPORE_PRIMITIVES=1 on MCCL): which
+implementation each collective resolved to, and which primitive ran; the AllReduce call that
+MindSpore's GPU all_reduce makes, run directly (the table reduces through AllGather on CPU).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import compat
+from compat import capabilities, state, tables
+from compat.types import ReduceOp
+from tests.ranks.cases import Case
+
+CASES: dict[str, Case] = {}
+
+
+def check_path(kit: Any) -> None:
+    current = state.current()
+    assert current.capability_key == "mccl_primitives", current.capability_key
+    entries = tables.lookup("capabilities", "mccl_primitives", "ops")
+    for collective, entry in entries.items():
+        expected = "native" if entry["impl"] == "native" else entry["algorithm"]
+        ran = current.algorithm(collective, "float32", 1024, False, compat.get_world_size())
+        assert ran == expected, (collective, ran, expected)
+    adapter = current.adapter
+    adapter.primitive_calls.clear()
+    tensor = kit.tensor(np.arange(4), "float32")
+    compat.all_reduce(tensor)
+    compat.broadcast(tensor, 0)
+    compat.barrier()
+    assert adapter.primitive_calls == {
+        "all_gather": "mindspore.ops.AllGather",
+        "broadcast": "mindspore.ops.Broadcast",
+    }, adapter.primitive_calls
+    # The GPU backend's entries name these same implementations, but for all_reduce (native
+    # there) and point to point (unsupported there).
+    gpu = tables.lookup("capabilities", "mindspore_nccl", "ops")
+    for collective, entry in entries.items():
+        if collective == "all_reduce" or collective in capabilities.POINT_TO_POINT:
+            continue
+        if collective == "monitored_barrier":
+            continue
+        assert gpu[collective].get("algorithm") == entry.get("algorithm"), collective
+
+
+def check_all_reduce_primitive(kit: Any) -> None:
+    """MindSpore GPU's all_reduce: ops.AllReduce, sum and avg (the CPU kernel's only op)."""
+    adapter = state.current().adapter
+    world = compat.get_world_size()
+    for dtype in ("float32", "float16"):
+        for op in (ReduceOp.SUM, ReduceOp.AVG):
+            tensor = kit.tensor(np.arange(6) + compat.get_rank(), dtype)
+            adapter.all_reduce(tensor, op, None, False)
+            expected = sum(np.arange(6) + rank for rank in range(world))
+            if op is ReduceOp.AVG:
+                expected = expected / world
+            got = kit.numpy(tensor).astype(np.float64)
+            assert np.allclose(got, expected, atol=1e-2), (dtype, op, got, expected)
+    assert adapter.primitive_calls["all_reduce"] == "mindspore.ops.AllReduce"
+
+
+CASES["primitive-path"] = Case("primitive-path", check_path, 1, ("mindspore",))
+CASES["primitive-all_reduce"] = Case(
+    "primitive-all_reduce", check_all_reduce_primitive, 1, ("mindspore",)
+)
