@@ -853,6 +853,21 @@ class MindSporeAdapter(Adapter):
     ) -> Handle | None:
         if self._on_primitives(group):
             return self._primitive_all_gather_into_tensor(output, tensor, group, async_op)
+        if self.primitives and self._on_cpu:
+            # A sub-group on CPU keeps mint.distributed (_on_primitives), whose
+            # all_gather_into_tensor has no CPU kernel ("The kernel DistCommAllGatherIntoTensor
+            # unregistered", measured): its list all_gather, into the output's parts.
+            shape = self.shape(tensor)
+            gathered = [self.empty(shape, tensor) for _ in self.group_ranks(group)]
+            staged = self._stage_in(tensor)
+            handle = dist.all_gather(gathered, staged, group=group, async_op=async_op)
+            parts = self.split(output, [shape[0] if shape else 1] * len(gathered))
+
+            def write() -> None:
+                for part, piece in zip(parts, gathered, strict=True):
+                    self.copy_(part, piece)
+
+            return self._finish(handle, async_op, [write])
         writebacks: list[Writeback] = []
         staged = self._stage_out(output, writebacks)
         handle = dist.all_gather_into_tensor(
@@ -1005,20 +1020,24 @@ class MindSporeAdapter(Adapter):
     def _carried(self, tensor: ms.Tensor) -> tuple[ms.Tensor, Any]:
         """``tensor`` in a dtype the CPU kernels of AllGather and Broadcast take, and the dtype
         to turn the result back into (None: as it is). MindSpore 2.10 refuses bfloat16, int8,
-        uint8 and bool there (measured); bfloat16 travels as its bits (int16), the others
-        widened to int16, exact both ways. On GPU the NCCL kernels take them (PRIMITIVES)."""
+        uint8 and bool there (measured): each travels widened (bfloat16 as float32, the others
+        as int16), exact both ways. A view as int16 bits is not used: the view of a tensor that
+        lies over a larger buffer took the whole buffer (broadcast[bfloat16] got 8 elements for
+        4, measured). On GPU the table's dtypes are those the NCCL kernels take (PRIMITIVES)."""
         dtype = _dtype_of(tensor)
         if not self._on_cpu or dtype not in _CPU_CARRIED:
             return tensor, None
-        if dtype == ms.bfloat16:
-            return tensor.view(ms.int16), dtype
-        return tensor.astype(ms.int16), dtype
+        return tensor.astype(_CPU_CARRIED[dtype]), dtype
 
     @staticmethod
     def _uncarried(result: ms.Tensor, dtype: Any) -> ms.Tensor:
-        if dtype is None:
-            return result
-        return result.view(dtype) if dtype == ms.bfloat16 else result.astype(dtype)
+        return result if dtype is None else result.astype(dtype)
+
+    def _holds_nothing(self, tensor: ms.Tensor) -> bool:
+        """Whether ``tensor`` has no elements: the primitives refuse it ("For 'AllGather', input
+        x_shape[0] is invalid: 0", measured), and every rank's tensor has that same shape in
+        these calls, so there is nothing to move."""
+        return 0 in self.shape(tensor)
 
     def _primitive_finish(self, async_op: bool, writebacks: list[Writeback]) -> Handle | None:
         if async_op:
@@ -1032,6 +1051,8 @@ class MindSporeAdapter(Adapter):
         # the group's size, as MindSpore's own mean gradients are (floating dtypes only, which
         # compat checks). On CPU its kernel takes sum on float32 and float16 only (measured);
         # capabilities.toml [mccl_primitives] reduces there through AllGather instead.
+        if self._holds_nothing(tensor):
+            return self._primitive_finish(async_op, [])
         primitive_op = _PRIMITIVE_OPS[ReduceOp.SUM if op is ReduceOp.AVG else op]
         result = self._primitive("AllReduce", "all_reduce", primitive_op, self._named(group))(
             self._stage_in(tensor)
@@ -1049,6 +1070,8 @@ class MindSporeAdapter(Adapter):
     def _primitive_all_gather(
         self, tensor_list: list[ms.Tensor], tensor: ms.Tensor, group: GroupHandle, async_op: bool
     ) -> Handle | None:
+        if self._holds_nothing(tensor):
+            return self._primitive_finish(async_op, [])
         if not self.shape(tensor):  # AllGather concatenates along dim 0: a 0-d tensor as (1,)
             gathered = self._gathered(tensor.reshape((1,)), group)
         else:
@@ -1064,6 +1087,8 @@ class MindSporeAdapter(Adapter):
     def _primitive_all_gather_into_tensor(
         self, output: ms.Tensor, tensor: ms.Tensor, group: GroupHandle, async_op: bool
     ) -> Handle | None:
+        if self._holds_nothing(tensor):
+            return self._primitive_finish(async_op, [])
         gathered = self._gathered(tensor, group)
         return self._primitive_finish(
             async_op, [lambda: self.copy_(output, gathered.reshape(self.shape(output)))]
@@ -1072,10 +1097,17 @@ class MindSporeAdapter(Adapter):
     def _primitive_broadcast(
         self, tensor: ms.Tensor, src: int, group: GroupHandle, async_op: bool
     ) -> Handle | None:
-        # root_rank is a global rank (ops.Broadcast's docstring, comm_ops.py, MindSpore 2.10);
-        # it takes a tuple and returns one.
+        # root_rank: ops.Broadcast's docstring says a global rank (comm_ops.py:648, MindSpore
+        # 2.10), but its GPU kernel hands it to ncclBroadcast unchanged
+        # (nccl_collective_gpu_kernel.h:216-218, nvidia_collective_comm_lib.cc:116), whose root
+        # is a rank of the group's communicator (ncclCommInitRank with the group rank,
+        # nvidia_communication_group.cc:36-39): the group rank, the same for the world group
+        # (the only one on CPU). It takes a tuple and returns one.
+        if self._holds_nothing(tensor):
+            return self._primitive_finish(async_op, [])
+        root = self.group_ranks(group).index(src)
         carried, dtype = self._carried(self._stage_in(tensor))
-        (result,) = self._primitive("Broadcast", "broadcast", src, self._named(group))((carried,))
+        (result,) = self._primitive("Broadcast", "broadcast", root, self._named(group))((carried,))
         if src == self._rank:
             return self._primitive_finish(async_op, [])
         result = self._uncarried(result, dtype)
@@ -1199,8 +1231,8 @@ _PRIMITIVE_OPS = {
 }  # fmt: skip
 
 #: dtypes the CPU kernels of ops.AllGather and ops.Broadcast refuse (MindSpore 2.10, measured:
-#: "must be a type of ..."), carried as int16 (MindSporeAdapter._carried)
-_CPU_CARRIED = (ms.bfloat16, ms.int8, ms.uint8, ms.bool_)
+#: "must be a type of ..."), and the dtype each travels as there (MindSporeAdapter._carried)
+_CPU_CARRIED = {ms.bfloat16: ms.float32, ms.int8: ms.int16, ms.uint8: ms.int16, ms.bool_: ms.int16}
 
 
 @functools.cache

@@ -2001,6 +2001,27 @@ def all_gather_all_to_all(
     return Work([], lambda: None) if async_op else None
 
 
+def all_gather_all_to_all_list(
+    adapter: Adapter,
+    output_tensor_list: list[Tensor],
+    input_tensor_list: list[Tensor],
+    group: GroupHandle,
+    async_op: bool,
+) -> Handle | None:
+    """all_to_all as :func:`all_gather_all_to_all` of the joined inputs, into a new tensor whose
+    parts are copied into the outputs; any dim-0 size per pair. Runs to its end before
+    returning, as that does."""
+    in_sizes = [adapter.shape(item)[0] for item in input_tensor_list]
+    out_sizes = [adapter.shape(item)[0] for item in output_tensor_list]
+    trailing = adapter.shape(input_tensor_list[0])[1:]
+    whole = adapter.cat(input_tensor_list, 0)
+    received = adapter.empty((sum(out_sizes), *trailing), input_tensor_list[0])
+    all_gather_all_to_all(adapter, received, whole, out_sizes, in_sizes, group, False)
+    for out, part in zip(output_tensor_list, adapter.split(received, out_sizes), strict=True):
+        adapter.copy_(out, part)
+    return Work([], lambda: None) if async_op else None
+
+
 def all_gather_barrier(
     adapter: Adapter, group: GroupHandle, async_op: bool, device_ids: list[int] | None = None
 ) -> Handle | None:
