@@ -1989,6 +1989,8 @@ def all_gather_all_to_all(
     gathered_sizes, _ = _gathered_parts(adapter, sizes, group, False)
     splits = [array("q", adapter.to_bytes(item)).tolist() for item in gathered_sizes]
     longest = max(sum(split) for split in splits)
+    if longest == 0:  # every rank sends nothing (each computes the same longest)
+        return Work([], lambda: None) if async_op else None
     rows = adapter.shape(tensor)[0]
     padded = tensor if rows == longest else _padded(adapter, tensor, longest)
     gathered, _ = _gathered_parts(adapter, padded, group, False)
