@@ -84,6 +84,15 @@ def primitives_jobs(world: int) -> tuple[JobSpec, JobSpec]:
 PRIMITIVE_CASES = ("primitive-path", "primitive-all_reduce")
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_primitives_job_holds_the_layouts_the_short_soak_and_the_fuzz(world: int) -> None:
+    """The switch's job runs the layout cases, the soak's short sequences and the fuzz cases
+    (tests/test_fuzz.py reads the fuzz counts of this same job)."""
+    cases = primitives_jobs(world)[0].cases
+    for prefix in ("layout-", "random-sequence[", "fuzz["):
+        assert any(name.startswith(prefix) for name in cases), prefix
+
+
 @pytest.mark.parametrize(
     "world",
     [pytest.param(w, marks=[pytest.mark.job(spec) for spec in primitives_jobs(w)]) for w in (2, 3)],

@@ -26,15 +26,35 @@ def check_path(kit: Any) -> None:
         ran = current.algorithm(collective, "float32", 1024, False, compat.get_world_size())
         assert ran == expected, (collective, ran, expected)
     adapter = current.adapter
-    adapter.primitive_calls.clear()
-    tensor = kit.tensor(np.arange(4), "float32")
-    compat.all_reduce(tensor)
-    compat.broadcast(tensor, 0)
-    compat.barrier()
-    assert adapter.primitive_calls == {
-        "all_gather": "mindspore.ops.AllGather",
-        "broadcast": "mindspore.ops.Broadcast",
-    }, adapter.primitive_calls
+    world = compat.get_world_size()
+    gather, broadcast = (
+        {"all_gather": "mindspore.ops.AllGather"},
+        {"broadcast": "mindspore.ops.Broadcast"},
+    )
+    # Every collective, called through compat, and the primitives it ran (nothing else).
+    calls: list[tuple[str, Any, dict[str, str]]] = [
+        ("all_reduce", lambda t: compat.all_reduce(t), gather),
+        ("all_gather", lambda t: compat.all_gather([kit.tensor(np.zeros(4), "float32")
+                                                    for _ in range(world)], t), gather),
+        ("all_gather_into_tensor", lambda t: compat.all_gather_into_tensor(t), gather),
+        ("reduce_scatter_tensor", lambda t: compat.reduce_scatter_tensor(
+            kit.tensor(np.arange(4 * world), "float32")), gather),
+        ("reduce", lambda t: compat.reduce(t, 0), gather),
+        ("gather", lambda t: compat.gather(t, [kit.tensor(np.zeros(4), "float32")
+                                              for _ in range(world)] if compat.get_rank() == 0
+                                           else None, 0), gather),
+        ("broadcast", lambda t: compat.broadcast(t, 0), broadcast),
+        ("scatter_tensor", lambda t: compat.scatter_tensor(
+            kit.tensor(np.arange(4 * world), "float32"), 0), broadcast),
+        ("all_to_all_single", lambda t: compat.all_to_all_single(
+            kit.tensor(np.zeros(4 * world), "float32"),
+            kit.tensor(np.arange(4 * world), "float32")), gather),
+        ("barrier", lambda t: compat.barrier(), gather),
+    ]  # fmt: skip
+    for name, call, expected_calls in calls:
+        adapter.primitive_calls.clear()
+        call(kit.tensor(np.arange(4), "float32"))
+        assert adapter.primitive_calls == expected_calls, (name, adapter.primitive_calls)
     # The GPU backend's entries name these same implementations, but for all_reduce (native
     # there) and point to point (unsupported there).
     gpu = tables.lookup("capabilities", "mindspore_nccl", "ops")
