@@ -23,7 +23,7 @@ import compat
 from tests.jobs import BACKGROUND, WORLDS, JobResult, collective_job, run_job
 from tests.ranks.cases import case_names
 from tests.ranks.fuzz_cases import COMM_SPECS, REPORT_PREFIX, SPECS, Tally, run_spec
-from tests.test_collectives import primitives_jobs
+from tests.test_collectives import primitives_job
 
 #: Public callables with nothing to fuzz: init cannot run twice in a process (its arguments
 #: are tests/test_init_args.py's), the others take no arguments; classes are not functions
@@ -124,12 +124,12 @@ def test_fuzz_counts(jobs, framework: str, world: int) -> None:
 
 @pytest.mark.parametrize(
     "world",
-    [pytest.param(w, marks=pytest.mark.job(primitives_jobs(w)[0])) for w in (2, 3)],
+    [pytest.param(w, marks=pytest.mark.job(primitives_job(w))) for w in (2, 3)],
 )
 def test_fuzz_counts_on_the_primitives_path(world: int) -> None:
     """The fuzz cases of the COMPAT_MINDSPORE_PRIMITIVES=1 job (MCCL through MindSpore's ops
     primitives, as on GPU; tests/test_collectives.py::test_primitives_path runs it)."""
-    check_job(BACKGROUND.result(primitives_jobs(world)[0]), "mindspore", world)
+    check_job(BACKGROUND.result(primitives_job(world)), "mindspore", world)
 
 
 @pytest.mark.job(*(collective_job(f, w) for f, worlds in WORLDS.items() for w in worlds))

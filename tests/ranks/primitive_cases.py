@@ -12,9 +12,12 @@ import numpy as np
 import compat
 from compat import capabilities, state, tables
 from compat.types import ReduceOp
+from tests.ranks.cases import CASES as SUITE
 from tests.ranks.cases import Case
 
-CASES: dict[str, Case] = {}
+#: The suite's cases and these, so that one job per world size runs both (each MindSpore job
+#: takes about 15 s to start).
+CASES: dict[str, Case] = dict(SUITE)
 
 
 def check_path(kit: Any) -> None:
