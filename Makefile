@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup demo test test-versions test-long soak test-gpu test-npu lint clean
+.PHONY: setup demo test test-versions test-long soak test-gpu test-gpu1 test-npu lint clean
 
 setup: $(STAMP)
 
@@ -60,6 +60,13 @@ soak: setup
 # test says why it skipped where the hardware is absent.
 test-gpu: setup
 	COMPAT_HARDWARE=gpu $(PY) -m pytest -q -rs tests/test_hardware.py
+
+# One NVIDIA GPU and whatever torch is installed: NCCL at world size 1 (every rank case), Gloo at
+# 2 ranks with CUDA tensors, the device rules, compat.comm delegating to torch.cuda.comm, and
+# compat's own work per call on CUDA tensors (compat bench -n 1). Under 8 minutes; -v lists what
+# ran and what was skipped (everything, each part named with why, where there is no GPU).
+test-gpu1: setup
+	COMPAT_HARDWARE=gpu1 timeout 480 $(PY) -m pytest -v -rA -s -k gpu1 tests/test_hardware.py
 
 test-npu: setup
 	COMPAT_HARDWARE=npu $(PY) -m pytest -q -rs tests/test_hardware.py

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import math
 import operator
 import os
@@ -203,6 +204,12 @@ class MindSporeAdapter(Adapter):
         self._pending_recvs: list[threading.Event] = []  # see recv_within
         self._target = "CPU"  # the backend's device target, and this rank's device: see init
         self._home = "CPU"
+        #: collectives through MindSpore's ``ops`` primitives (see PRIMITIVES): on GPU always,
+        #: on CPU where COMPAT_MINDSPORE_PRIMITIVES asks for them
+        self.primitives = False
+        #: the primitive each call of the primitives path ran, by adapter method: what ran
+        #: (tests read it)
+        self.primitive_calls: dict[str, str] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     def init(self, backend: str | None, timeout: timedelta | None, rendezvous: Rendezvous) -> str:
@@ -249,6 +256,7 @@ class MindSporeAdapter(Adapter):
             # msrun runs the script in its scheduler process too: init() has served the
             # cluster there until the job ended, and the script must not go on to collectives.
             raise SystemExit(0)
+        self.primitives = self._target == "GPU" or primitives_forced()
         self._rebind_world_group_defaults()
         self._world = list(range(communication.get_group_size()))
         self._rank = communication.get_rank()
@@ -823,6 +831,8 @@ class MindSporeAdapter(Adapter):
     def all_reduce(
         self, tensor: ms.Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
     ) -> Handle | None:
+        if self._on_primitives(group):
+            return self._primitive_all_reduce(tensor, op, group, async_op)
         writebacks: list[Writeback] = []
         staged = self._stage_out(tensor, writebacks)
         handle = dist.all_reduce(staged, op=self._ops[op], group=group, async_op=async_op)
@@ -831,6 +841,8 @@ class MindSporeAdapter(Adapter):
     def all_gather(
         self, tensor_list: list[ms.Tensor], tensor: ms.Tensor, group: GroupHandle, async_op: bool
     ) -> Handle | None:
+        if self._on_primitives(group):
+            return self._primitive_all_gather(tensor_list, tensor, group, async_op)
         writebacks: list[Writeback] = []
         outputs = [self._receive(item, writebacks, async_op) for item in tensor_list]
         handle = dist.all_gather(outputs, self._stage_in(tensor), group=group, async_op=async_op)
@@ -839,6 +851,23 @@ class MindSporeAdapter(Adapter):
     def all_gather_into_tensor(
         self, output: ms.Tensor, tensor: ms.Tensor, group: GroupHandle, async_op: bool
     ) -> Handle | None:
+        if self._on_primitives(group):
+            return self._primitive_all_gather_into_tensor(output, tensor, group, async_op)
+        if self.primitives and self._on_cpu:
+            # A sub-group on CPU keeps mint.distributed (_on_primitives), whose
+            # all_gather_into_tensor has no CPU kernel ("The kernel DistCommAllGatherIntoTensor
+            # unregistered", measured): its list all_gather, into the output's parts.
+            shape = self.shape(tensor)
+            gathered = [self.empty(shape, tensor) for _ in self.group_ranks(group)]
+            staged = self._stage_in(tensor)
+            handle = dist.all_gather(gathered, staged, group=group, async_op=async_op)
+            parts = self.split(output, [shape[0] if shape else 1] * len(gathered))
+
+            def write() -> None:
+                for part, piece in zip(parts, gathered, strict=True):
+                    self.copy_(part, piece)
+
+            return self._finish(handle, async_op, [write])
         writebacks: list[Writeback] = []
         staged = self._stage_out(output, writebacks)
         handle = dist.all_gather_into_tensor(
@@ -880,6 +909,8 @@ class MindSporeAdapter(Adapter):
     def broadcast(
         self, tensor: ms.Tensor, src: int, group: GroupHandle, async_op: bool
     ) -> Handle | None:
+        if self._on_primitives(group):
+            return self._primitive_broadcast(tensor, src, group, async_op)
         writebacks: list[Writeback] = []
         if src == self._rank:
             staged = self._stage_in(tensor)
@@ -959,6 +990,128 @@ class MindSporeAdapter(Adapter):
         inputs = [self._stage_in(item) for item in input_tensor_list]
         handle = dist.all_to_all(outputs, inputs, group=group, async_op=async_op)
         return self._finish(handle, async_op, writebacks)
+
+    # -- the primitives path: mindspore.ops' AllReduce, AllGather and Broadcast ---------------
+    # MindSpore's GPU (NCCL) kernels are those of the ops primitives, not mint.distributed's
+    # (capabilities.toml, [mindspore_nccl.ops]). Each primitive returns a new tensor and leaves
+    # its input as it is (measured on CPU, 2 ranks), so the result is copied into the caller's
+    # tensor once the queue has run it (on wait() for an asynchronous call).
+    def _primitive(self, name: str, method: str, *arguments: Any) -> Any:
+        self.primitive_calls[method] = f"mindspore.ops.{name}"
+        return _primitive_instance(name, arguments)
+
+    def _on_primitives(self, group: GroupHandle) -> bool:
+        """Whether a call on ``group`` takes the primitives path. On CPU only the world group's:
+        "AllGather only support mccl_world_group on CPU, but got compat_group_1" (measured,
+        MindSpore 2.10), so a sub-group there keeps mint.distributed (and says so in
+        primitive_calls)."""
+        if not self.primitives:
+            return False
+        if self._on_cpu and group is not None and group not in _WORLD_GROUP_NAMES:
+            self.primitive_calls["sub-group"] = "mint.distributed"
+            return False
+        return True
+
+    @staticmethod
+    def _named(group: GroupHandle) -> str:
+        """The group's name for a primitive (None, compat's world: the backend's world group)."""
+        return str(communication.GlobalComm.WORLD_COMM_GROUP) if group is None else str(group)
+
+    def _carried(self, tensor: ms.Tensor) -> tuple[ms.Tensor, Any]:
+        """``tensor`` in a dtype the CPU kernels of AllGather and Broadcast take, and the dtype
+        to turn the result back into (None: as it is). MindSpore 2.10 refuses bfloat16, int8,
+        uint8 and bool there (measured): each travels widened (bfloat16 as float32, the others
+        as int16), exact both ways. A view as int16 bits is not used: the view of a tensor that
+        lies over a larger buffer took the whole buffer (broadcast[bfloat16] got 8 elements for
+        4, measured). On GPU the table's dtypes are those the NCCL kernels take (PRIMITIVES)."""
+        dtype = _dtype_of(tensor)
+        if not self._on_cpu or dtype not in _CPU_CARRIED:
+            return tensor, None
+        return tensor.astype(_CPU_CARRIED[dtype]), dtype
+
+    @staticmethod
+    def _uncarried(result: ms.Tensor, dtype: Any) -> ms.Tensor:
+        return result if dtype is None else result.astype(dtype)
+
+    def _holds_nothing(self, tensor: ms.Tensor) -> bool:
+        """Whether ``tensor`` has no elements: the primitives refuse it ("For 'AllGather', input
+        x_shape[0] is invalid: 0", measured), and every rank's tensor has that same shape in
+        these calls, so there is nothing to move."""
+        return 0 in self.shape(tensor)
+
+    def _primitive_finish(self, async_op: bool, writebacks: list[Writeback]) -> Handle | None:
+        if async_op:
+            return _CommHandle(_QUEUE, writebacks, self._on_cpu)
+        return self._finish(None, False, writebacks)
+
+    def _primitive_all_reduce(
+        self, tensor: ms.Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
+    ) -> Handle | None:
+        # ops.AllReduce has no average (its ops: sum, prod, min, max): AVG is its sum divided by
+        # the group's size, as MindSpore's own mean gradients are (floating dtypes only, which
+        # compat checks). On CPU its kernel takes sum on float32 and float16 only (measured);
+        # capabilities.toml [mccl_primitives] reduces there through AllGather instead.
+        if self._holds_nothing(tensor):
+            return self._primitive_finish(async_op, [])
+        primitive_op = _PRIMITIVE_OPS[ReduceOp.SUM if op is ReduceOp.AVG else op]
+        result = self._primitive("AllReduce", "all_reduce", primitive_op, self._named(group))(
+            self._stage_in(tensor)
+        )
+        if op is ReduceOp.AVG:
+            result = result / len(self.group_ranks(group))
+        return self._primitive_finish(async_op, [lambda: self.copy_(tensor, result)])
+
+    def _gathered(self, tensor: ms.Tensor, group: GroupHandle) -> ms.Tensor:
+        """ops.AllGather of ``tensor``: every rank's tensor in group-rank order along dim 0."""
+        carried, dtype = self._carried(self._stage_in(tensor))
+        gather = self._primitive("AllGather", "all_gather", self._named(group))
+        return self._uncarried(gather(carried), dtype)
+
+    def _primitive_all_gather(
+        self, tensor_list: list[ms.Tensor], tensor: ms.Tensor, group: GroupHandle, async_op: bool
+    ) -> Handle | None:
+        if self._holds_nothing(tensor):
+            return self._primitive_finish(async_op, [])
+        if not self.shape(tensor):  # AllGather concatenates along dim 0: a 0-d tensor as (1,)
+            gathered = self._gathered(tensor.reshape((1,)), group)
+        else:
+            gathered = self._gathered(tensor, group)
+        rows = [self.shape(item)[0] if self.shape(item) else 1 for item in tensor_list]
+
+        def write() -> None:
+            for item, part in zip(tensor_list, self.split(gathered, rows), strict=True):
+                self.copy_(item, part.reshape(self.shape(item)))
+
+        return self._primitive_finish(async_op, [write])
+
+    def _primitive_all_gather_into_tensor(
+        self, output: ms.Tensor, tensor: ms.Tensor, group: GroupHandle, async_op: bool
+    ) -> Handle | None:
+        if self._holds_nothing(tensor):
+            return self._primitive_finish(async_op, [])
+        gathered = self._gathered(tensor, group)
+        return self._primitive_finish(
+            async_op, [lambda: self.copy_(output, gathered.reshape(self.shape(output)))]
+        )
+
+    def _primitive_broadcast(
+        self, tensor: ms.Tensor, src: int, group: GroupHandle, async_op: bool
+    ) -> Handle | None:
+        # root_rank: ops.Broadcast's docstring says a global rank (comm_ops.py:648, MindSpore
+        # 2.10), but its GPU kernel hands it to ncclBroadcast unchanged
+        # (nccl_collective_gpu_kernel.h:216-218, nvidia_collective_comm_lib.cc:116), whose root
+        # is a rank of the group's communicator (ncclCommInitRank with the group rank,
+        # nvidia_communication_group.cc:36-39): the group rank, the same for the world group
+        # (the only one on CPU). It takes a tuple and returns one.
+        if self._holds_nothing(tensor):
+            return self._primitive_finish(async_op, [])
+        root = self.group_ranks(group).index(src)
+        carried, dtype = self._carried(self._stage_in(tensor))
+        (result,) = self._primitive("Broadcast", "broadcast", root, self._named(group))((carried,))
+        if src == self._rank:
+            return self._primitive_finish(async_op, [])
+        result = self._uncarried(result, dtype)
+        return self._primitive_finish(async_op, [lambda: self.copy_(tensor, result)])
 
     # send and recv complete before returning, so a view can go as a tensor over its own memory
     # (no copy: the view outlives the call); the other collectives may be asynchronous and stage.
@@ -1060,6 +1213,46 @@ class MindSporeAdapter(Adapter):
 
         itemsize = int(tables.lookup("dtypes", "dtypes", dtype, "bytes"))
         return _BENCH_CASES[op](self, new, rows, len(self._world), itemsize)
+
+
+#: The environment variable that puts MCCL's collectives on the ops primitives path (the one
+#: MindSpore's GPU backend takes): "1" (anything but "" or "0"). docs/backends.md.
+PRIMITIVES_VARIABLE = "COMPAT_MINDSPORE_PRIMITIVES"
+
+
+def primitives_forced() -> bool:
+    return os.environ.get(PRIMITIVES_VARIABLE, "") not in ("", "0")
+
+
+#: ReduceOp -> the op string mindspore.ops.AllReduce takes (ReduceOp.SUM ...: "sum", "prod",
+#: "min", "max"; comm_ops.py, MindSpore 2.10)
+_PRIMITIVE_OPS = {
+    ReduceOp.SUM: "sum", ReduceOp.PRODUCT: "prod", ReduceOp.MIN: "min", ReduceOp.MAX: "max"
+}  # fmt: skip
+
+#: dtypes the CPU kernels of ops.AllGather and ops.Broadcast refuse (MindSpore 2.10, measured:
+#: "must be a type of ..."), and the dtype each travels as there (MindSporeAdapter._carried)
+_CPU_CARRIED = {ms.bfloat16: ms.float32, ms.int8: ms.int16, ms.uint8: ms.int16, ms.bool_: ms.int16}
+
+
+@functools.cache
+def _primitive_instance(name: str, arguments: tuple[Any, ...]) -> Any:
+    """One ``mindspore.ops.<name>(*arguments)`` per name and arguments: a primitive is an object
+    MindSpore compiles once per instance."""
+    from mindspore import ops
+
+    return getattr(ops, name)(*arguments)
+
+
+class _QueueSync:
+    """The handle of an asynchronous primitive call: its wait() waits for MindSpore's queue."""
+
+    @staticmethod
+    def wait() -> None:
+        _pynative_executor.sync()
+
+
+_QUEUE = _QueueSync()
 
 
 def _synchronised(handle: Handle) -> Callable[[], None]:

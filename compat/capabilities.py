@@ -15,6 +15,7 @@ native entry names a method of :class:`compat.adapter.Adapter`, every algorithm 
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from functools import cache, partial
 from typing import Any
@@ -64,15 +65,26 @@ POINT_TO_POINT = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv
 
 def backends(framework: str) -> dict[str, str]:
     """The backends of ``framework``: name -> key in capabilities.toml (names can repeat across
-    frameworks: torch's nccl and MindSpore's nccl)."""
+    frameworks: torch's nccl and MindSpore's nccl). An entry with a ``switch`` replaces another
+    of its name only where its environment variable is set (:func:`backend_key`)."""
     return {
         entry.get("backend", key): key
         for key, entry in tables.load("capabilities").items()
-        if entry["framework"] == framework
+        if entry["framework"] == framework and "switch" not in entry
     }
 
 
 def backend_key(framework: str, backend: str) -> str:
+    """The capabilities.toml key of ``framework``'s ``backend``: an entry whose ``switch`` (an
+    environment variable) is set to anything but "" or "0" wins over the plain one
+    (COMPAT_MINDSPORE_PRIMITIVES: MCCL through MindSpore's ops primitives)."""
+    for key, entry in tables.load("capabilities").items():
+        if (
+            entry["framework"] == framework
+            and entry.get("backend", key) == backend
+            and os.environ.get(entry.get("switch", ""), "") not in ("", "0")
+        ):
+            return key
     return backends(framework)[backend]
 
 

@@ -203,6 +203,9 @@ CAPABILITIES = MapOf(
             "backend": TEXT,
             "device_target": TEXT,
             "coalesce": COALESCE,
+            # an environment variable: where it is set, this entry replaces the backend's plain
+            # one (compat.capabilities.backend_key)
+            "switch": TEXT,
         },
     )
 )

@@ -370,10 +370,10 @@ def test_every_backend_keeps_its_reduce_scatter_for_uneven_parts_except_hccl() -
 
 def test_unsupported_names_the_framework_and_the_reason() -> None:
     with pytest.raises(UnsupportedError) as raised:
-        capabilities.resolve("mindspore_nccl", "all_reduce", "float32", 1024)
+        capabilities.resolve("mindspore_nccl", "send", "float32", 1024)
     message = str(raised.value)
-    assert message.startswith("all_reduce is not supported by mindspore's nccl backend: ")
-    assert "no GPU kernel for mint.distributed.all_reduce" in message
+    assert message.startswith("send is not supported by mindspore's nccl backend: ")
+    assert "ops.Send and ops.Receive" in message
 
 
 def _with_op(key: str, collective: str, **change: object) -> dict[str, Any]:

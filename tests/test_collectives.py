@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.jobs import BACKGROUND, WORLDS, JobSpec, collective_job
+from tests.jobs import BACKGROUND, JOB_ENVIRONMENT, WORLDS, JobSpec, collective_job
 from tests.ranks.cases import case_names
 
 PARAMS = [
@@ -61,3 +61,73 @@ def test_every_case_on_the_backends_own_transport(framework: str) -> None:
     job = BACKGROUND.result(spec)
     failures = [failure for name in spec.cases if (failure := job.failure(name)) is not None]
     assert not failures, failures[0]
+
+
+#: MCCL through MindSpore's ops primitives, the path MindSpore's GPU backend takes
+#: (capabilities.toml [mccl_primitives], [mindspore_nccl]): the collective cases, without those
+#: about shared memory and the algorithms called directly (NOT_REPEATED), and the cases that
+#: check which implementation and primitive ran.
+PRIMITIVES = {"COMPAT_MINDSPORE_PRIMITIVES": "1"}
+
+
+#: The cases of the switch's job in make test: each collective per dtype (sum for the reducing
+#: ones), its group and async forms, one layout each, uneven and empty parts, all_to_all, the
+#: soak's short sequences and the fuzz; the whole suite runs with the switch in make test-long
+#: (test_primitives_path_every_case): 2 jobs of it took minutes more than make test's budget.
+PRIMITIVES_SHORT = re.compile(
+    r"(all_reduce|reduce_scatter|reduce_scatter_tensor|reduce_scatter_into|reduce)\[sum-"
+    r"|(all_gather|all_gather_into_tensor|all_gather_into|broadcast|scatter|scatter_tensor|gather"
+    r"|all_to_all_single)\["
+    r"|layout-[a-z_]+\[strided\]|a2a_all_to_all\[(float32|int64|uneven|even-group-async)\]"
+    r"|(all_gather|reduce_scatter|all_to_all_single)_uneven$|empty|barrier$|random-sequence\[seed1\]"
+    r"|fuzz\["
+)
+
+
+def primitives_job(world: int, every_case: bool = False) -> JobSpec:
+    """One job: the cases that check which implementation and primitive ran, then the suite's."""
+    names = tuple(
+        name
+        for name in case_names("mindspore", world)
+        if not NOT_REPEATED.match(name) and (every_case or PRIMITIVES_SHORT.match(name))
+    )
+    environment = (*PRIMITIVES.items(), *JOB_ENVIRONMENT.get(("mindspore", world), ()))
+    cases = (*PRIMITIVE_CASES, *names)
+    return JobSpec("mindspore", world, "tests.ranks.primitive_cases", cases, 900, environment)
+
+
+PRIMITIVE_CASES = ("primitive-path", "primitive-all_reduce")
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_primitives_job_holds_the_layouts_the_short_soak_and_the_fuzz(world: int) -> None:
+    """The switch's job runs the layout cases, the soak's short sequences and the fuzz cases
+    (tests/test_fuzz.py reads the fuzz counts of this same job)."""
+    cases = primitives_job(world).cases
+    for prefix in ("layout-", "random-sequence[", "fuzz["):
+        assert any(name.startswith(prefix) for name in cases), prefix
+
+
+@pytest.mark.parametrize(
+    "world",
+    [pytest.param(w, marks=pytest.mark.job(primitives_job(w))) for w in (2, 3)],
+)
+def test_primitives_path(world: int) -> None:
+    """With COMPAT_MINDSPORE_PRIMITIVES=1 every case passes on MCCL at 2 and 3 ranks, each
+    collective resolved to [mccl_primitives]' implementation and run over ops.AllGather and
+    ops.Broadcast (primitive-path), and MindSpore GPU's ops.AllReduce call is right."""
+    spec = primitives_job(world)
+    job = BACKGROUND.result(spec)
+    failures = [failure for name in spec.cases if (failure := job.failure(name)) is not None]
+    assert not failures, f"{len(failures)} failed; the first:\n{failures[0]}"
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("world", [2, 3])
+def test_primitives_path_every_case(world: int) -> None:
+    """Every case of the suite (but NOT_REPEATED's) with COMPAT_MINDSPORE_PRIMITIVES=1 on MCCL:
+    2 ranks took 140 s, 3 ranks longer, on 2 shared cores (make test-long)."""
+    spec = primitives_job(world, every_case=True)
+    job = spec.run()
+    failures = [failure for name in spec.cases if (failure := job.failure(name)) is not None]
+    assert not failures, f"{len(failures)} failed; the first:\n{failures[0]}"

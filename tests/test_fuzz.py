@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 import compat
-from tests.jobs import WORLDS, JobResult, collective_job, run_job
+from tests.jobs import BACKGROUND, WORLDS, JobResult, collective_job, run_job
 from tests.ranks.cases import case_names
 from tests.ranks.fuzz_cases import COMM_SPECS, REPORT_PREFIX, SPECS, Tally, run_spec
+from tests.test_collectives import primitives_job
 
 #: Public callables with nothing to fuzz: init cannot run twice in a process (its arguments
 #: are tests/test_init_args.py's), the others take no arguments; classes are not functions
@@ -119,6 +120,16 @@ def check_job(job: JobResult, framework: str, world: int) -> str:
 def test_fuzz_counts(jobs, framework: str, world: int) -> None:
     """The counts of the fuzz cases of the collective jobs (which test_collectives runs)."""
     check_job(jobs.get(framework, world), framework, world)
+
+
+@pytest.mark.parametrize(
+    "world",
+    [pytest.param(w, marks=pytest.mark.job(primitives_job(w))) for w in (2, 3)],
+)
+def test_fuzz_counts_on_the_primitives_path(world: int) -> None:
+    """The fuzz cases of the COMPAT_MINDSPORE_PRIMITIVES=1 job (MCCL through MindSpore's ops
+    primitives, as on GPU; tests/test_collectives.py::test_primitives_path runs it)."""
+    check_job(BACKGROUND.result(primitives_job(world)), "mindspore", world)
 
 
 @pytest.mark.job(*(collective_job(f, w) for f, worlds in WORLDS.items() for w in worlds))

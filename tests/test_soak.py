@@ -1,7 +1,8 @@
 """The soak (``make soak``): the randomized differential check of tests/ranks/random_cases.py at
-length, 10,000 calls per job on torch/Gloo and MindSpore/MCCL at 2 and 3 ranks. Each job says when
-it starts (and how long such jobs took here), then prints its calls, mismatches, wall time and
-every rank's resident memory (VmRSS) at the start and end.
+length, 10,000 calls per job on torch/Gloo and MindSpore/MCCL at 2 and 3 ranks, and on MCCL at 2
+with COMPAT_MINDSPORE_PRIMITIVES=1 (its short sequences run in make test: test_collectives). Each
+job says when it starts (and how long such jobs took here), then prints its calls, mismatches,
+wall time and every rank's resident memory (VmRSS) at the start and end.
 
 Marked long: ``make test`` deselects it. COMPAT_SOAK_CALLS and COMPAT_SOAK_SEED change the length
 and the sequence (a failure names the seed and the call index to replay).
@@ -27,12 +28,18 @@ TIMEOUT = 3 * 3600.0
 @pytest.mark.long
 @pytest.mark.timeout(TIMEOUT + 300)
 @pytest.mark.parametrize(
-    ("framework", "world"),
-    [("torch", 2), ("torch", 3), ("mindspore", 2), ("mindspore", 3)],
+    ("framework", "world", "switch"),
+    [
+        ("torch", 2, ""), ("torch", 3, ""), ("mindspore", 2, ""), ("mindspore", 3, ""),
+        # MCCL through MindSpore's ops primitives, the path its GPU backend takes
+        ("mindspore", 2, "COMPAT_MINDSPORE_PRIMITIVES"),
+    ],
     ids=lambda value: str(value),
-)
-def test_soak(framework: str, world: int, tmp_path: Path) -> None:
+)  # fmt: skip
+def test_soak(framework: str, world: int, switch: str, tmp_path: Path) -> None:
     env = {"COMPAT_SOAK_REPORT": str(tmp_path), "COMPAT_SOAK_CALLS": str(CALLS)}
+    if switch:
+        env[switch] = "1"
     if "COMPAT_SOAK_SEED" in os.environ:
         env["COMPAT_SOAK_SEED"] = os.environ["COMPAT_SOAK_SEED"]
     # A job runs for minutes with its output collected: say which one, and since when.
