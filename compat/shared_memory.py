@@ -50,9 +50,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from compat import liveness
 from compat.backoff import Backoff
 from compat.errors import CollectiveTimeout, PeerLostError
-from compat.liveness import Liveness, hold
+from compat.liveness import Liveness
 from compat.mailbox import MARKER, Mailbox, take_in_everywhere
 
 if TYPE_CHECKING:
@@ -74,8 +75,9 @@ STALE_SECONDS = 60.0
 #: other choices run (the backend's own transport).
 ENVIRONMENT = "COMPAT_SHARED_MEMORY"
 #: The bytes that describe a rank in the exchange at set-up: its host's identity (40 hex digits),
-#: its file's name (about 50 bytes), its process id and its file's address (at most 109 in all).
-_DESCRIPTION_BYTES = 128
+#: its file's name (about 50 bytes), its process id, its file's address and its liveness file's
+#: name (about 60 bytes; at most about 170 in all).
+_DESCRIPTION_BYTES = 256
 #: Bytes at the start of a rank's file, before its slots: the count of rounds it has published,
 #: then (at compat.mailbox.MARKER) 8 random bytes fixed when the file is made.
 FLAG_BYTES = 64
@@ -182,17 +184,11 @@ class SharedWindow:
         self._issue_order: _IssueOrder | None = None
         #: set by close: a wait for peers ends at once (the slots are about to be unmapped)
         self._closing = False
-        #: every rank's file open here (this rank's holding its lock): see compat.liveness
-        self._descriptors = [
-            d for rank, d in enumerate(descriptors) if d is not None and rank != me
-        ] + [d for rank, d in enumerate(descriptors) if d is not None and rank == me]
         #: the group's global ranks, by group rank
         self.ranks = list(adapter.group_ranks(group))
-        self.liveness = Liveness(
-            [None if rank == me else d for rank, d in enumerate(descriptors)] or [None] * len(maps),
-            self.ranks,
-            me,
-        )
+        #: whether each peer's process still runs (compat.liveness; ``descriptors``: each
+        #: rank's liveness file, open here, None for this rank or where it has none)
+        self.liveness = Liveness(list(descriptors) or [None] * len(maps), self.ranks, me)
         #: what the ranks are doing in the window, for an error that names it (the algorithms
         #: set it: compat.algorithms._window)
         self.doing = "a collective"
@@ -274,8 +270,8 @@ class SharedWindow:
         still missing (empty once every one has arrived). Meanwhile point-to-point messages
         from peers are taken in (a peer may be blocked sending to this rank before it joins the
         collective, as a backend's receiving thread would take them, on any group)."""
-        liveness = self.liveness
-        liveness.raise_if_lost(self.doing)
+        peers = self.liveness
+        peers.raise_if_lost(self.doing)
         deadline = time.monotonic() + (self.timeout if seconds is None else seconds)
         with Backoff(self._yields) as backoff:
             while True:
@@ -288,7 +284,7 @@ class SharedWindow:
                     return waiting
                 self._give_up_if_late(waiting, deadline, now)
                 try:
-                    liveness.check(waiting, now, self.doing)
+                    peers.check(waiting, now, self.doing)
                 except PeerLostError:
                     _spread_loss(self)
                     raise
@@ -401,9 +397,6 @@ class SharedWindow:
             except BufferError:
                 pass  # a tensor still views it: the mapping goes with the last reference
         self._maps, self._views = [], []
-        for descriptor in self._descriptors:
-            os.close(descriptor)  # this rank's own last: its peers then see it gone
-        self._descriptors = []
 
 
 #: Seconds close() lets a window's pending asynchronous collectives finish before ending them.
@@ -591,20 +584,23 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     slot, channel = SLOT_BYTES, channel_bytes(len(ranks))
     size = file_bytes(len(ranks), slot, channel)
     # A rank that opts out offers no file: every rank then sees a missing name, and none maps.
-    opted_out = os.environ.get(ENVIRONMENT) == "0"
-    path, own, own_descriptor = (None, None, None) if opted_out else _create(size)
+    path, own = (None, None) if os.environ.get(ENVIRONMENT) == "0" else _create(size)
     maps: list[mmap.mmap] = []
-    descriptors: list[int | None] = []
     try:
         name = "" if path is None else os.path.basename(path)
         # The file's address in this process, for peers' direct reads (compat.mailbox).
         address = 0 if own is None else ctypes.addressof(ctypes.c_char.from_buffer(own))
-        described = f"{host_identity()}|{name}|{os.getpid()}|{address:x}"
+        alive = "" if path is None else liveness.own_file()
+        described = f"{host_identity()}|{name}|{os.getpid()}|{address:x}|{alive}"
         descriptions = [text.split("|") for text in _exchange(adapter, group, described)]
         hosts, names = {text[0] for text in descriptions}, [text[1] for text in descriptions]
         processes = [(int(text[2]), int(text[3], 16)) for text in descriptions]
+        lives = [
+            None if rank == me else liveness.peer_file(text[4])
+            for rank, text in enumerate(descriptions)
+        ]
         if own is not None and len(hosts) == 1 and all(names):
-            maps, descriptors = _map_peers(names, me, own, own_descriptor, size)
+            maps = _map_peers(names, me, own, size)
         # Every rank answers, whether or not it could open every file: the ranks remove their
         # files' names only once none will open them any more.
         agreed = _exchange(adapter, group, "1" if maps else "0")
@@ -614,38 +610,31 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
         if path is not None:
             os.unlink(path)
     if all(answer == "1" for answer in agreed):
-        return SharedWindow(
-            adapter, group, maps, me, names, slot, channel, processes, descriptors
-        )
+        return SharedWindow(adapter, group, maps, me, names, slot, channel, processes, lives)
     for mapped in maps or ([own] if own is not None else []):
         mapped.close()
-    for descriptor in descriptors or ([own_descriptor] if own_descriptor is not None else []):
-        if descriptor is not None:
-            os.close(descriptor)
     return None
 
 
-def _create(size: int) -> tuple[str | None, mmap.mmap | None, int | None]:
-    """This rank's file (its path) mapped, and open with this process's lock on it
-    (compat.liveness), or Nones where /dev/shm refuses it."""
+def _create(size: int) -> tuple[str | None, mmap.mmap | None]:
+    """This rank's file (its path) mapped, or (None, None) where /dev/shm refuses it."""
     _remove_stale()
     path = os.path.join(DIRECTORY, f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex}")
     try:
-        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     except OSError:
-        return None, None, None
+        return None, None
     try:
         # Reserved now: a write past what tmpfs can hold would be SIGBUS, not an error.
         os.posix_fallocate(descriptor, 0, size)
         mapped = mmap.mmap(descriptor, size)
         mapped[MARKER : MARKER + 8] = os.urandom(8)
-        if not hold(descriptor):
-            raise OSError("the window file's lock was refused")
-        return path, mapped, descriptor
+        return path, mapped
     except OSError:
-        os.close(descriptor)
         os.unlink(path)
-        return None, None, None
+        return None, None
+    finally:
+        os.close(descriptor)
 
 
 def _remove_stale() -> None:
@@ -683,36 +672,30 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _map_peers(
-    names: Sequence[str], me: int, own: mmap.mmap, own_descriptor: int | None, size: int
-) -> tuple[list[mmap.mmap], list[int | None]]:
-    """Every rank's file mapped (this rank's is ``own``) and kept open (each peer's lock tells
-    whether it still runs: compat.liveness), or ([], []) if one cannot be opened."""
+def _map_peers(names: Sequence[str], me: int, own: mmap.mmap, size: int) -> list[mmap.mmap]:
+    """Every rank's file mapped (this rank's is ``own``), or [] if one cannot be opened."""
     maps: list[mmap.mmap] = []
-    descriptors: list[int | None] = []
     for rank, name in enumerate(names):
         if rank == me:
             maps.append(own)
-            descriptors.append(own_descriptor)
             continue
         try:
-            descriptor = os.open(os.path.join(DIRECTORY, name), os.O_RDWR | os.O_CLOEXEC)
+            descriptor = os.open(os.path.join(DIRECTORY, name), os.O_RDWR)
         except OSError:
             break
-        descriptors.append(descriptor)
-        if os.fstat(descriptor).st_size == size:
-            maps.append(mmap.mmap(descriptor, size))
+        try:
+            if os.fstat(descriptor).st_size == size:
+                maps.append(mmap.mmap(descriptor, size))
+        finally:
+            os.close(descriptor)
         if len(maps) != rank + 1:
             break
     else:
-        return maps, descriptors
+        return maps
     for mapped in maps:
         if mapped is not own:
             mapped.close()
-    for opened in descriptors:
-        if opened is not None and opened != own_descriptor:
-            os.close(opened)
-    return [], []
+    return []
 
 
 def _exchange(adapter: Adapter, group: GroupHandle, text: str) -> list[str]:

@@ -211,9 +211,14 @@ def test_a_choice_for_one_host_applies_only_there_and_wins() -> None:
     """Shared memory for ranks of one host: chosen only where the group has a window, and then
     over the size-dependent choices (Gloo's pairwise all_gather from 4 MB)."""
     for size in (0, 1024, 64 * 2**20):
-        assert capabilities.resolve("mccl", "all_reduce", "float32", size, one_host=True) == (
-            "shared_memory_all_reduce"
-        )
+        for ranks, algorithm in (
+            (2, "shared_memory_all_reduce"),
+            (3, "_in_shares"),
+            (4, "_in_shares"),
+        ):
+            for backend in ("mccl", "gloo"):
+                chosen = capabilities.resolve(backend, "all_reduce", "float32", size, True, ranks)
+                assert chosen.endswith(algorithm), (backend, ranks, chosen)
         gathered = capabilities.resolve("gloo", "all_gather", "float32", size, one_host=True)
         assert gathered == "shared_memory_all_gather"
     assert capabilities.resolve("gloo", "all_gather", "float32", 64 * 2**20, ranks=2) == (
@@ -310,8 +315,12 @@ def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() ->
             inline = capabilities.bind(object(), collective, found[0], found[1])  # type: ignore[arg-type]
             assert isinstance(inline, partial)
             assert inline.func is getattr(algorithms, found[0]), (collective, inline)
-    assert capabilities.choice("mccl", "all_reduce", "float32", 0, True) == (
+    assert capabilities.choice("mccl", "all_reduce", "float32", 0, True, 2) == (
         "shared_memory_all_reduce",
+        "completed",
+    )
+    assert capabilities.choice("mccl", "all_reduce", "float32", 0, True, 3) == (
+        "shared_memory_all_reduce_in_shares",
         "completed",
     )
     assert capabilities.choice("gloo", "all_gather", "float32", 64 * 2**20, ranks=2) == (

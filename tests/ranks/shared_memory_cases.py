@@ -294,15 +294,17 @@ def case_chosen(kit: Any) -> None:
         "the world group has no window after a collective the table runs through shared memory"
     )
     chosen = runtime.implementation("all_reduce", x, None, None)
-    asynchrony = capabilities.choice(runtime.capability_key, "all_reduce", "float32", 0, True)[1]
+    key = runtime.capability_key
+    asynchrony = capabilities.choice(key, "all_reduce", "float32", 0, True, n)[1]
+    # From 3 ranks each rank reduces its share of every piece (the table's min_ranks).
+    name = "shared_memory_all_reduce" if n == 2 else "shared_memory_all_reduce_in_shares"
+    reducing = getattr(algorithms, name)
     if asynchrony == capabilities.BACKGROUND:  # the table's async: through the window's thread
         assert getattr(chosen, "func", None) is shared_memory.in_issue_order, chosen
-        assert chosen.args[0] is algorithms.shared_memory_all_reduce, chosen
+        assert chosen.args[0] is reducing, chosen
     else:
-        assert getattr(chosen, "func", None) is algorithms.shared_memory_all_reduce, chosen
-    assert runtime.algorithm("all_reduce", "float32", 1024, one_host=True) == (
-        "shared_memory_all_reduce"
-    )
+        assert getattr(chosen, "func", None) is reducing, chosen
+    assert runtime.algorithm("all_reduce", "float32", 1024, one_host=True, ranks=n) == name
     # A choice's min_ranks/max_ranks count the group's ranks (Gloo's gather: in rounds from 1 MB
     # per rank at 2 ranks, through the channels otherwise).
     for nbytes in (1024, 2**20):
@@ -400,7 +402,10 @@ def case_fallback(kit: Any) -> None:
     np.testing.assert_allclose(kit.numpy(out), expected, rtol=1e-6)
     runtime = state.current()
     chosen = runtime.implementation("all_reduce", x, None, group.handle)
-    assert getattr(chosen, "func", None) is not algorithms.shared_memory_all_reduce, chosen
+    assert getattr(chosen, "func", None) not in (
+        algorithms.shared_memory_all_reduce,
+        algorithms.shared_memory_all_reduce_in_shares,
+    ), chosen
     compat.destroy(group)
     # Destroying the group drops its window and what was chosen for it (choices are kept by
     # group handle, and a later group may get an equal handle).
@@ -473,7 +478,7 @@ def _background_group() -> compat.Group:
     on the window's thread (capabilities.toml: async = "background")."""
     key = state.current().capability_key
     for collective in ("all_reduce", "broadcast", "all_gather_into_tensor", "all_to_all_single"):
-        asynchrony = capabilities.choice(key, collective, "float32", 0, True)[1]
+        asynchrony = capabilities.choice(key, collective, "float32", 0, True, world())[1]
         assert asynchrony == capabilities.BACKGROUND, (collective, asynchrony)
     return compat.new_group(list(range(world())))
 
