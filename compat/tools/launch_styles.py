@@ -30,7 +30,8 @@ STYLES = ("compat", "torchrun", "spawn", "env")
 DESCRIPTIONS = {
     "compat": "compat launch",
     "torchrun": "torchrun (python -m torch.distributed.run)",
-    "spawn": "spawn (torch.multiprocessing.spawn, compat.init(init_method='tcp://...'))",
+    "spawn": "spawn (torch.multiprocessing.spawn; MindSpore: multiprocessing's spawn; "
+    "compat.init(init_method='tcp://...', rank=r, world_size=n))",
     "env": "plain environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, as Slurm scripts set)",
 }
 
