@@ -8,6 +8,8 @@ from compat import autograd as autograd
 from compat import comm as comm
 from compat.api import (
     destroy,
+    destroy_process_group,
+    framework_group,
     get_backend,
     get_framework,
     get_global_rank,
@@ -18,6 +20,7 @@ from compat.api import (
     init,
     is_available,
     is_initialized,
+    new_framework_group,
     new_group,
 )
 from compat.collectives import (
@@ -54,7 +57,7 @@ from compat.objects import (
     send_object_list,
 )
 from compat.p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
-from compat.types import WORLD, Backend, Group, ReduceOp, Work
+from compat.types import WORLD, Backend, Future, Group, ReduceOp, Work
 
 __version__ = "0.1.0"
 
@@ -63,6 +66,7 @@ __all__ = [
     "Backend",
     "CollectiveMismatchError",
     "CollectiveTimeout",
+    "Future",
     "Group",
     "NotInitializedError",
     "P2POp",
@@ -82,6 +86,8 @@ __all__ = [
     "broadcast",
     "broadcast_object_list",
     "destroy",
+    "destroy_process_group",
+    "framework_group",
     "gather",
     "gather_object",
     "get_backend",
@@ -97,6 +103,7 @@ __all__ = [
     "is_initialized",
     "isend",
     "monitored_barrier",
+    "new_framework_group",
     "new_group",
     "recv",
     "recv_object_list",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
-from compat import algorithms, capabilities, state, tables
+from compat import algorithms, state, tables
 from compat._checks import check_bool, check_int, describe
 from compat.adapter import Rendezvous
 from compat.dispatch import choose_framework, installed
@@ -107,10 +107,7 @@ def init(
             "call compat.destroy() first"
         )
     chosen = choose_framework(framework)
-    backend = _own_backend(chosen, backend)
-    backends = list(capabilities.backends(chosen))
-    if backend is not None and backend not in backends:
-        raise ValueError(f"backend: expected one of {backends} for {chosen}; got {backend!r}")
+    backend = _own_backend(chosen, _check_backend(backend, "backend"))
     timeout = _check_timeout(timeout, "timeout")
     rendezvous = _check_rendezvous(init_method, rank, world_size, store)
     if not isinstance(group_name, str):
@@ -125,6 +122,18 @@ def init(
     check = check_bool(state.check_from_environment() if check is None else check, "check")
     started = state.start(chosen, backend, timeout, rendezvous, check)
     started.open_window(None)
+
+
+def _check_backend(backend: object, param: str) -> str | None:
+    """``backend``: None or a str, any string the framework takes (compat refuses none: a
+    backend compat has no capability entry for runs natively, and the framework answers for
+    it)."""
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(
+            f"{param}: expected None or a backend name (a str, e.g. 'gloo' or "
+            f"'cpu:gloo,cuda:nccl'); got {describe(backend)}"
+        )
+    return backend
 
 
 def _own_backend(framework: str, backend: str | None) -> str | None:
@@ -227,7 +236,7 @@ def destroy(group: object = None) -> None:
     ``torch.distributed.destroy_process_group(group)``.
     """
     if group is not None and group is not WORLD:
-        current = state.current()  # adopts on first use, as the queries do
+        current = state.checked()  # adopts on first use, as the queries do
         resolved = current.checks.group(group, member=False)
         if resolved is current.world:
             raise ValueError(
@@ -241,6 +250,21 @@ def destroy(group: object = None) -> None:
             del current.groups[resolved.ranks]
         return
     state.leave()
+
+
+def destroy_process_group(group: object = None) -> None:
+    """``torch.distributed.destroy_process_group``: what ``compat port`` writes for it.
+
+    Without a group: leave compat and end the framework's process group, whoever created it
+    (one compat adopted too), as torch's ends the default group; nothing if neither is
+    initialised. With a group: free it, as :func:`destroy` does.
+    """
+    if group is not None and group is not WORLD:
+        destroy(group)
+        return
+    if state.get_current() is None and state.initialised_frameworks():
+        state.checked()  # adopt the group torch made, to end it
+    state.leave(adopted_too=True)
 
 
 #: How long every rank waits for the others once a group is made (:func:`_meet_once_made`):
@@ -279,13 +303,20 @@ def _meet_once_made(current: state.State) -> None:
 def get_framework() -> str:
     """The framework compat was initialised for (or adopts now, see :func:`init`): ``"torch"``
     or ``"mindspore"``."""
-    return state.current().framework
+    return state.checked().framework
 
 
 def get_backend(group: object = None) -> str:
-    """The backend in use (``"gloo"``, ``"nccl"``, ``"mccl"``, ``"hccl"``)."""
-    current = state.current()
-    current.checks.group(group, member=False)
+    """The backend of ``group`` (default: the world's) as the framework names it (``"gloo"``,
+    ``"nccl"``, ``"mccl"``, ``"hccl"``, a string naming one per device such as
+    ``"cpu:gloo,cuda:nccl"``, or another the framework runs): a group made with
+    ``new_group(backend=...)`` answers its own, as torch's ``get_backend(group)`` does."""
+    current = state.checked()
+    resolved = current.checks.group(group, member=False)
+    if resolved.handle is not None:
+        own = current.adapter.group_backend(resolved.handle)
+        if own is not None:
+            return own
     return current.backend
 
 
@@ -295,18 +326,18 @@ def get_rank(group: object = None) -> int:
     Like every query, it adopts a framework process group initialised outside compat on first
     use (see :func:`init`); with none, it raises :class:`compat.NotInitializedError`.
     """
-    current = state.current()
+    current = state.checked()
     return current.checks.group(group, member=False).group_rank(current.rank)
 
 
 def get_world_size(group: object = None) -> int:
     """The number of ranks in the world, or in ``group``."""
-    return state.current().checks.group(group, member=False).size()
+    return state.checked().checks.group(group, member=False).size()
 
 
 def get_process_group_ranks(group: object) -> list[int]:
     """The global ranks of ``group`` (None or compat.WORLD: every rank), in group-rank order."""
-    return list(state.current().checks.group(group, member=False).ranks)
+    return list(state.checked().checks.group(group, member=False).ranks)
 
 
 def get_global_rank(group: object, group_rank: int) -> int:
@@ -318,7 +349,7 @@ def get_global_rank(group: object, group_rank: int) -> int:
     >>> compat.get_global_rank(group, 1)
     3
     """
-    resolved = state.current().checks.group(group, member=False)
+    resolved = state.checked().checks.group(group, member=False)
     index = check_int(group_rank, "group_rank")
     if not 0 <= index < resolved.size():
         raise ValueError(
@@ -337,7 +368,7 @@ def get_group_rank(group: object, global_rank: int) -> int:
     >>> compat.get_group_rank(group, 3)
     1
     """
-    resolved = state.current().checks.group(group, member=False)
+    resolved = state.checked().checks.group(group, member=False)
     rank = check_int(global_rank, "global_rank")
     if rank not in resolved:
         raise ValueError(
@@ -365,7 +396,50 @@ def new_group(
     ``backend`` as in torch (torch: any of its backends, e.g. a gloo group in an NCCL job;
     MindSpore: its own backend only, and no timeout: a clear error otherwise).
     """
-    current = state.current()
+    return _new_group(ranks, timeout, backend, None)
+
+
+def new_framework_group(
+    ranks: Sequence[int] | None = None,
+    timeout: float | timedelta | None = None,
+    backend: str | None = None,
+    *,
+    group_desc: str | None = None,
+) -> object:
+    """:func:`new_group`, returning the framework's own group: a torch ``ProcessGroup``
+    (``GroupMember.NON_GROUP_MEMBER`` on ranks outside it), a MindSpore group name (``""``
+    outside it). What ``compat port`` writes for ``torch.distributed.new_group``: the group
+    stays usable by code that calls the framework directly (``dist.get_global_rank(group, 0)``,
+    a checkpoint loader's ``process_group=``), and every compat call takes it too.
+
+    ``ranks``, ``timeout`` and ``backend`` as in torch's ``new_group`` (same positions);
+    ``group_desc`` names the group (torch's description of it).
+    """
+    if group_desc is not None and not isinstance(group_desc, str):
+        raise TypeError(f"group_desc: expected None or a str; got {describe(group_desc)}")
+    return framework_group(_new_group(ranks, timeout, backend, group_desc))
+
+
+def framework_group(group: object = None) -> object:
+    """The framework's own object for ``group`` (default: the world): a torch
+    ``ProcessGroup`` (``dist.group.WORLD`` for the world, ``GroupMember.NON_GROUP_MEMBER`` on a
+    rank outside the group), a MindSpore group name. None while no process group is
+    initialised, as ``torch.distributed.group.WORLD`` is then. What ``compat port`` writes for
+    ``torch.distributed.group.WORLD``, so the value stays usable by unported code."""
+    if not is_initialized():
+        return None
+    current = state.checked()
+    resolved = current.checks.group(group, member=False)
+    return current.adapter.framework_group(resolved.handle, current.rank in resolved.ranks)
+
+
+def _new_group(
+    ranks: Sequence[int] | None,
+    timeout: float | timedelta | None,
+    backend: str | None,
+    description: str | None,
+) -> Group:
+    current = state.checked()
     if ranks is None:
         ranks = range(current.world_size)
     if not isinstance(ranks, Sequence) or isinstance(ranks, str):
@@ -378,15 +452,10 @@ def new_group(
             f"got {members}"
         )
     group_timeout = _check_timeout(timeout, "timeout")
-    backend = _own_backend(current.framework, backend)
-    backends = list(capabilities.backends(current.framework))
-    if backend is not None and backend not in backends:
-        raise ValueError(
-            f"backend: expected None or one of {backends} for {current.framework}; got {backend!r}"
-        )
+    backend = _own_backend(current.framework, _check_backend(backend, "backend"))
     members.sort()
     current.group_count += 1
-    name = f"compat_group_{current.group_count}"
+    name = description or f"compat_group_{current.group_count}"
     handle = current.adapter.new_group(members, name, group_timeout, backend)
     group = Group(members, handle, name)
     _meet_once_made(current)
