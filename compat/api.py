@@ -133,6 +133,17 @@ def _check_backend(backend: object, param: str) -> str | None:
             f"{param}: expected None or a backend name (a str, e.g. 'gloo' or "
             f"'cpu:gloo,cuda:nccl'); got {describe(backend)}"
         )
+    if backend is not None:
+        pairs = [part.split(":") for part in backend.split(",")]
+        one_name = len(pairs) == 1 and len(pairs[0]) == 1
+        if not all(all(word.strip() for word in pair) for pair in pairs) or not (
+            one_name or all(len(pair) == 2 for pair in pairs)
+        ):
+            # The form torch's BackendConfig parses; any name in it is the framework's to judge.
+            raise ValueError(
+                f"{param}: expected a backend name or 'device:backend' pairs separated by commas "
+                f"(e.g. 'gloo', 'cpu:gloo,cuda:nccl'); got {backend!r}"
+            )
     return backend
 
 
@@ -255,13 +266,17 @@ def destroy(group: object = None) -> None:
 def destroy_process_group(group: object = None) -> None:
     """``torch.distributed.destroy_process_group``: what ``compat port`` writes for it.
 
-    Without a group: leave compat and end the framework's process group, whoever created it
-    (one compat adopted too), as torch's ends the default group; nothing if neither is
-    initialised. With a group: free it, as :func:`destroy` does.
+    Without a group, or with the world (any spelling): leave compat and end the framework's
+    process group, whoever created it (one compat adopted too), as torch's ends the default
+    group; nothing if neither is initialised. With another group: free it, as :func:`destroy`.
     """
     if group is not None and group is not WORLD:
-        destroy(group)
-        return
+        current = state.checked()
+        if current.checks.group(group, member=False) is not current.world:
+            destroy(group)
+            return
+        # torch: "if group.WORLD is given, all process groups including the default one will
+        # be destroyed"
     if state.get_current() is None and state.initialised_frameworks():
         state.checked()  # adopt the group torch made, to end it
     state.leave(adopted_too=True)

@@ -267,3 +267,11 @@ def test_a_future_of_its_own() -> None:
     future.set_result(21)
     assert seen == [21] and doubled.wait() == 42
     assert Future is compat.Future
+
+
+def test_compat_info_says_other_backends_are_not_verified() -> None:
+    result = run_bounded([sys.executable, "-m", "compat", "info"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "other backends: any other the framework takes" in said, result.stdout
+    assert "ccl" in said and "runs natively" in said and "not verified" in said, result.stdout

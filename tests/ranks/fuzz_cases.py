@@ -1384,7 +1384,8 @@ def bad_new_group_ranks(ctx: Ctx, args: dict[str, Any]) -> Bad:
 
 
 def bad_backend(ctx: Ctx, args: dict[str, Any]) -> Bad:
-    args["backend"] = value = ctx.pick(["bogus", "", 3, b"gloo", ["gloo"], "gloo,nccl"])
+    # A well-formed name compat has no table for ("ccl") goes to the framework: not bad input.
+    args["backend"] = value = ctx.pick(["", 3, b"gloo", ["gloo"], "gloo,nccl", "cpu:", "cpu:gloo,"])
     return Bad(("backend",), short(value))
 
 
@@ -1854,6 +1855,30 @@ def _specs() -> list[Spec]:
             lambda ctx: {},
             [_m("group/bad", bad_destroy_group)],
             control=False,
+        ),
+        # The world, in any spelling, ends the job there (as torch's): only bad groups here.
+        Spec(
+            "destroy_process_group",
+            compat.destroy_process_group,
+            lambda ctx: {},
+            [bad_group(member=False)],
+            control=False,
+        ),
+        Spec(
+            "framework_group",
+            compat.framework_group,
+            good_query_group,
+            [bad_group(member=False)],
+        ),
+        Spec(
+            "new_framework_group",
+            compat.new_framework_group,
+            good_new_group,
+            [
+                _m("ranks/bad", bad_new_group_ranks),
+                bad_timeout(representable=True),
+                _m("backend/bad", bad_backend),
+            ],
         ),
         Spec(
             "autograd.all_gather",
