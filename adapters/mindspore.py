@@ -379,6 +379,9 @@ class MindSporeAdapter(Adapter):
     def group_ranks(self, group: GroupHandle) -> list[int]:
         return self._world if group is None else self._group_ranks[group]
 
+    # process_group_alive: the base's True. mint.distributed.is_initialized() answers False for a
+    # job that mindspore.communication.init() started (measured), so it cannot tell a teardown.
+
     def framework_group(self, group: GroupHandle, member: bool) -> object:
         if group is not None:
             return group

@@ -277,6 +277,9 @@ class TorchAdapter(Adapter):
             return group
         return dist.group.WORLD if member else dist.GroupMember.NON_GROUP_MEMBER
 
+    def process_group_alive(self) -> bool:
+        return dist.is_initialized()
+
     def group_backend(self, group: GroupHandle) -> str | None:
         return None if group is None else str(dist.get_backend(group))
 

@@ -224,6 +224,12 @@ class Adapter(ABC):
         """The framework's own object for ``group`` (a handle; None: the world, or a group
         this rank is not a ``member`` of): what the framework's functions take as a group."""
 
+    def process_group_alive(self) -> bool:
+        """Whether the framework's process group still exists: code compat does not own may
+        end it (torch.distributed.destroy_process_group called directly). Default True: the
+        framework cannot tell."""
+        return True
+
     def group_backend(self, group: GroupHandle) -> str | None:
         """The backend ``group`` (a handle, not the world) was made with, where the framework
         records one per group (torch: ``new_group(backend=)``); None: the world's."""

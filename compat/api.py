@@ -445,7 +445,24 @@ def framework_group(group: object = None) -> object:
         return None
     current = state.checked()
     resolved = current.checks.group(group, member=False)
-    return current.adapter.framework_group(resolved.handle, current.rank in resolved.ranks)
+    found = current.adapter.framework_group(resolved.handle, current.rank in resolved.ranks)
+    return GroupName(found) if isinstance(found, str) else found
+
+
+class GroupName(str):
+    """A MindSpore group's name (what MindSpore's functions take as ``group``) that also answers
+    ``size()`` and ``rank()`` as a torch ProcessGroup does, so that ported code written for
+    torch's groups (``group.size() <= 1``, ``inputs[group.rank()]``) runs on MindSpore."""
+
+    __slots__ = ()
+
+    def size(self) -> int:
+        """The number of ranks in the group."""
+        return get_world_size(str(self))
+
+    def rank(self) -> int:
+        """This process's rank in the group, -1 if it is not a member."""
+        return get_rank(str(self)) if self else -1
 
 
 def _new_group(

@@ -48,7 +48,7 @@ class State:
         self.coalesce: dict[str, Any] | None = self.backend_entry.get("coalesce")
         #: whether the framework's process group is still initialised: code compat does not
         #: own may end it (torch.distributed.destroy_process_group called directly)
-        self.alive = _initialized_check(adapter.framework)
+        self.alive = adapter.process_group_alive
         self.rank = adapter.rank()
         self.world_size = adapter.world_size()
         self.world = Group(range(self.world_size), None, "world")
@@ -323,17 +323,6 @@ def checked() -> State:
     a call (measured)."""
     _drop_stale()
     return current()
-
-
-def _initialized_check(framework: str) -> Callable[[], bool]:
-    """The framework's own "is its process group initialised" (frameworks.toml's
-    ``initialized``), for a framework already imported; else one that always answers True."""
-    spec = tables.lookup("frameworks", framework).get("initialized")
-    if spec is None:
-        return lambda: True
-    module_name, function_name = spec.split(":")
-    asks: Callable[[], bool] | None = getattr(sys.modules.get(module_name), function_name, None)
-    return asks if asks is not None else lambda: True
 
 
 def _drop_stale() -> None:

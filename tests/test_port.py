@@ -200,7 +200,8 @@ import compat
 
 init, destroy = compat.init, compat.destroy
 compat.init = lambda *args, **kwargs: None if compat.is_initialized() else init(*args, **kwargs)
-compat.destroy = lambda: None
+# The scripts leave with destroy_process_group (what port writes for torch's): the job goes on.
+compat.destroy = compat.destroy_process_group = lambda *args, **kwargs: None
 for script in sys.argv[1:]:
     runpy.run_path(script, run_name="__main__")
 destroy()
@@ -377,7 +378,7 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
     reasons = {(f.line, f.written): f.reason for f in result.findings}
     assert all(reason for reason in reasons.values())
     reasons = {written: reason for (line, written), reason in reasons.items()}
-    assert "compat.new_group has no pg_options" in str(reasons["dist.new_group"])
+    assert "compat.new_framework_group has no pg_options" in str(reasons["dist.new_group"])
     assert "compat.recv needs src or group_src" in str(reasons["dist.recv"])
     assert "compat.ReduceOp has no BAND" in str(reasons["dist.ReduceOp.BAND"])
     assert "compat has no dist.ReduceOp.BAND" in str(reasons["dist.all_reduce"])
@@ -484,9 +485,9 @@ def test_rewrite_keeps_formatting_and_comments_and_maps_argument_forms() -> None
             compat.all_reduce(lst[0], op=compat.ReduceOp.SUM)  # sum
             compat.recv(out, 0, tag=0)
             compat.send(out, dst=1)
-            g = compat.new_group([0, 1])
+            g = compat.new_framework_group([0, 1])
             print(compat.get_rank(g), compat.get_world_size(), os.sep)
-            compat.destroy()
+            compat.destroy_process_group()
         '''
     )
     init = result.findings[0].text()
@@ -560,7 +561,8 @@ def test_an_argument_of_a_call_left_on_torch_stays_torchs() -> None:
 
 def test_values_stay_torchs_where_a_call_left_on_torch_may_receive_them() -> None:
     """torch.distributed.nn.reduce stays on torch and takes an op through a variable: torch's
-    ReduceOp (which compat takes too) stays wherever it is written in the file."""
+    ReduceOp (which compat takes too) stays wherever it is written in the file. group.WORLD
+    becomes compat.framework_group(), torch's own world group, which that call takes too."""
     source = """
         import torch.distributed as dist
 
@@ -570,9 +572,9 @@ def test_values_stay_torchs_where_a_call_left_on_torch_may_receive_them() -> Non
         """
     result = port_text(source)
     assert "compat.all_reduce(a, dist.ReduceOp.SUM)" in result.rewritten
-    assert "compat.barrier(group=dist.group.WORLD)" in result.rewritten
+    assert "compat.barrier(group=compat.framework_group())" in result.rewritten
     left = {f.written: (f.category, f.reason) for f in result.findings if not f.rewritten}
-    assert left["dist.ReduceOp.SUM"][0] == left["dist.group.WORLD"][0] == "kept for torch"
+    assert left["dist.ReduceOp.SUM"][0] == "kept for torch" and "dist.group.WORLD" not in left
     assert "keeps torch.distributed for dist.nn.reduce (line 4)" in str(
         left["dist.ReduceOp.SUM"][1]
     )
@@ -758,7 +760,7 @@ def test_references_are_rewritten_where_compat_stands_in_for_torch() -> None:
     text = result.rewritten
     assert "group: Optional[compat.Group] = None, op: compat.ReduceOp = compat.ReduceOp.SUM" in text
     assert "reduce_fn = compat.all_reduce" in text
-    assert "reduce_fn(t, op, group or compat.WORLD)" in text
+    assert "reduce_fn(t, op, group or compat.framework_group())" in text
     assert "[compat.P2POp(compat.isend, t, 1), compat.P2POp(compat.irecv, t, 1)]" in text
     # torch's signature and result: compat.all_gather_into
     assert "gather_fn = compat.all_gather_into" in text
@@ -848,7 +850,8 @@ def test_report_counts_per_file_groups_reasons_and_check_and_json_exit_codes(
 
 def test_private_helpers_with_an_exact_compat_form_are_written_as_that_expression() -> None:
     """_rank_not_in_group(g) -> compat.get_rank(g) < 0 (in parentheses where an operator
-    binds it), _get_default_group() -> compat.WORLD; a call that unpacks stays on torch."""
+    binds it), _get_default_group() -> compat.framework_group(); a call that unpacks stays on
+    torch."""
     result = port_text(
         """
         import torch.distributed as dist
@@ -874,7 +877,7 @@ def test_private_helpers_with_an_exact_compat_form_are_written_as_that_expressio
             if compat.get_rank(group) < 0:
                 return -1
             assert not (compat.get_rank(group) < 0) and compat.get_world_size(group) > 0
-            pg = group or compat.WORLD
+            pg = group or compat.framework_group()
             skip = _rank_not_in_group(**kw)
             return pg.rank(), (compat.get_rank(pg) < 0) == False, compat.get_rank(None) < 0
         """

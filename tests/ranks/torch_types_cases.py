@@ -151,6 +151,10 @@ def case_framework_groups(kit: Any) -> None:
             assert group == dist.GroupMember.NON_GROUP_MEMBER, group
     else:
         assert isinstance(group, str) and isinstance(world_group, str)
+    # size() and rank() as a torch ProcessGroup answers them (a MindSpore name answers them too).
+    assert world_group.size() == n and world_group.rank() == rank()
+    if rank() in members:
+        assert group.size() == len(members) and group.rank() == members.index(rank())
     x = kit.tensor(np.full((3,), rank() + 1.0), "float32")
     dist.all_reduce(x, group=world_group)  # the framework's own call on compat's world
     assert_close(kit.numpy(x), np.full((3,), n * (n + 1) / 2), "float32")

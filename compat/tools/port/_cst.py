@@ -369,6 +369,13 @@ class Rewriter(cst.CSTTransformer):
             )
             why = self._why_not_replaced(original, api)
             value = api.params is None and not _is_type(api.compat)
+            if why is None and value and api.template is not None:
+                # The framework's own object, written as a call (compat.framework_group()): it
+                # stays usable by calls left on torch, so it is no value to keep for them.
+                found.compat = api.template
+                self.findings.append(found)
+                self._rewritten(original, found)
+                return cst.parse_expression(api.template)
             if why is None and value and self.keep_values is not None:
                 found.leave("kept for torch", self._kept_reason())
                 self.findings.append(found)
