@@ -379,6 +379,12 @@ class MindSporeAdapter(Adapter):
     def group_ranks(self, group: GroupHandle) -> list[int]:
         return self._world if group is None else self._group_ranks[group]
 
+    def backend_available(self, backend: str) -> bool:
+        for key, entry in tables.load("capabilities").items():
+            if entry["framework"] == "mindspore" and entry.get("backend", key) == backend:
+                return entry["device"] == "cpu" or entry["device"] in self.device_kinds()
+        return False
+
     # process_group_alive: the base's True. mint.distributed.is_initialized() answers False for a
     # job that mindspore.communication.init() started (measured), so it cannot tell a teardown.
 

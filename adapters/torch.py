@@ -277,6 +277,9 @@ class TorchAdapter(Adapter):
             return group
         return dist.group.WORLD if member else dist.GroupMember.NON_GROUP_MEMBER
 
+    def backend_available(self, backend: str) -> bool:
+        return bool(dist.is_backend_available(backend))
+
     def process_group_alive(self) -> bool:
         return dist.is_initialized()
 

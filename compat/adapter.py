@@ -224,6 +224,10 @@ class Adapter(ABC):
         """The framework's own object for ``group`` (a handle; None: the world, or a group
         this rank is not a ``member`` of): what the framework's functions take as a group."""
 
+    @abstractmethod
+    def backend_available(self, backend: str) -> bool:
+        """Whether the framework can run ``backend`` here (compat.is_backend_available)."""
+
     def process_group_alive(self) -> bool:
         """Whether the framework's process group still exists: code compat does not own may
         end it (torch.distributed.destroy_process_group called directly). Default True: the

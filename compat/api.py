@@ -9,6 +9,8 @@ process group was initialised elsewhere (``torch.distributed.init_process_group`
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -16,7 +18,7 @@ from datetime import timedelta
 from compat import algorithms, state, tables
 from compat._checks import check_bool, check_int, describe
 from compat.adapter import Rendezvous
-from compat.dispatch import choose_framework, installed
+from compat.dispatch import choose_framework, installed, load_adapter
 from compat.errors import CollectiveTimeout
 from compat.types import WORLD, Group
 
@@ -226,6 +228,33 @@ def is_available() -> bool:
     return bool(installed())
 
 
+def is_backend_available(backend: str) -> bool:
+    """Whether ``backend`` can run here, asked of the framework compat runs on (or would choose,
+    see :func:`init`): torch's ``torch.distributed.is_backend_available`` (a question about
+    torch's build: ``is_nccl_available()`` is True in a CUDA build without a GPU); on MindSpore,
+    a backend of its capability table (torch's name for the CPU backend means MCCL) whose device
+    this process has (the CPU always). What ``compat port`` writes for ``is_nccl_available()``
+    and the other ``is_*_available()``."""
+    name = _check_backend(backend, "backend")
+    if name is None:
+        raise TypeError("backend: expected a backend name (a str); got None")
+    current = state.get_current()
+    if current is not None:
+        framework, adapter = current.framework, current.adapter
+    else:
+        imported = [
+            name
+            for name in installed()
+            if tables.lookup("frameworks", name, "module") in sys.modules
+        ]
+        chosen = (
+            imported[0] if len(imported) == 1 and "COMPAT_FRAMEWORK" not in os.environ else None
+        )
+        framework = choose_framework(chosen, first_if_several=True)
+        adapter = load_adapter(framework)
+    return adapter.backend_available(_own_backend(framework, name) or name)
+
+
 def is_initialized() -> bool:
     """True if compat is initialised, or an imported framework's own process group is.
 
@@ -433,6 +462,79 @@ def new_framework_group(
     if group_desc is not None and not isinstance(group_desc, str):
         raise TypeError(f"group_desc: expected None or a str; got {describe(group_desc)}")
     return framework_group(_new_group(ranks, timeout, backend, group_desc))
+
+
+def new_subgroups_by_enumeration(
+    ranks_per_subgroup_list: Sequence[Sequence[int]],
+    timeout: float | timedelta | None = None,
+    backend: str | None = None,
+    *,
+    group_desc: str | None = None,
+) -> tuple[object, list[object]]:
+    """torch's ``new_subgroups_by_enumeration``: every rank makes every subgroup, in list order
+    (each rank in at most one); returns (this rank's subgroup, or None outside all of them, and
+    every subgroup), the framework's own groups as :func:`new_framework_group` makes them."""
+    if not isinstance(ranks_per_subgroup_list, Sequence) or not ranks_per_subgroup_list:
+        raise ValueError(
+            "ranks_per_subgroup_list: expected a non-empty list of lists of global ranks; got "
+            + describe(ranks_per_subgroup_list)
+        )
+    seen: set[int] = set()
+    for index, ranks in enumerate(ranks_per_subgroup_list):
+        if not isinstance(ranks, Sequence) or isinstance(ranks, str):
+            raise TypeError(
+                f"ranks_per_subgroup_list[{index}]: expected a list of global ranks; got "
+                f"{describe(ranks)}"
+            )
+        members = [check_int(rank, f"ranks_per_subgroup_list[{index}][{i}]")
+                   for i, rank in enumerate(ranks)]  # fmt: skip
+        twice = seen.intersection(members)
+        if twice:
+            raise ValueError(
+                f"ranks_per_subgroup_list[{index}]: expected each rank in one subgroup at most; "
+                f"got rank {min(twice)} again"
+            )
+        seen.update(members)
+    me = state.checked().rank
+    mine: object = None
+    subgroups: list[object] = []
+    for index, ranks in enumerate(ranks_per_subgroup_list):
+        name = None if group_desc is None else f"{group_desc}_{index}"
+        made = new_framework_group(ranks, timeout, backend, group_desc=name)
+        subgroups.append(made)
+        if me in ranks:
+            mine = made
+    return mine, subgroups
+
+
+def new_subgroups(
+    group_size: int | None = None,
+    group: object = None,
+    timeout: float | timedelta | None = None,
+    backend: str | None = None,
+    *,
+    group_desc: str | None = None,
+) -> tuple[object, list[object]]:
+    """torch's ``new_subgroups``: ``group`` (default the world) cut into consecutive subgroups
+    of ``group_size`` ranks (default: this host's accelerators, as torch's CUDA device count);
+    returns (this rank's subgroup, every subgroup), the framework's own groups."""
+    current = state.checked()
+    resolved = current.checks.group(group, member=False)
+    if group_size is None:
+        group_size = len(current.adapter.available_devices()) - 1  # every device but the CPU
+    size = check_int(group_size, "group_size")
+    if size <= 0 or size > resolved.size() or resolved.size() % size:
+        raise ValueError(
+            f"group_size: expected a positive divisor of the group's size {resolved.size()}; "
+            f"got {size}"
+        )
+    ranks = list(resolved.ranks)
+    return new_subgroups_by_enumeration(
+        [ranks[start : start + size] for start in range(0, len(ranks), size)],
+        timeout,
+        backend,
+        group_desc=group_desc,
+    )
 
 
 def framework_group(group: object = None) -> object:

@@ -901,3 +901,33 @@ def test_all_reduce_coalesced_is_rewritten_with_its_arguments() -> None:
         result.rewritten
     )
     assert all(f.rewritten for f in result.findings)
+
+
+def test_availability_subgroups_and_teardown_are_rewritten_to_compats_counterparts() -> None:
+    """is_*_available -> compat.is_backend_available("<name>"); new_subgroups* and new_group ->
+    compat's forms that return the framework's own groups; destroy_process_group -> compat's,
+    which ends the process group as torch's does."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+        backend = "nccl" if dist.is_nccl_available() else "gloo"
+        use_mpi = dist.is_mpi_available() or dist.is_gloo_available()
+        cur, subs = dist.new_subgroups(group_size=2)
+        mine, every = dist.new_subgroups_by_enumeration([[0, 1], [2, 3]])
+        pg = dist.new_group([0, 1], group_desc="tp")
+        dist.destroy_process_group()
+        """
+    )
+    text = result.rewritten
+    assert 'backend = "nccl" if compat.is_backend_available("nccl") else "gloo"' in text
+    assert (
+        'use_mpi = compat.is_backend_available("mpi") or compat.is_backend_available("gloo")'
+        in text
+    )
+    assert "cur, subs = compat.new_subgroups(group_size=2)" in text
+    assert "mine, every = compat.new_subgroups_by_enumeration([[0, 1], [2, 3]])" in text
+    assert 'pg = compat.new_framework_group([0, 1], group_desc="tp")' in text
+    assert "compat.destroy_process_group()" in text
+    assert "import torch" not in text
+    assert all(finding.rewritten for finding in result.findings)

@@ -275,3 +275,13 @@ def test_compat_info_says_other_backends_are_not_verified() -> None:
     said = " ".join(result.stdout.split())
     assert "other backends: any other the framework takes" in said, result.stdout
     assert "ccl" in said and "runs natively" in said and "not verified" in said, result.stdout
+
+
+def test_is_backend_available_asks_the_framework() -> None:
+    import torch.distributed as dist
+
+    assert compat.is_backend_available("gloo") is dist.is_gloo_available()
+    assert compat.is_backend_available("nccl") is dist.is_nccl_available()
+    assert compat.is_backend_available("mpi") is dist.is_mpi_available()
+    with pytest.raises(TypeError, match=r"^backend:"):
+        compat.is_backend_available(3)  # type: ignore[arg-type]

@@ -1389,6 +1389,19 @@ def bad_backend(ctx: Ctx, args: dict[str, Any]) -> Bad:
     return Bad(("backend",), short(value))
 
 
+def bad_subgroup_size(ctx: Ctx, args: dict[str, Any]) -> Bad:
+    n = ctx.world
+    args["group_size"] = value = ctx.pick([0, -1, n + 1, 2.5, "2", [1]])
+    return Bad(("group_size",), short(value))
+
+
+def bad_subgroup_lists(ctx: Ctx, args: dict[str, Any]) -> Bad:
+    n = ctx.world
+    value = ctx.pick([[], [[0], [0]], [[0, n]], [[0, "1"]], "01", [0, 1], 3])
+    args["ranks_per_subgroup_list"] = value
+    return Bad(("ranks_per_subgroup_list", "ranks"), short(value))
+
+
 def bad_destroy_group(ctx: Ctx, args: dict[str, Any]) -> Bad:
     n = ctx.world
     world_alike: list[Any] = [
@@ -1863,6 +1876,18 @@ def _specs() -> list[Spec]:
             lambda ctx: {},
             [bad_group(member=False)],
             control=False,
+        ),
+        Spec(
+            "new_subgroups",
+            compat.new_subgroups,
+            lambda ctx: {"group_size": ctx.pick([1, ctx.world])},
+            [_m("group_size/bad", bad_subgroup_size)],
+        ),
+        Spec(
+            "new_subgroups_by_enumeration",
+            compat.new_subgroups_by_enumeration,
+            lambda ctx: {"ranks_per_subgroup_list": [[r] for r in range(ctx.world)]},
+            [_m("ranks_per_subgroup_list/bad", bad_subgroup_lists)],
         ),
         Spec(
             "framework_group",

@@ -172,6 +172,24 @@ def case_framework_groups(kit: Any) -> None:
     compat.barrier()
 
 
+def case_subgroups(kit: Any) -> None:
+    """new_subgroups / new_subgroups_by_enumeration as torch's: (this rank's subgroup, every
+    subgroup), the framework's own groups, which the framework's all_reduce takes."""
+    dist = _native(kit)
+    n = world()
+    mine, every = compat.new_subgroups(group_size=1)
+    assert len(every) == n and compat.get_process_group_ranks(mine) == [rank()]
+    lists = [list(range(0, n, 2)), list(range(1, n, 2))] if n > 1 else [[0]]
+    mine, every = compat.new_subgroups_by_enumeration(lists, group_desc="halves")
+    assert len(every) == len(lists)
+    members = next(ranks for ranks in lists if rank() in ranks)
+    assert mine.size() == len(members) and mine.rank() == members.index(rank())
+    x = kit.tensor(np.full((2,), 10.0 ** rank()), "float32")
+    dist.all_reduce(x, group=mine)
+    assert_close(kit.numpy(x), np.full((2,), sum(10.0**r for r in members)), "float32")
+    compat.barrier()
+
+
 def case_group_backend(kit: Any) -> None:
     """get_backend(group) answers the group's backend, as torch's: a Gloo group of a job whose
     world was made with another backend string answers "gloo" where the world answers its own."""
@@ -219,5 +237,6 @@ register("torch_types-work_future_native", case_work_future_native, frameworks=(
 register("torch_types-p2p_work_future", case_p2p_work_future, min_world=2)
 register("torch_types-batch_result_per_backend", case_batch_result_per_backend, min_world=2)
 register("torch_types-framework_groups", case_framework_groups)
+register("torch_types-subgroups", case_subgroups)
 register("torch_types-group_backend", case_group_backend, frameworks=("torch",))
 register("torch_types-all_gather_any_shape", case_all_gather_any_shape)
