@@ -109,7 +109,7 @@ def init(
             "call compat.destroy() first"
         )
     chosen = choose_framework(framework)
-    backend = _own_backend(chosen, _check_backend(backend, "backend"))
+    backend = _own_backend(chosen, check_backend(backend, "backend"))
     timeout = _check_timeout(timeout, "timeout")
     rendezvous = _check_rendezvous(init_method, rank, world_size, store)
     if not isinstance(group_name, str):
@@ -126,7 +126,7 @@ def init(
     started.open_window(None)
 
 
-def _check_backend(backend: object, param: str) -> str | None:
+def check_backend(backend: object, param: str) -> str | None:
     """``backend``: None or a str, any string the framework takes (compat refuses none: a
     backend compat has no capability entry for runs natively, and the framework answers for
     it)."""
@@ -235,7 +235,7 @@ def is_backend_available(backend: str) -> bool:
     a backend of its capability table (torch's name for the CPU backend means MCCL) whose device
     this process has (the CPU always). What ``compat port`` writes for ``is_nccl_available()``
     and the other ``is_*_available()``."""
-    name = _check_backend(backend, "backend")
+    name = check_backend(backend, "backend")
     if name is None:
         raise TypeError("backend: expected a backend name (a str); got None")
     current = state.get_current()
@@ -586,7 +586,7 @@ def _new_group(
             f"got {members}"
         )
     group_timeout = _check_timeout(timeout, "timeout")
-    backend = _own_backend(current.framework, _check_backend(backend, "backend"))
+    backend = _own_backend(current.framework, check_backend(backend, "backend"))
     members.sort()
     current.group_count += 1
     name = description or f"compat_group_{current.group_count}"

@@ -703,8 +703,8 @@ def test_unpacked_arguments_are_rewritten_only_where_compat_takes_every_keyword(
     # positional arguments before **kwargs go by torch's names: compat.init's first is framework
     assert init[1].rewritten
     assert "compat.init(backend=backend, init_method=init_method, **kwargs)" in result.rewritten
-    # a backend torch takes (with a plugin) and compat does not: left, not made an error
-    assert init[2].category == "argument" and "'cncl'" in str(init[2].reason)
+    # a backend compat has no table for (a plugin's): handed to torch, as torch's call did
+    assert init[2].rewritten and 'compat.init(backend="cncl", **kwargs)' in result.rewritten
     assert init[3].category == "unpacked arguments" and "another order" in str(init[3].reason)
     assert group.category == "unpacked arguments"
 
@@ -722,7 +722,8 @@ def test_init_process_group_keeps_every_argument_compat_init_takes() -> None:
             dist.init_process_group(
             )
             dist.init_process_group(dist.Backend.NCCL, device_id=device, pg_options=options)
-            dist.init_process_group("cpu:gloo,cuda:nccl", _ranks=[0, 1])
+            dist.init_process_group("cpu:gloo,cuda:nccl", device_id=device)
+            dist.init_process_group("gloo", _ranks=[0, 1])
         """
     )
     text = result.rewritten
@@ -733,9 +734,11 @@ def test_init_process_group_keeps_every_argument_compat_init_takes() -> None:
     assert 'compat.init(backend="nccl", store=store, rank=rank, world_size=world)' in text
     assert "compat.init()\n" in text  # no `compat.init(\n    )` leftover
     assert "compat.init(backend=compat.Backend.NCCL, device_id=device, pg_options=options)" in text
+    # every string torch takes, a backend per device too
+    assert 'compat.init(backend="cpu:gloo,cuda:nccl", device_id=device)' in text
     left = [f for f in result.findings if not f.rewritten]
     assert [f.category for f in left] == ["argument"], left
-    assert "cpu:gloo,cuda:nccl" in str(left[0].reason)
+    assert "_ranks" in str(left[0].reason)
 
 
 def test_references_are_rewritten_where_compat_stands_in_for_torch() -> None:

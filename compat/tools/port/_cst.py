@@ -31,7 +31,7 @@ from libcst.metadata import (
 )
 
 import compat
-from compat import capabilities, tables
+from compat.api import check_backend
 from compat.tools.port._model import (
     PORTED_MODULES,
     REDUCE_OP_TOPICS,
@@ -731,20 +731,18 @@ class Rewriter(cst.CSTTransformer):
 
     @staticmethod
     def _backend_taken(api: Api, arg: cst.Arg | None, found: Finding) -> bool:
-        """False (and ``found``'s reason) when ``backend=`` is a literal compat cannot take on
-        torch (another device's backend such as ``"cncl"``, or ``"cpu:gloo,cuda:nccl"``): torch
-        would take it, compat.init would refuse it."""
+        """False (and ``found``'s reason) when ``backend=`` is a literal not of the form torch
+        parses (a name, or ``device:backend`` pairs): compat passes every other string to the
+        framework as torch does (``"cpu:gloo,cuda:nccl"``, ``"ccl"``, a plugin's ``"cncl"``)."""
         if arg is None or not isinstance(arg.value, cst.SimpleString):
             return True
         value = arg.value.evaluated_value
-        taken = [*capabilities.backends("torch"), *torch_backend_aliases()]
-        if value in taken:
-            return True
-        found.leave(
-            "argument",
-            f"backend={value!r}: compat.{api.compat} takes {', '.join(repr(b) for b in taken)}",
-        )
-        return False
+        try:
+            check_backend(value, "backend")
+        except (TypeError, ValueError) as error:
+            found.leave("argument", f"compat.{api.compat}: {error}")
+            return False
+        return True
 
     @staticmethod
     def _leave_unpacked(call: cst.Call, found: Finding, why: str) -> None:
@@ -1181,8 +1179,3 @@ class ImportPruner(cst.CSTTransformer):
         self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
     ) -> cst.Import | cst.ImportFrom | cst.RemovalSentinel:
         return self._prune(original_node, updated_node)
-
-
-def torch_backend_aliases() -> list[str]:
-    """The other framework's backend names compat.init takes on torch (frameworks.toml)."""
-    return list(tables.lookup("frameworks", "torch").get("backend_aliases", {}))
