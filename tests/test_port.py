@@ -934,3 +934,32 @@ def test_availability_subgroups_and_teardown_are_rewritten_to_compats_counterpar
     assert "compat.destroy_process_group()" in text
     assert "import torch" not in text
     assert all(finding.rewritten for finding in result.findings)
+
+
+def test_calls_inside_torchs_coalescing_manager_stay_on_torch() -> None:
+    """torch's _coalescing_manager batches the torch calls made while it is open (and waits for
+    them as one): calls in its block, written directly or through a variable holding it, stay
+    torch's; the calls outside it are rewritten."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+        def gather(out, inp, group, async_op, outer):
+            with dist._coalescing_manager(group=group, async_ops=async_op) as cm:
+                dist.all_gather_into_tensor(out[0], inp[0], group=group)
+                dist.all_reduce(inp[1], op=dist.ReduceOp.MAX, group=group)
+            manager = dist._coalescing_manager(group=group) if not outer else nullcontext()
+            with manager:
+                dist.reduce_scatter_tensor(out[1], inp[2], group=group)
+            dist.barrier(group=group)
+            return cm
+        """
+    )
+    text = result.rewritten
+    assert "dist.all_gather_into_tensor(out[0], inp[0], group=group)" in text
+    assert "dist.all_reduce(inp[1], op=dist.ReduceOp.MAX, group=group)" in text
+    assert "dist.reduce_scatter_tensor(out[1], inp[2], group=group)" in text
+    assert "compat.barrier(group=group)" in text
+    left = {f.written: f.category for f in result.findings if not f.rewritten}
+    assert left["dist.all_gather_into_tensor"] == "inside a torch block"
+    assert left["dist.reduce_scatter_tensor"] == "inside a torch block"
