@@ -40,6 +40,8 @@ FIXTURES = Path(__file__).resolve().parent / "port_fixtures"
 RUFF = Path(sys.executable).with_name("ruff")
 # Harness files and the helper that stays on torch (megatron's parallel_state): copied, not ported.
 NOT_PORTED = {"tensors.py", "driver.py", "parallel_state.py"}
+# Fixture projects with a test of their own (tests/test_port_multi_file.py ports one module).
+OWN_TEST = {"multi_file"}
 
 TORCH_JOB = [
     "init_elsewhere",
@@ -398,7 +400,7 @@ def copy_fixtures(root: Path) -> Path:
 
 def ported_paths(root: Path) -> Iterator[Path]:
     for path in sorted((root / "port_fixtures").rglob("*.py")):
-        if path.name not in NOT_PORTED:
+        if path.name not in NOT_PORTED and not OWN_TEST.intersection(path.parts):
             yield path
 
 
