@@ -63,6 +63,7 @@ from compat.adapter import (
     Rendezvous,
     TensorFacts,
     Translate,
+    device_backend,
     element_extent,
     numpy_elementwise,
     reduce_arrays,
@@ -245,6 +246,7 @@ class MindSporeAdapter(Adapter):
                 from compat.dispatch import default_backend
 
                 backend = default_backend(self.framework, self.device_kinds())
+            backend = self._own_backend(backend, backends)
             _bind_device(backends[backend], device_id)
             self._join(rendezvous)
         self._on_cpu = backends[backend] == "CPU"
@@ -261,6 +263,23 @@ class MindSporeAdapter(Adapter):
         self._world = list(range(communication.get_group_size()))
         self._rank = communication.get_rank()
         return backend
+
+    def _own_backend(self, backend: str, backends: dict[str, str]) -> str:
+        """MindSpore's backend for ``backend``, a string as torch takes it: a string naming one
+        backend per device (``"cpu:gloo,cuda:nccl"``) gives this process's device's, and
+        torch's name for a device's backend gives MindSpore's (``backend_aliases``)."""
+        chosen = device_backend(backend, self.device_kinds())
+        aliases: dict[str, str] = tables.lookup("frameworks", self.framework).get(
+            "backend_aliases", {}
+        )
+        chosen = aliases.get(chosen, chosen)
+        if chosen not in backends:
+            raise ValueError(
+                f"backend: MindSpore's communication.init takes only {sorted(backends)} "
+                f"(compat reads the entry for this process's device from a torch-style string); "
+                f"got {backend!r}"
+            )
+        return chosen
 
     def _join(self, rendezvous: Rendezvous) -> None:
         """mindspore.communication.init, after translating torch's way of meeting (tcp://, or
@@ -368,6 +387,21 @@ class MindSporeAdapter(Adapter):
 
     def group_ranks(self, group: GroupHandle) -> list[int]:
         return self._world if group is None else self._group_ranks[group]
+
+    def backend_available(self, backend: str) -> bool:
+        for key, entry in tables.load("capabilities").items():
+            if entry["framework"] == "mindspore" and entry.get("backend", key) == backend:
+                return entry["device"] == "cpu" or entry["device"] in self.device_kinds()
+        return False
+
+    # process_group_alive: the base's True. mint.distributed.is_initialized() answers False for a
+    # job that mindspore.communication.init() started (measured), so it cannot tell a teardown.
+
+    def framework_group(self, group: GroupHandle, member: bool) -> object:
+        if group is not None:
+            return group
+        # MindSpore's new_group names no group on a rank outside it: "".
+        return communication.GlobalComm.WORLD_COMM_GROUP if member else ""
 
     def native_group(self, obj: object) -> tuple[list[int], GroupHandle] | None:
         if not isinstance(obj, str):

@@ -26,6 +26,7 @@ from compat.adapter import (
     Rendezvous,
     TensorFacts,
     Translate,
+    device_backend,
     element_extent,
     numpy_elementwise,
     reduce_arrays,
@@ -185,8 +186,8 @@ class TorchAdapter(Adapter):
         if dist.is_initialized():
             # The script (or a helper it imports) called init_process_group: adopt that group.
             self._adopted = True
-            adopted: str = dist.get_backend()
-            if adopted == "nccl":
+            adopted: str = str(dist.get_backend())
+            if device_backend(adopted, self.device_kinds()) == "nccl":
                 # The script bound its device itself (set_device or device_id=): keep it.
                 self._home = torch.device("cuda", torch.cuda.current_device())
                 self._home_is_cpu = False
@@ -216,7 +217,7 @@ class TorchAdapter(Adapter):
         for option in ("device_id", "pg_options"):
             if getattr(rendezvous, option) is not None:
                 kwargs[option] = getattr(rendezvous, option)
-        if backend == "nccl":
+        if device_backend(backend, self.device_kinds()) == "nccl":
             self._home = torch.device("cuda", home_index(rendezvous, torch.cuda.device_count()))
             self._home_is_cpu = False
             torch.cuda.set_device(self._home)
@@ -277,6 +278,20 @@ class TorchAdapter(Adapter):
 
     def destroy_group(self, group: GroupHandle) -> None:
         dist.destroy_process_group(group)
+
+    def framework_group(self, group: GroupHandle, member: bool) -> object:
+        if group is not None:
+            return group
+        return dist.group.WORLD if member else dist.GroupMember.NON_GROUP_MEMBER
+
+    def backend_available(self, backend: str) -> bool:
+        return bool(dist.is_backend_available(backend))
+
+    def process_group_alive(self) -> bool:
+        return dist.is_initialized()
+
+    def group_backend(self, group: GroupHandle) -> str | None:
+        return None if group is None else str(dist.get_backend(group))
 
     def native_group(self, obj: object) -> tuple[list[int], GroupHandle] | None:
         if obj is dist.GroupMember.NON_GROUP_MEMBER:

@@ -8,6 +8,8 @@ from compat import autograd as autograd
 from compat import comm as comm
 from compat.api import (
     destroy,
+    destroy_process_group,
+    framework_group,
     get_backend,
     get_framework,
     get_global_rank,
@@ -17,8 +19,12 @@ from compat.api import (
     get_world_size,
     init,
     is_available,
+    is_backend_available,
     is_initialized,
+    new_framework_group,
     new_group,
+    new_subgroups,
+    new_subgroups_by_enumeration,
 )
 from compat.collectives import (
     all_gather,
@@ -55,7 +61,7 @@ from compat.objects import (
     send_object_list,
 )
 from compat.p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
-from compat.types import WORLD, Backend, Group, ReduceOp, Work
+from compat.types import WORLD, Backend, Future, Group, ReduceOp, Work
 
 __version__ = "0.1.0"
 
@@ -64,6 +70,7 @@ __all__ = [
     "Backend",
     "CollectiveMismatchError",
     "CollectiveTimeout",
+    "Future",
     "Group",
     "NotInitializedError",
     "P2POp",
@@ -84,6 +91,8 @@ __all__ = [
     "broadcast",
     "broadcast_object_list",
     "destroy",
+    "destroy_process_group",
+    "framework_group",
     "gather",
     "gather_object",
     "get_backend",
@@ -96,10 +105,14 @@ __all__ = [
     "init",
     "irecv",
     "is_available",
+    "is_backend_available",
     "is_initialized",
     "isend",
     "monitored_barrier",
+    "new_framework_group",
     "new_group",
+    "new_subgroups",
+    "new_subgroups_by_enumeration",
     "recv",
     "recv_object_list",
     "reduce",

@@ -253,16 +253,19 @@ class Checks:
         like_param: str,
         dtype: str,
         shape: tuple[int, ...],
+        any_shape: bool = False,
     ) -> tuple[list[Tensor], bool]:
         """One tensor per rank of ``group``, each with ``like``'s dtype and trailing dims (``dtype``
         and ``shape`` are ``like``'s), and this rank's entry with ``like``'s shape (the list
-        forms: all_gather, reduce_scatter); and whether every entry has that shape."""
+        forms: all_gather, reduce_scatter); and whether every entry has that shape.
+        ``any_shape``: the other entries may have any shape (all_gather, as torch's)."""
         items = check_list(value, param, group.size())
         even = self._all_like(items, dtype, shape, False)
         if even is None:
             for i, item in enumerate(items):
                 self.like(item, f"{param}[{i}]", like, like_param, None)
-                self.trailing(item, f"{param}[{i}]", like, like_param)
+                if not any_shape:
+                    self.trailing(item, f"{param}[{i}]", like, like_param)
         me = group.group_rank(self.state.rank)
         if not even and self.adapter.shape(items[me]) != shape:
             check_shape(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -54,6 +54,24 @@ class Rendezvous:
     pg_options: object = None
 
 
+def device_backend(backend: str, device_kinds: Collection[str]) -> str:
+    """The backend that serves this process's device, from a backend string as torch takes it:
+    ``backend`` itself (lower case), or for a string naming one per device
+    (``"cpu:gloo,cuda:nccl"``,
+    in any order) the entry of an accelerator in ``device_kinds`` (the adapter's
+    :meth:`Adapter.device_kinds`), else the CPU's: the device compat's tensors live on."""
+    if ":" not in backend:
+        return backend.strip().lower()
+    entries: dict[str, str] = {}
+    for part in backend.split(","):
+        device, _, name = part.partition(":")
+        entries[device.strip().lower()] = name.strip().lower()
+    for kind in sorted(device_kinds):
+        if kind in entries:
+            return entries[kind]
+    return entries.get("cpu", next(iter(entries.values())))
+
+
 #: One op of a batch_isend_irecv: ``("isend" | "irecv", tensor, global rank of the peer, tag)``.
 P2PSpec = tuple[str, Tensor, int, int]
 
@@ -89,6 +107,10 @@ class _TranslatingHandle:
 
     def is_completed(self) -> bool:
         return self._handle.is_completed()
+
+    def get_future(self) -> Any:
+        """The native handle's future (torch's Work.get_future); AttributeError without one."""
+        return self._handle.get_future()  # type: ignore[attr-defined]
 
 
 def numpy_elementwise(entry: dict[str, str]) -> Any:
@@ -213,6 +235,36 @@ class Adapter(ABC):
     @abstractmethod
     def group_ranks(self, group: GroupHandle) -> list[int]:
         """The global ranks of ``group`` (None = the world), in group-rank order."""
+
+    #: whether the framework's process group was initialised outside compat (then adopted)
+    _adopted = False
+
+    def destroy_adopted(self) -> None:
+        """Leave the job and end the framework's process group even where compat adopted it,
+        as ``torch.distributed.destroy_process_group()`` ends the default group whoever made
+        it."""
+        self._adopted = False
+        self.destroy()
+
+    @abstractmethod
+    def framework_group(self, group: GroupHandle, member: bool) -> object:
+        """The framework's own object for ``group`` (a handle; None: the world, or a group
+        this rank is not a ``member`` of): what the framework's functions take as a group."""
+
+    @abstractmethod
+    def backend_available(self, backend: str) -> bool:
+        """Whether the framework can run ``backend`` here (compat.is_backend_available)."""
+
+    def process_group_alive(self) -> bool:
+        """Whether the framework's process group still exists: code compat does not own may
+        end it (torch.distributed.destroy_process_group called directly). Default True: the
+        framework cannot tell."""
+        return True
+
+    def group_backend(self, group: GroupHandle) -> str | None:
+        """The backend ``group`` (a handle, not the world) was made with, where the framework
+        records one per group (torch: ``new_group(backend=)``); None: the world's."""
+        return None
 
     @abstractmethod
     def native_group(self, obj: object) -> tuple[list[int], GroupHandle] | None:

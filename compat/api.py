@@ -9,14 +9,16 @@ process group was initialised elsewhere (``torch.distributed.init_process_group`
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
-from compat import algorithms, capabilities, state, tables
+from compat import algorithms, state, tables
 from compat._checks import check_bool, check_int, describe
 from compat.adapter import Rendezvous
-from compat.dispatch import choose_framework, installed
+from compat.dispatch import choose_framework, installed, load_adapter
 from compat.errors import CollectiveTimeout
 from compat.types import WORLD, Group
 
@@ -107,10 +109,7 @@ def init(
             "call compat.destroy() first"
         )
     chosen = choose_framework(framework)
-    backend = _own_backend(chosen, backend)
-    backends = list(capabilities.backends(chosen))
-    if backend is not None and backend not in backends:
-        raise ValueError(f"backend: expected one of {backends} for {chosen}; got {backend!r}")
+    backend = _own_backend(chosen, check_backend(backend, "backend"))
     timeout = _check_timeout(timeout, "timeout")
     rendezvous = _check_rendezvous(init_method, rank, world_size, store)
     if not isinstance(group_name, str):
@@ -125,6 +124,29 @@ def init(
     check = check_bool(state.check_from_environment() if check is None else check, "check")
     started = state.start(chosen, backend, timeout, rendezvous, check)
     started.open_window(None)
+
+
+def check_backend(backend: object, param: str) -> str | None:
+    """``backend``: None or a str, any string the framework takes (compat refuses none: a
+    backend compat has no capability entry for runs natively, and the framework answers for
+    it)."""
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(
+            f"{param}: expected None or a backend name (a str, e.g. 'gloo' or "
+            f"'cpu:gloo,cuda:nccl'); got {describe(backend)}"
+        )
+    if backend is not None:
+        pairs = [part.split(":") for part in backend.split(",")]
+        one_name = len(pairs) == 1 and len(pairs[0]) == 1
+        if not all(all(word.strip() for word in pair) for pair in pairs) or not (
+            one_name or all(len(pair) == 2 for pair in pairs)
+        ):
+            # The form torch's BackendConfig parses; any name in it is the framework's to judge.
+            raise ValueError(
+                f"{param}: expected a backend name or 'device:backend' pairs separated by commas "
+                f"(e.g. 'gloo', 'cpu:gloo,cuda:nccl'); got {backend!r}"
+            )
+    return backend
 
 
 def _own_backend(framework: str, backend: str | None) -> str | None:
@@ -206,6 +228,33 @@ def is_available() -> bool:
     return bool(installed())
 
 
+def is_backend_available(backend: str) -> bool:
+    """Whether ``backend`` can run here, asked of the framework compat runs on (or would choose,
+    see :func:`init`): torch's ``torch.distributed.is_backend_available`` (a question about
+    torch's build: ``is_nccl_available()`` is True in a CUDA build without a GPU); on MindSpore,
+    a backend of its capability table (torch's name for the CPU backend means MCCL) whose device
+    this process has (the CPU always). What ``compat port`` writes for ``is_nccl_available()``
+    and the other ``is_*_available()``."""
+    name = check_backend(backend, "backend")
+    if name is None:
+        raise TypeError("backend: expected a backend name (a str); got None")
+    current = state.get_current()
+    if current is not None:
+        framework, adapter = current.framework, current.adapter
+    else:
+        imported = [
+            name
+            for name in installed()
+            if tables.lookup("frameworks", name, "module") in sys.modules
+        ]
+        chosen = (
+            imported[0] if len(imported) == 1 and "COMPAT_FRAMEWORK" not in os.environ else None
+        )
+        framework = choose_framework(chosen, first_if_several=True)
+        adapter = load_adapter(framework)
+    return adapter.backend_available(_own_backend(framework, name) or name)
+
+
 def is_initialized() -> bool:
     """True if compat is initialised, or an imported framework's own process group is.
 
@@ -227,7 +276,7 @@ def destroy(group: object = None) -> None:
     ``torch.distributed.destroy_process_group(group)``.
     """
     if group is not None and group is not WORLD:
-        current = state.current()  # adopts on first use, as the queries do
+        current = state.checked()  # adopts on first use, as the queries do
         resolved = current.checks.group(group, member=False)
         if resolved is current.world:
             raise ValueError(
@@ -243,6 +292,25 @@ def destroy(group: object = None) -> None:
         current.checks.forget_native(resolved)
         return
     state.leave()
+
+
+def destroy_process_group(group: object = None) -> None:
+    """``torch.distributed.destroy_process_group``: what ``compat port`` writes for it.
+
+    Without a group, or with the world (any spelling): leave compat and end the framework's
+    process group, whoever created it (one compat adopted too), as torch's ends the default
+    group; nothing if neither is initialised. With another group: free it, as :func:`destroy`.
+    """
+    if group is not None and group is not WORLD:
+        current = state.checked()
+        if current.checks.group(group, member=False) is not current.world:
+            destroy(group)
+            return
+        # torch: "if group.WORLD is given, all process groups including the default one will
+        # be destroyed"
+    if state.get_current() is None and state.initialised_frameworks():
+        state.checked()  # adopt the group torch made, to end it
+    state.leave(adopted_too=True)
 
 
 #: How long every rank waits for the others once a group is made (:func:`_meet_once_made`):
@@ -281,13 +349,20 @@ def _meet_once_made(current: state.State) -> None:
 def get_framework() -> str:
     """The framework compat was initialised for (or adopts now, see :func:`init`): ``"torch"``
     or ``"mindspore"``."""
-    return state.current().framework
+    return state.checked().framework
 
 
 def get_backend(group: object = None) -> str:
-    """The backend in use (``"gloo"``, ``"nccl"``, ``"mccl"``, ``"hccl"``)."""
-    current = state.current()
-    current.checks.group(group, member=False)
+    """The backend of ``group`` (default: the world's) as the framework names it (``"gloo"``,
+    ``"nccl"``, ``"mccl"``, ``"hccl"``, a string naming one per device such as
+    ``"cpu:gloo,cuda:nccl"``, or another the framework runs): a group made with
+    ``new_group(backend=...)`` answers its own, as torch's ``get_backend(group)`` does."""
+    current = state.checked()
+    resolved = current.checks.group(group, member=False)
+    if resolved.handle is not None:
+        own = current.adapter.group_backend(resolved.handle)
+        if own is not None:
+            return own
     return current.backend
 
 
@@ -297,18 +372,18 @@ def get_rank(group: object = None) -> int:
     Like every query, it adopts a framework process group initialised outside compat on first
     use (see :func:`init`); with none, it raises :class:`compat.NotInitializedError`.
     """
-    current = state.current()
+    current = state.checked()
     return current.checks.group(group, member=False).group_rank(current.rank)
 
 
 def get_world_size(group: object = None) -> int:
     """The number of ranks in the world, or in ``group``."""
-    return state.current().checks.group(group, member=False).size()
+    return state.checked().checks.group(group, member=False).size()
 
 
 def get_process_group_ranks(group: object) -> list[int]:
     """The global ranks of ``group`` (None or compat.WORLD: every rank), in group-rank order."""
-    return list(state.current().checks.group(group, member=False).ranks)
+    return list(state.checked().checks.group(group, member=False).ranks)
 
 
 def get_global_rank(group: object, group_rank: int) -> int:
@@ -320,7 +395,7 @@ def get_global_rank(group: object, group_rank: int) -> int:
     >>> compat.get_global_rank(group, 1)
     3
     """
-    resolved = state.current().checks.group(group, member=False)
+    resolved = state.checked().checks.group(group, member=False)
     index = check_int(group_rank, "group_rank")
     if not 0 <= index < resolved.size():
         raise ValueError(
@@ -339,7 +414,7 @@ def get_group_rank(group: object, global_rank: int) -> int:
     >>> compat.get_group_rank(group, 3)
     1
     """
-    resolved = state.current().checks.group(group, member=False)
+    resolved = state.checked().checks.group(group, member=False)
     rank = check_int(global_rank, "global_rank")
     if rank not in resolved:
         raise ValueError(
@@ -367,7 +442,140 @@ def new_group(
     ``backend`` as in torch (torch: any of its backends, e.g. a gloo group in an NCCL job;
     MindSpore: its own backend only, and no timeout: a clear error otherwise).
     """
-    current = state.current()
+    return _new_group(ranks, timeout, backend, None)
+
+
+def new_framework_group(
+    ranks: Sequence[int] | None = None,
+    timeout: float | timedelta | None = None,
+    backend: str | None = None,
+    *,
+    group_desc: str | None = None,
+) -> object:
+    """:func:`new_group`, returning the framework's own group: a torch ``ProcessGroup``
+    (``GroupMember.NON_GROUP_MEMBER`` on ranks outside it), a MindSpore group name (``""``
+    outside it). What ``compat port`` writes for ``torch.distributed.new_group``: the group
+    stays usable by code that calls the framework directly (``dist.get_global_rank(group, 0)``,
+    a checkpoint loader's ``process_group=``), and every compat call takes it too.
+
+    ``ranks``, ``timeout`` and ``backend`` as in torch's ``new_group`` (same positions);
+    ``group_desc`` names the group (torch's description of it).
+    """
+    if group_desc is not None and not isinstance(group_desc, str):
+        raise TypeError(f"group_desc: expected None or a str; got {describe(group_desc)}")
+    return framework_group(_new_group(ranks, timeout, backend, group_desc))
+
+
+def new_subgroups_by_enumeration(
+    ranks_per_subgroup_list: Sequence[Sequence[int]],
+    timeout: float | timedelta | None = None,
+    backend: str | None = None,
+    *,
+    group_desc: str | None = None,
+) -> tuple[object, list[object]]:
+    """torch's ``new_subgroups_by_enumeration``: every rank makes every subgroup, in list order
+    (each rank in at most one); returns (this rank's subgroup, or None outside all of them, and
+    every subgroup), the framework's own groups as :func:`new_framework_group` makes them."""
+    if not isinstance(ranks_per_subgroup_list, Sequence) or not ranks_per_subgroup_list:
+        raise ValueError(
+            "ranks_per_subgroup_list: expected a non-empty list of lists of global ranks; got "
+            + describe(ranks_per_subgroup_list)
+        )
+    seen: set[int] = set()
+    for index, ranks in enumerate(ranks_per_subgroup_list):
+        if not isinstance(ranks, Sequence) or isinstance(ranks, str):
+            raise TypeError(
+                f"ranks_per_subgroup_list[{index}]: expected a list of global ranks; got "
+                f"{describe(ranks)}"
+            )
+        members = [check_int(rank, f"ranks_per_subgroup_list[{index}][{i}]")
+                   for i, rank in enumerate(ranks)]  # fmt: skip
+        twice = seen.intersection(members)
+        if twice:
+            raise ValueError(
+                f"ranks_per_subgroup_list[{index}]: expected each rank in one subgroup at most; "
+                f"got rank {min(twice)} again"
+            )
+        seen.update(members)
+    me = state.checked().rank
+    mine: object = None
+    subgroups: list[object] = []
+    for index, ranks in enumerate(ranks_per_subgroup_list):
+        name = None if group_desc is None else f"{group_desc}_{index}"
+        made = new_framework_group(ranks, timeout, backend, group_desc=name)
+        subgroups.append(made)
+        if me in ranks:
+            mine = made
+    return mine, subgroups
+
+
+def new_subgroups(
+    group_size: int | None = None,
+    group: object = None,
+    timeout: float | timedelta | None = None,
+    backend: str | None = None,
+    *,
+    group_desc: str | None = None,
+) -> tuple[object, list[object]]:
+    """torch's ``new_subgroups``: ``group`` (default the world) cut into consecutive subgroups
+    of ``group_size`` ranks (default: this host's accelerators, as torch's CUDA device count);
+    returns (this rank's subgroup, every subgroup), the framework's own groups."""
+    current = state.checked()
+    resolved = current.checks.group(group, member=False)
+    if group_size is None:
+        group_size = len(current.adapter.available_devices()) - 1  # every device but the CPU
+    size = check_int(group_size, "group_size")
+    if size <= 0 or size > resolved.size() or resolved.size() % size:
+        raise ValueError(
+            f"group_size: expected a positive divisor of the group's size {resolved.size()}; "
+            f"got {size}"
+        )
+    ranks = list(resolved.ranks)
+    return new_subgroups_by_enumeration(
+        [ranks[start : start + size] for start in range(0, len(ranks), size)],
+        timeout,
+        backend,
+        group_desc=group_desc,
+    )
+
+
+def framework_group(group: object = None) -> object:
+    """The framework's own object for ``group`` (default: the world): a torch
+    ``ProcessGroup`` (``dist.group.WORLD`` for the world, ``GroupMember.NON_GROUP_MEMBER`` on a
+    rank outside the group), a MindSpore group name. None while no process group is
+    initialised, as ``torch.distributed.group.WORLD`` is then. What ``compat port`` writes for
+    ``torch.distributed.group.WORLD``, so the value stays usable by unported code."""
+    if not is_initialized():
+        return None
+    current = state.checked()
+    resolved = current.checks.group(group, member=False)
+    found = current.adapter.framework_group(resolved.handle, current.rank in resolved.ranks)
+    return GroupName(found) if isinstance(found, str) else found
+
+
+class GroupName(str):
+    """A MindSpore group's name (what MindSpore's functions take as ``group``) that also answers
+    ``size()`` and ``rank()`` as a torch ProcessGroup does, so that ported code written for
+    torch's groups (``group.size() <= 1``, ``inputs[group.rank()]``) runs on MindSpore."""
+
+    __slots__ = ()
+
+    def size(self) -> int:
+        """The number of ranks in the group."""
+        return get_world_size(str(self))
+
+    def rank(self) -> int:
+        """This process's rank in the group, -1 if it is not a member."""
+        return get_rank(str(self)) if self else -1
+
+
+def _new_group(
+    ranks: Sequence[int] | None,
+    timeout: float | timedelta | None,
+    backend: str | None,
+    description: str | None,
+) -> Group:
+    current = state.checked()
     if ranks is None:
         ranks = range(current.world_size)
     if not isinstance(ranks, Sequence) or isinstance(ranks, str):
@@ -380,15 +588,10 @@ def new_group(
             f"got {members}"
         )
     group_timeout = _check_timeout(timeout, "timeout")
-    backend = _own_backend(current.framework, backend)
-    backends = list(capabilities.backends(current.framework))
-    if backend is not None and backend not in backends:
-        raise ValueError(
-            f"backend: expected None or one of {backends} for {current.framework}; got {backend!r}"
-        )
+    backend = _own_backend(current.framework, check_backend(backend, "backend"))
     members.sort()
     current.group_count += 1
-    name = f"compat_group_{current.group_count}"
+    name = description or f"compat_group_{current.group_count}"
     handle = current.adapter.new_group(members, name, group_timeout, backend)
     group = Group(members, handle, name)
     _meet_once_made(current)

@@ -74,10 +74,17 @@ def backends(framework: str) -> dict[str, str]:
     }
 
 
+#: The prefix of the key of a backend compat has no entry for (``unverified:torch``): see
+#: :func:`entry`.
+UNVERIFIED = "unverified:"
+
+
 def backend_key(framework: str, backend: str) -> str:
     """The capabilities.toml key of ``framework``'s ``backend``: an entry whose ``switch`` (an
     environment variable) is set to anything but "" or "0" wins over the plain one
-    (COMPAT_MINDSPORE_PRIMITIVES: MCCL through MindSpore's ops primitives)."""
+    (COMPAT_MINDSPORE_PRIMITIVES: MCCL through MindSpore's ops primitives); for a backend the
+    table has no entry for (torch's ``mpi``, Intel's ``ccl``, torch_npu's ``hccl``, one
+    registered with ``torch.distributed.Backend.register_backend``) ``unverified:<framework>``."""
     for key, entry in tables.load("capabilities").items():
         if (
             entry["framework"] == framework
@@ -85,7 +92,38 @@ def backend_key(framework: str, backend: str) -> str:
             and os.environ.get(entry.get("switch", ""), "") not in ("", "0")
         ):
             return key
-    return backends(framework)[backend]
+    return backends(framework).get(backend, UNVERIFIED + framework)
+
+
+def is_verified(key: str) -> bool:
+    """Whether backend ``key`` has an entry of capabilities.toml (its facts were checked)."""
+    return not key.startswith(UNVERIFIED)
+
+
+@cache
+def capability_entry(key: str) -> dict[str, Any]:
+    """Backend ``key``'s capability entry. A backend compat has no entry for runs every
+    collective natively (the framework's own call, no compat algorithm) on every dtype and op,
+    and compat refuses nothing: the framework answers for it (``compat info`` says so)."""
+    if is_verified(key):
+        found: dict[str, Any] = tables.lookup("capabilities", key)
+        return found
+    framework = key.removeprefix(UNVERIFIED)
+    native = {"impl": NATIVE, "async": NATIVE, "verified": "unverified"}
+    return {
+        "framework": framework,
+        "backend": "unverified",
+        "dtypes": [
+            name for name, dtype in tables.lookup("dtypes", "dtypes").items() if framework in dtype
+        ],
+        "reduce_ops": list(tables.lookup("reduce_ops", "ops")),
+        "ops": {collective: dict(native) for collective in COLLECTIVES},
+    }
+
+
+def _op_entry(key: str, collective: str) -> dict[str, Any]:
+    op: dict[str, Any] = capability_entry(key)["ops"][collective]
+    return op
 
 
 def resolve(
@@ -121,7 +159,7 @@ def choice(
 ) -> tuple[str, str]:
     """:func:`resolve`'s answer and how it runs with ``async_op=True`` (the table's ``async``:
     "native", "completed", "deferred", "background" or "progress")."""
-    entry = tables.lookup("capabilities", key, "ops", collective)
+    entry = _op_entry(key, collective)
     choices = _choices(entry, dtype, one_host, ranks)
     # A one_host choice that applies wins over the others: it replaces the backend's transport.
     for candidates in ([choice for choice in choices if choice.get("one_host")], choices):
@@ -131,7 +169,7 @@ def choice(
             return str(chosen["algorithm"]), str(chosen.get("async", entry["async"]))
     if entry["impl"] == "unsupported":
         # Backend names repeat across frameworks (torch's nccl, MindSpore's nccl): name both.
-        backend_entry = tables.lookup("capabilities", key)
+        backend_entry = tables.lookup("capabilities", key)  # unsupported: a table entry
         backend = backend_entry.get("backend", key)
         raise UnsupportedError(
             f"{collective} is not supported by {backend_entry['framework']}'s {backend} backend: "
@@ -145,7 +183,7 @@ def size_thresholds(
     key: str, collective: str, dtype: str, one_host: bool = False, ranks: int | None = None
 ) -> list[int]:
     """The input sizes (bytes) at which the choice for ``dtype`` can change, ascending, from 0."""
-    entry = tables.lookup("capabilities", key, "ops", collective)
+    entry = _op_entry(key, collective)
     choices = _choices(entry, dtype, one_host, ranks)
     return sorted({0, *(choice["min_bytes"] for choice in choices)})
 
@@ -153,7 +191,7 @@ def size_thresholds(
 def wants_one_host(key: str, collective: str) -> bool:
     """True if a choice for ``collective`` on backend ``key`` needs a shared-memory window: the
     caller then finds out whether the group has one (a collective on its first use)."""
-    entry = tables.lookup("capabilities", key, "ops", collective)
+    entry = _op_entry(key, collective)
     return any(choice.get("one_host", False) for choice in entry.get("choose", ()))
 
 

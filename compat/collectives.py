@@ -31,7 +31,7 @@ from compat.errors import UnsupportedError
 from compat.layout import Staging, completed
 from compat.preflight import Description
 from compat.preflight import check as preflight
-from compat.types import Group, ReduceOp, Work
+from compat.types import Group, ReduceOp, Work, with_result
 
 
 class Call(Staging):
@@ -63,11 +63,12 @@ class Call(Staging):
         agree: Callable[[], Description],
         empty: bool = False,
         dtype: str | None = None,
+        outputs: Sequence[Tensor] = (),
     ) -> Work | None:
         """Run ``collective`` with ``args`` (then the group's handle and ``async_op``) through
         what the capability table chooses for ``like``'s dtype (``dtype``, where the caller has
         read it) and ``nbytes``; nothing when ``empty`` (every rank knows its call moves no
-        data)."""
+        data). ``outputs``: the user's tensors the call writes (its Work's ``result()``)."""
         waiting = deferred_sources(self.adapter)
         if waiting and not waiting.isdisjoint(self.group.ranks):
             # A deferred irecv (MCCL) receives at wait(); MCCL matches messages by source rank
@@ -83,11 +84,11 @@ class Call(Staging):
         if self.state.check:
             preflight(self.adapter, self.group, agree())
         if empty:
-            return completed(self.async_op)
+            return with_result(completed(self.async_op), outputs)
         run = self.state.implementation(collective, like, nbytes, self.group.handle, dtype)
         pending = run(*args, self.group.handle, self.async_op)
         if self.async_op or self._writebacks:
-            return self.done(pending, self.async_op)
+            return with_result(self.done(pending, self.async_op), outputs)
         return None  # a synchronous call that has completed, with nothing to copy back
 
     def issue_blocking(
@@ -287,7 +288,7 @@ def reduce_scatter(
     if whole is not None:
         # Equal parts of one buffer (x.chunk(n)): the tensor form, without concatenating.
         return call.issue(
-            "reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree,
+            "reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree, outputs=[output],
             empty=0 in shape, dtype=dtype,
         )  # fmt: skip
     if even:
@@ -299,7 +300,8 @@ def reduce_scatter(
     # parts only).
     return call.issue(
         "reduce_scatter" if even else "reduce_scatter_uneven", output, target,
-        call.read_all(inputs), reduce_op, nbytes=nbytes, agree=agree, empty=empty, dtype=dtype,
+        call.read_all(inputs), reduce_op, nbytes=nbytes, agree=agree,
+        outputs=[output], empty=empty, dtype=dtype,
     )  # fmt: skip
 
 
@@ -459,7 +461,7 @@ def _reduce_scatter_tensor(
         args: tuple[Any, ...] = ("reduce_scatter_tensor", source, target, source, reduce_op)
     else:
         args = ("reduce_scatter_uneven", source, target, adapter.parts(source, sizes), reduce_op)
-    work = call.issue(*args, agree=agree, empty=0 in shape, dtype=dtype)
+    work = call.issue(*args, agree=agree, outputs=[result], empty=0 in shape, dtype=dtype)
     return call.result(result, work)
 
 
@@ -500,7 +502,8 @@ def all_reduce(
     )
     staged = call.update(tensor)
     return call.issue(
-        "all_reduce", staged, staged, reduce_op, agree=agree, empty=adapter.numel(tensor) == 0,
+        "all_reduce", staged, staged, reduce_op, agree=agree,
+        outputs=[tensor], empty=adapter.numel(tensor) == 0,
         dtype=dtype,
     )  # fmt: skip
 
@@ -683,7 +686,10 @@ def all_gather(
 ) -> Work | None:
     """Gather every rank's ``tensor`` into ``tensor_list`` on every rank (output-buffer style).
 
-    ``tensor_list[i]`` receives rank i's tensor; sizes may differ in dim 0 (uneven).
+    ``tensor_list[i]`` receives rank i's tensor, which may have any shape (as torch's): parts
+    that differ in dim 0 only go as they are; parts that differ in other dims (e.g. (1, tokens,
+    hidden) with different tokens per rank) go as their elements, through one buffer of them
+    copied into the parts once the call has completed.
 
     Examples
     --------
@@ -709,9 +715,13 @@ def all_gather(
     checks.tensor(tensor, "tensor")
     dtype, shape = adapter.dtype(tensor), adapter.shape(tensor)
     outputs, even = checks.tensor_list(
-        tensor_list, "tensor_list", call.group, tensor, "tensor", dtype, shape
+        tensor_list, "tensor_list", call.group, tensor, "tensor", dtype, shape, any_shape=True
     )
     checks.dtype(dtype, "tensor")
+    if not even and any(
+        len(adapter.shape(o)) != len(shape) or adapter.shape(o)[1:] != shape[1:] for o in outputs
+    ):
+        return _all_gather_any_shape(call, outputs, tensor, dtype, shape)
     agree = lambda: Description(  # noqa: E731
         "all_gather", dtype, shape, sizes=[adapter.shape(o)[0] for o in outputs]
     )
@@ -720,8 +730,35 @@ def all_gather(
     targets, source = call.write_all(outputs), call.read(tensor)
     return call.issue(
         "all_gather" if even else "all_gather_uneven", source, targets, source,
-        agree=agree, empty=empty, dtype=dtype,
+        agree=agree, outputs=outputs, empty=empty, dtype=dtype,
     )  # fmt: skip
+
+
+def _all_gather_any_shape(
+    call: Call, outputs: list[Tensor], tensor: Tensor, dtype: str, shape: tuple[int, ...]
+) -> Work | None:
+    """all_gather whose parts differ in a dim other than dim 0: every part as its elements, the
+    uneven all_gather of 1-d parts of one buffer, copied into ``outputs`` once complete."""
+    adapter = call.adapter
+    whole = adapter.one_buffer(outputs)
+    source = adapter.one_buffer([call.read(tensor)])
+    if whole is None or source is None:
+        raise UnsupportedError(
+            f"all_gather: tensor_list's parts differ in a dim other than dim 0 "
+            f"({[adapter.shape(o) for o in outputs]}), which needs a flat view of each tensor; "
+            f"{adapter.framework} gives none here: pass parts that differ in dim 0 only"
+        )
+    (buffer, copy_back), flat = whole, source[0]
+    sizes = [adapter.numel(o) for o in outputs]
+    agree = lambda: Description("all_gather", dtype, shape, sizes=sizes)  # noqa: E731
+    work = call.issue(
+        "all_gather_uneven", flat, adapter.parts(buffer, sizes), flat, agree=agree,
+        empty=not any(sizes), dtype=dtype,
+    )  # fmt: skip
+    if call.async_op:
+        return with_result(Work([] if work is None else [work], copy_back), outputs)
+    copy_back()
+    return None
 
 
 def all_gather_into_tensor(
@@ -849,7 +886,7 @@ def _all_gather_into_tensor(
         args: tuple[Any, ...] = ("all_gather_into_tensor", source, target, source)
     else:
         args = ("all_gather_uneven", source, adapter.parts(target, sizes), source)
-    work = call.issue(*args, agree=agree, empty=0 in out_shape, dtype=dtype)
+    work = call.issue(*args, agree=agree, outputs=[result], empty=0 in out_shape, dtype=dtype)
     return call.result(result, work)
 
 
@@ -882,7 +919,8 @@ def broadcast(
     )
     staged = call.update(tensor)
     return call.issue(
-        "broadcast", staged, staged, root, agree=agree, empty=adapter.numel(tensor) == 0,
+        "broadcast", staged, staged, root, agree=agree,
+        outputs=[tensor], empty=adapter.numel(tensor) == 0,
         dtype=dtype,
     )  # fmt: skip
 
@@ -927,8 +965,9 @@ def scatter(
     target = call.write(tensor)
     sources = None if parts is None else call.read_all(parts)
     return call.issue(
-        "scatter", target, target, sources, root, agree=agree, empty=0 in shape, dtype=dtype
-    )
+        "scatter", target, target, sources, root, agree=agree,
+        outputs=[tensor], empty=0 in shape, dtype=dtype,
+    )  # fmt: skip
 
 
 def scatter_tensor(
@@ -986,7 +1025,8 @@ def scatter_tensor(
     # Only the root's values are read.
     parts = adapter.parts(call.read(tensor), sizes) if call.state.rank == root else None
     work = call.issue(
-        "scatter", target, target, parts, root, agree=agree, empty=adapter.numel(result) == 0,
+        "scatter", target, target, parts, root, agree=agree,
+        outputs=[result], empty=adapter.numel(result) == 0,
         dtype=dtype,
     )  # fmt: skip
     return call.result(result, work)
@@ -1021,8 +1061,9 @@ def gather(
     source = call.read(tensor)
     targets = None if parts is None else call.write_all(parts)
     return call.issue(
-        "gather", source, source, targets, root, agree=agree, empty=0 in shape, dtype=dtype
-    )
+        "gather", source, source, targets, root, agree=agree,
+        outputs=parts or (), empty=0 in shape, dtype=dtype,
+    )  # fmt: skip
 
 
 def reduce(
@@ -1057,7 +1098,7 @@ def reduce(
     )
     staged = call.update(tensor)
     return call.issue(
-        "reduce", staged, staged, root, reduce_op, agree=agree,
+        "reduce", staged, staged, root, reduce_op, agree=agree, outputs=[tensor],
         empty=adapter.numel(tensor) == 0, dtype=dtype,
     )  # fmt: skip
 
@@ -1119,6 +1160,7 @@ def all_to_all_single(
     source, target = call.read(input), call.write(output)
     return call.issue(
         "all_to_all_single", source, target, source, out_sizes, in_sizes, agree=agree,
+        outputs=[output],
         # The trailing dims agree on every rank: with a 0 among them, every part is empty.
         empty=0 in in_shape[1:], dtype=dtype,
     )  # fmt: skip
@@ -1178,7 +1220,7 @@ def all_to_all(
     return call.issue(
         "all_to_all" if even else "all_to_all_uneven", first, targets, sources,
         nbytes=adapter.nbytes(first) * len(inputs) if even else sum(map(adapter.nbytes, inputs)),
-        agree=agree,
+        agree=agree, outputs=outputs,
         # The trailing dims agree on every rank: with a 0 among them, every part is empty.
         empty=0 in shape[1:], dtype=dtype,
     )  # fmt: skip

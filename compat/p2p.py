@@ -221,14 +221,16 @@ def isend(
     dtype = current.checks.plain_point_to_point(tensor, dst, group, tag, group_dst)
     if dtype is not None:
         run = current.plain_implementation("isend", tensor, dtype)
-        return Work((run(tensor, dst, None, 0),))
+        sent = Work((run(tensor, dst, None, 0),))
+        sent._result = [tensor]
+        return sent
     call = Call(group)
     rank, tag = _check_point_to_point(call, tensor, dst, "dst", group_dst, "group_dst", tag)
     if call.adapter.numel(tensor) == 0:
-        return Work()
+        return with_work_result(Work(), tensor)
     source = call.read(tensor)
     run = call.state.implementation("isend", source, group=call.group.handle)
-    return Work([run(source, rank, call.group.handle, tag)])
+    return with_work_result(Work([run(source, rank, call.group.handle, tag)]), tensor)
 
 
 def irecv(
@@ -270,16 +272,18 @@ def irecv(
     dtype = current.checks.plain_point_to_point(tensor, src, group, tag, group_src)
     if dtype is not None:
         run = current.plain_implementation("irecv", tensor, dtype)
-        return Work((run(tensor, src, None, 0),))
+        received = Work((run(tensor, src, None, 0),))
+        received._result = [tensor]
+        return received
     call = Call(group)
     _source(src, group_src)
     rank, tag = _check_point_to_point(call, tensor, src, "src", group_src, "group_src", tag)
     if call.adapter.numel(tensor) == 0:
-        return Work()
+        return with_work_result(Work(), tensor)
     target = call.write(tensor)
     run = call.state.implementation("irecv", target, group=call.group.handle)
     handle = run(target, rank, call.group.handle, tag)
-    return Work([handle], call.finish)
+    return with_work_result(Work([handle], call.finish), tensor)
 
 
 #: Modules whose own isend/irecv P2POp accepts as its ``op`` (those already imported).
@@ -413,8 +417,12 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
         run = current.plain_implementation("batch_isend_irecv", like, dtype)
         handles = run(plain_specs, world)
         if len(handles) == len(plain_specs):
-            return [Work((handle,)) for handle in handles]
-        return [Work(handles) for _ in plain_specs]  # one for the whole batch (NCCL, HCCL)
+            return [
+                with_work_result(Work((handle,)), spec[1])
+                for handle, spec in zip(handles, plain_specs, strict=True)
+            ]
+        # One Work for the whole batch, as torch returns where the backend coalesces (NCCL).
+        return [with_work_result(Work(handles), *(spec[1] for spec in plain_specs))]
     ops = _op_list(p2p_op_list)
     call = Call(None)
     checks = call.checks
@@ -453,11 +461,28 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
     if specs:
         run = call.state.implementation("batch_isend_irecv", specs[0][1], group=group.handle)
         handles = run(specs, group.handle)
+        if len(handles) != len(specs):
+            # One Work for the whole batch, as torch returns where the backend coalesces (NCCL,
+            # HCCL): it waits for every op and then copies each staged receive back.
+            finishes = [staging.finish for _, staging in stagings]
+
+            def finish_all() -> None:
+                for finish in finishes:
+                    finish()
+
+            whole = Work(handles, finish_all)
+            return [with_work_result(whole, *(tensor for _, tensor, _, _ in checked))]
         for position, (index, staging) in enumerate(stagings):
-            # One handle per op, or one for the whole batch (NCCL and HCCL coalesce).
-            mine = [handles[position]] if len(handles) == len(specs) else handles
-            works[index] = Work(mine, staging.finish)
+            works[index] = Work([handles[position]], staging.finish)
+    for work, (_, tensor, _, _) in zip(works, checked, strict=True):
+        work._result = [tensor]
     return works
+
+
+def with_work_result(work: Work, *tensors: Tensor) -> Work:
+    """``work`` knowing the tensors it sends or receives into (torch's ``Work.result()``)."""
+    work._result = list(tensors)
+    return work
 
 
 def _plain_batch(current: state.State, value: object) -> tuple[list[P2PSpec], str] | None:

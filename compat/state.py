@@ -22,7 +22,7 @@ from typing import Any
 
 from compat import capabilities, shared_memory, tables, types, versions
 from compat._validate import Checks
-from compat.adapter import Adapter, Rendezvous
+from compat.adapter import Adapter, Rendezvous, device_backend
 from compat.dispatch import load_adapter
 from compat.errors import NotInitializedError
 from compat.liveness import Liveness
@@ -38,12 +38,18 @@ class State:
         #: run the pre-flight check (compat.preflight) before each collective
         self.check = check
         self.framework = adapter.framework
+        #: the backend string as the framework has it (torch's ``"cpu:gloo,cuda:nccl"`` too)
         self.backend = backend
-        self.capability_key = capabilities.backend_key(adapter.framework, backend)
-        self.backend_entry: dict[str, Any] = tables.lookup("capabilities", self.capability_key)
+        #: the backend of this process's device, whose capability entry compat uses
+        self.device_backend = device_backend(backend, adapter.device_kinds())
+        self.capability_key = capabilities.backend_key(adapter.framework, self.device_backend)
+        self.backend_entry = capabilities.capability_entry(self.capability_key)
         #: when all_reduce_coalesced's tensors go as one buffer: the table's ``coalesce`` rule
         #: (compat.collectives._coalesces); None: one all_reduce each
         self.coalesce: dict[str, Any] | None = self.backend_entry.get("coalesce")
+        #: whether the framework's process group is still initialised: code compat does not
+        #: own may end it (torch.distributed.destroy_process_group called directly)
+        self.alive = adapter.process_group_alive
         self.rank = adapter.rank()
         self.world_size = adapter.world_size()
         self.world = Group(range(self.world_size), None, "world")
@@ -319,6 +325,27 @@ def current() -> State:
     return _current if _current is not None else _adopt()
 
 
+def checked() -> State:
+    """:func:`current`, after noticing a teardown by code compat does not own (the framework's
+    process group ended, e.g. torch.distributed.destroy_process_group called directly): compat
+    then drops its state and adopts a process group initialised since, or raises
+    NotInitializedError. What the queries, init, new_group and destroy use; the collectives use
+    :func:`current`, since the framework's own check costs 0.5 us (torch) to 2 us (MindSpore)
+    a call (measured)."""
+    _drop_stale()
+    return current()
+
+
+def _drop_stale() -> None:
+    """Forget a state whose framework process group was ended by code compat does not own:
+    compat's own resources go (windows, scratch), the framework's group is gone already."""
+    stale = _current
+    if stale is not None and not stale.alive():
+        set_current(None)
+        shared_memory.close_all(stale.adapter)
+        stale.adapter.scratch.clear()
+
+
 def initialised_frameworks() -> list[str]:
     """The frameworks whose own process group is initialised, in ``frameworks.toml``'s order.
 
@@ -340,6 +367,7 @@ def initialised_frameworks() -> list[str]:
 
 def _adopt() -> State:
     """Adopt the one framework process group initialised outside compat (see :func:`current`)."""
+    _drop_stale()
     found = initialised_frameworks()
     if not found:
         raise NotInitializedError(
@@ -375,7 +403,10 @@ def start(
     adapter = load_adapter(framework)
     versions.warn_if_untested(framework)
     chosen_backend = adapter.init(backend, timeout, rendezvous)
-    if backend is not None and chosen_backend != backend:
+    kinds = adapter.device_kinds()
+    if backend is not None and device_backend(chosen_backend, kinds) != device_backend(
+        backend, kinds
+    ):
         adapter.destroy()
         raise ValueError(
             f"backend: the process group compat adopted uses {chosen_backend!r}; got {backend!r}"
@@ -389,14 +420,19 @@ def start(
     return started
 
 
-def leave() -> None:
+def leave(adopted_too: bool = False) -> None:
     """Leave the job (:func:`compat.destroy` without a group): the framework's process group too,
-    unless it was adopted. Nothing if compat is not initialised."""
+    unless it was adopted (``adopted_too``: that one too, as torch's destroy_process_group()).
+    Nothing if compat is not initialised."""
+    _drop_stale()
     leaving = _current
     if leaving is not None:
         set_current(None)
         shared_memory.close_all(leaving.adapter)
-        leaving.adapter.destroy()
+        if adopted_too:
+            leaving.adapter.destroy_adopted()
+        else:
+            leaving.adapter.destroy()
         leaving.adapter.scratch.clear()
 
 
@@ -416,6 +452,9 @@ def set_current(state: State | None) -> None:
 
 
 def get_current() -> State | None:
+    """The process state, None before compat.init or adoption, or once the framework's
+    process group was ended by code compat does not own."""
+    _drop_stale()
     return _current
 
 

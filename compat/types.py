@@ -135,14 +135,16 @@ class Handle(Protocol):
 
 
 class Work:
-    """Handle of an asynchronous collective (returned when ``async_op=True``).
+    """Handle of an asynchronous collective (returned when ``async_op=True``), answering as
+    torch's ``Work`` does where ported code uses it: :meth:`wait`, :meth:`is_completed`,
+    :meth:`get_future`, :meth:`exception`, :meth:`result`.
 
     The result tensors are valid once :meth:`wait` has returned. An emulated collective may be
     several native calls plus a local step (e.g. a sum); ``wait`` waits for all of them and then
     runs that step, exactly once.
     """
 
-    __slots__ = ("_finish", "_finished", "_pending")
+    __slots__ = ("_error", "_finish", "_finished", "_pending", "_result")
 
     def __init__(
         self,
@@ -152,6 +154,9 @@ class Work:
         self._pending = list(pending)
         self._finish = finish
         self._finished = False
+        self._error: BaseException | None = None
+        #: the tensors the collective writes (torch's ``Work.result()``), where the call said
+        self._result: list[Any] | None = None
 
     def wait(self, timeout: float | timedelta | None = None) -> bool:
         """Block until the collective has completed; return True.
@@ -169,20 +174,54 @@ class Work:
             # waited for twice, waits for another message: measured, rank case
             # p2p_waited_again).
             pending = self._pending
-            while pending:
-                if timeout is None:
-                    pending[0].wait()
-                else:
-                    pending[0].wait(timeout)
-                del pending[0]
-            self._complete()
+            try:
+                while pending:
+                    if timeout is None:
+                        pending[0].wait()
+                    else:
+                        pending[0].wait(timeout)
+                    del pending[0]
+                self._complete()
+            except Exception as error:
+                self._error = error
+                raise
         return True
 
     def is_completed(self) -> bool:
-        """Return True if the collective has completed (its results are then valid)."""
+        """Return True if the collective has completed: its results are then valid, or, if it
+        failed, :meth:`exception` holds the error and :meth:`wait` raises it."""
         if not self._finished and all(handle.is_completed() for handle in self._pending):
-            self._complete()
+            try:
+                self.wait()  # each handle has completed: returns at once, or raises its error
+            except Exception:  # kept in exception(); wait() raises it again
+                return True
         return self._finished
+
+    def exception(self) -> BaseException | None:
+        """The error a :meth:`wait` of this Work raised, or None (torch's ``Work.exception()``)."""
+        return self._error
+
+    def result(self) -> list[Any]:
+        """The tensors the collective writes, as torch's ``Work.result()`` lists them (the
+        tensor of an in-place call, an output list's tensors); valid once :meth:`wait` returned.
+        Empty for a call without outputs (barrier)."""
+        return list(self._result) if self._result is not None else []
+
+    def get_future(self) -> Any:
+        """A future that completes with :meth:`result` once the collective has completed, as
+        torch's ``Work.get_future()``: on torch, torch's own ``torch.futures.Future`` where the
+        work is one native call with one (e.g. ``.then(lambda f: f.value()[0].div_(n))``); else
+        a :class:`Future` of compat's with the same methods."""
+        if self._finish is None and len(self._pending) == 1:
+            native_future = getattr(self._pending[0], "get_future", None)
+            if native_future is not None:
+                try:
+                    found = native_future()
+                except (AttributeError, RuntimeError):  # Gloo's reduce_scatter has none
+                    found = None
+                if type(found).__module__.split(".")[0] == "torch":
+                    return found
+        return Future(self)
 
     def _complete(self) -> None:
         self._pending.clear()
@@ -194,6 +233,121 @@ class Work:
     def __repr__(self) -> str:
         state = "completed" if self._finished else "pending"
         return f"<compat.Work {state}>"
+
+
+def with_result(work: Work | None, outputs: Sequence[Any]) -> Work | None:
+    """``work`` (an async call's, or None) knowing the tensors it writes (:meth:`Work.result`)."""
+    if work is not None:
+        work._result = list(outputs)
+    return work
+
+
+class Future:
+    """What :meth:`Work.get_future` returns where torch's own future is not there (MindSpore,
+    compat's emulations): torch.futures.Future's methods. It completes with the Work's
+    :meth:`~Work.result`. Callbacks (:meth:`then`, :meth:`add_done_callback`) run once the
+    completion is seen: at once if it already is, else at this future's (or a chained one's)
+    :meth:`wait`, :meth:`done` or :meth:`value`, on the caller's thread, in order.
+    ``Future()`` alone is completed by :meth:`set_result` or :meth:`set_exception`."""
+
+    __slots__ = ("_callback", "_callbacks", "_done", "_error", "_parent", "_value", "_work")
+
+    def __init__(
+        self,
+        work: Work | None = None,
+        parent: Future | None = None,
+        callback: Callable[[Future], Any] | None = None,
+    ) -> None:
+        self._work = work
+        self._parent = parent
+        self._callback = callback
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._callbacks: list[Callable[[Future], Any]] = []
+
+    def wait(self) -> Any:
+        """Block until complete and return the value (raise the error it completed with)."""
+        if not self._done:
+            if self._work is not None:
+                self._settle(lambda: self._work_wait())
+            elif self._parent is not None:
+                self._parent._observe(wait=True)
+                self._settle(lambda: self._run_callback())
+            else:
+                raise RuntimeError("Future.wait: nothing will complete this future (set_result)")
+        return self.value()
+
+    def done(self) -> bool:
+        """Whether the future has completed (running its callbacks if it just did)."""
+        self._observe(wait=False)
+        return self._done
+
+    def value(self) -> Any:
+        """The value of a completed future; raises its error, or RuntimeError if not complete."""
+        if not self.done():
+            raise RuntimeError("Future.value: the future has not completed; call wait() first")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def then(self, callback: Callable[[Future], Any]) -> Future:
+        """A future completing with ``callback(self)`` once this one has completed."""
+        chained = Future(parent=self, callback=callback)
+        chained.done()  # runs it at once where this one has completed
+        return chained
+
+    def add_done_callback(self, callback: Callable[[Future], Any]) -> None:
+        """Run ``callback(self)`` once complete (its return value is ignored)."""
+        if self._done:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def set_result(self, result: Any) -> None:
+        """Complete a future made without a Work with ``result``."""
+        self._complete(result, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        """Complete a future made without a Work with ``error``."""
+        self._complete(None, error)
+
+    def _observe(self, wait: bool) -> None:
+        if self._done:
+            return
+        if self._work is not None and (wait or self._work.is_completed()):
+            self._settle(lambda: self._work_wait())
+        elif self._parent is not None and (wait or self._parent.done()):
+            if wait:
+                self._parent._observe(wait=True)
+            self._settle(lambda: self._run_callback())
+
+    def _work_wait(self) -> Any:
+        assert self._work is not None
+        self._work.wait()
+        return self._work.result()
+
+    def _run_callback(self) -> Any:
+        assert self._parent is not None and self._callback is not None
+        return self._callback(self._parent)
+
+    def _settle(self, compute: Callable[[], Any]) -> None:
+        try:
+            value, error = compute(), None
+        except Exception as raised:
+            value, error = None, raised
+        self._complete(value, error)
+
+    def _complete(self, value: Any, error: BaseException | None) -> None:
+        if self._done:
+            raise RuntimeError("Future: already completed")
+        self._value, self._error, self._done = value, error, True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+    def __repr__(self) -> str:
+        return f"<compat.Future {'completed' if self._done else 'pending'}>"
 
 
 def _no_state() -> tuple[int, int]:

@@ -28,7 +28,7 @@ from tests.test_collectives import primitives_job
 #: Public callables with nothing to fuzz: init cannot run twice in a process (its arguments
 #: are tests/test_init_args.py's), the others take no arguments; classes are not functions
 #: (but P2POp, whose constructor checks its op, is fuzzed).
-NOT_FUZZED = {"init", "is_available", "is_initialized", "get_framework"}
+NOT_FUZZED = {"init", "is_available", "is_backend_available", "is_initialized", "get_framework"}
 COLUMNS = (
     "tried", "raised", "accepted", "unexpected", "modified", "control_failed",
     "generator_failed", "skipped", "controls",

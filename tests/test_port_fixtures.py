@@ -40,6 +40,8 @@ FIXTURES = Path(__file__).resolve().parent / "port_fixtures"
 RUFF = Path(sys.executable).with_name("ruff")
 # Harness files and the helper that stays on torch (megatron's parallel_state): copied, not ported.
 NOT_PORTED = {"tensors.py", "driver.py", "parallel_state.py"}
+# Fixture projects with a test of their own (tests/test_port_multi_file.py ports one module).
+OWN_TEST = {"multi_file"}
 
 TORCH_JOB = [
     "init_elsewhere",
@@ -74,10 +76,11 @@ MINDSPORE_TIMEOUT = 300.0
 # ``hasattr(dist, "x")``), keyed by the name under ``torch.distributed.`` (``nn.X`` counts as
 # ``nn.functional.X``). ``rewritten``: every use compat has a counterpart for, so that the ported
 # file needs no torch.distributed and runs the same on torch and, for the neutral fixtures, on
-# MindSpore: ``new_group`` whose result the file keeps (it then reaches compat's calls only),
-# ``group.WORLD`` (compat.WORLD), ``ProcessGroup`` annotations (compat.Group), stored references
-# called later with torch's signature (DeepSpeed's ``self.all_gather_function``), funcol calls
-# (compat's results are complete tensors) and the old private ``_all_gather_base``. ``left``:
+# MindSpore: ``new_group`` (compat.new_framework_group: the framework's own group),
+# ``group.WORLD`` (compat.framework_group()), ``ProcessGroup`` annotations (compat.Group), stored
+# references called later with torch's signature (DeepSpeed's ``self.all_gather_function``),
+# funcol calls (compat's results are complete tensors) and the old private ``_all_gather_base``.
+# ``left``:
 # what must stay on torch: names compat has no counterpart for, the arguments of those calls, and
 # ``isinstance(op, dist.ReduceOp)`` (torch's members may come from callers not ported).
 
@@ -399,7 +402,7 @@ def copy_fixtures(root: Path) -> Path:
 
 def ported_paths(root: Path) -> Iterator[Path]:
     for path in sorted((root / "port_fixtures").rglob("*.py")):
-        if path.name not in NOT_PORTED:
+        if path.name not in NOT_PORTED and not OWN_TEST.intersection(path.parts):
             yield path
 
 

@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
@@ -247,6 +248,14 @@ class _FrameworkInfo:
     backends: list[str]
 
 
+#: What ``compat info`` says of a backend without a capabilities.toml entry.
+OTHER_BACKENDS = (
+    "any other the framework takes (torch: mpi, ucc, ccl, torch_npu's hccl, one registered with "
+    "Backend.register_backend; 'cpu:gloo,cuda:nccl' uses the entry of this process's device) "
+    "is passed to the framework and runs natively, no compat algorithm: not verified by compat"
+)
+
+
 def _info(args: argparse.Namespace) -> int:
     from compat import __version__, mailbox
     from compat.tools import docs
@@ -266,6 +275,7 @@ def _info(args: argparse.Namespace) -> int:
         report = {
             "compat": __version__,
             "frameworks": [dataclasses.asdict(info) for info in found],
+            "other_backends": OTHER_BACKENDS,
             "capabilities": capabilities,
             "direct_reads": {"available": refused is None, "why_not": refused},
         }
@@ -275,6 +285,10 @@ def _info(args: argparse.Namespace) -> int:
     for info in found:
         state = info.version or "not installed"
         print(f"  {info.name}: {state}; backends: {', '.join(info.backends)}")
+    wrapped = textwrap.wrap(
+        OTHER_BACKENDS, 96, initial_indent="  other backends: ", subsequent_indent="    "
+    )
+    print("\n".join(wrapped))
     if refused is None:
         print("  one host: point-to-point messages over a ring's size read from the sender")
     else:

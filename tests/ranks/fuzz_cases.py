@@ -1384,8 +1384,22 @@ def bad_new_group_ranks(ctx: Ctx, args: dict[str, Any]) -> Bad:
 
 
 def bad_backend(ctx: Ctx, args: dict[str, Any]) -> Bad:
-    args["backend"] = value = ctx.pick(["bogus", "", 3, b"gloo", ["gloo"], "gloo,nccl"])
+    # A well-formed name compat has no table for ("ccl") goes to the framework: not bad input.
+    args["backend"] = value = ctx.pick(["", 3, b"gloo", ["gloo"], "gloo,nccl", "cpu:", "cpu:gloo,"])
     return Bad(("backend",), short(value))
+
+
+def bad_subgroup_size(ctx: Ctx, args: dict[str, Any]) -> Bad:
+    n = ctx.world
+    args["group_size"] = value = ctx.pick([0, -1, n + 1, 2.5, "2", [1]])
+    return Bad(("group_size",), short(value))
+
+
+def bad_subgroup_lists(ctx: Ctx, args: dict[str, Any]) -> Bad:
+    n = ctx.world
+    value = ctx.pick([[], [[0], [0]], [[0, n]], [[0, "1"]], "01", [0, 1], 3])
+    args["ranks_per_subgroup_list"] = value
+    return Bad(("ranks_per_subgroup_list", "ranks"), short(value))
 
 
 def bad_destroy_group(ctx: Ctx, args: dict[str, Any]) -> Bad:
@@ -1854,6 +1868,42 @@ def _specs() -> list[Spec]:
             lambda ctx: {},
             [_m("group/bad", bad_destroy_group)],
             control=False,
+        ),
+        # The world, in any spelling, ends the job there (as torch's): only bad groups here.
+        Spec(
+            "destroy_process_group",
+            compat.destroy_process_group,
+            lambda ctx: {},
+            [bad_group(member=False)],
+            control=False,
+        ),
+        Spec(
+            "new_subgroups",
+            compat.new_subgroups,
+            lambda ctx: {"group_size": ctx.pick([1, ctx.world])},
+            [_m("group_size/bad", bad_subgroup_size)],
+        ),
+        Spec(
+            "new_subgroups_by_enumeration",
+            compat.new_subgroups_by_enumeration,
+            lambda ctx: {"ranks_per_subgroup_list": [[r] for r in range(ctx.world)]},
+            [_m("ranks_per_subgroup_list/bad", bad_subgroup_lists)],
+        ),
+        Spec(
+            "framework_group",
+            compat.framework_group,
+            good_query_group,
+            [bad_group(member=False)],
+        ),
+        Spec(
+            "new_framework_group",
+            compat.new_framework_group,
+            good_new_group,
+            [
+                _m("ranks/bad", bad_new_group_ranks),
+                bad_timeout(representable=True),
+                _m("backend/bad", bad_backend),
+            ],
         ),
         Spec(
             "autograd.all_gather",

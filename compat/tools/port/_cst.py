@@ -31,7 +31,7 @@ from libcst.metadata import (
 )
 
 import compat
-from compat import capabilities, tables
+from compat.api import check_backend
 from compat.tools.port._model import (
     PORTED_MODULES,
     REDUCE_OP_TOPICS,
@@ -184,6 +184,8 @@ class Rewriter(cst.CSTTransformer):
         self._callees: set[int] = set()
         self._handled: set[int] = set()
         self._unported: set[int] = set()  # ReduceOp members compat lacks
+        #: variables holding a context manager of torch's that stays on torch -> how it is written
+        self._torch_managers: dict[str, str] = {}
         self._by_node: dict[int, Finding] = {}  # the finding of each rewritten node
         self._aliases: dict[int, str] = {}  # `dist = torch.distributed`: target -> module
         self._assumed: str | None = None  # what the last _name_of assumed
@@ -245,7 +247,19 @@ class Rewriter(cst.CSTTransformer):
         return None
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        """``dist = torch.distributed``: later uses of ``dist`` are torch.distributed's."""
+        """``dist = torch.distributed``: later uses of ``dist`` are torch.distributed's. ``cm =
+        dist._coalescing_manager(...)``: a later ``with cm:`` block stays on torch."""
+        choices = (
+            [node.value.body, node.value.orelse]
+            if isinstance(node.value, cst.IfExp)
+            else [node.value]
+        )
+        made = [self._torch_manager(value) for value in choices if isinstance(value, cst.Call)]
+        written = next((found for found in made if found is not None), None)
+        if written is not None:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    self._torch_managers[target.target.value] = written
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return
         module = self._name_of(node.value)
@@ -375,6 +389,13 @@ class Rewriter(cst.CSTTransformer):
             )
             why = self._why_not_replaced(original, api)
             value = api.params is None and not _is_type(api.compat)
+            if why is None and value and api.template is not None:
+                # The framework's own object, written as a call (compat.framework_group()): it
+                # stays usable by calls left on torch, so it is no value to keep for them.
+                found.compat = api.template
+                self.findings.append(found)
+                self._rewritten(original, found)
+                return cst.parse_expression(api.template)
             if why is None and value and self.keep_values is not None:
                 found.leave("kept for torch", self._kept_reason())
                 self.findings.append(found)
@@ -566,6 +587,41 @@ class Rewriter(cst.CSTTransformer):
             self.receivers.append(attempts[0])
         return self._stays_on_torch(original_node, updated_node, written)
 
+    def leave_With(self, original_node: cst.With, updated_node: cst.With) -> cst.With:
+        """A block under a context manager of torch.distributed that stays on torch (the private
+        ``_coalescing_manager``, which batches the torch calls made inside it and waits for them
+        as one): the calls in it stay torch's, or they would run apart from its batch."""
+        for item in original_node.items:
+            written = self._torch_manager(item.item)
+            if written is None:
+                continue
+            for node in _walk(original_node.body):
+                found = self._by_node.pop(id(node), None)
+                if id(node) in self._value_nodes:
+                    self._value_nodes.discard(id(node))
+                    self.values -= 1
+                if found is not None and found.rewritten:
+                    found.leave(
+                        "inside a torch block",
+                        f"inside the block of {written}, which stays on torch and batches the "
+                        "torch calls made in it",
+                    )
+                    self.changes -= 1
+            return updated_node.with_changes(body=original_node.body)
+        return updated_node
+
+    def _torch_manager(self, expression: cst.BaseExpression) -> str | None:
+        """How ``expression`` names a context manager of torch.distributed that stays on torch
+        (a call of one, or a variable a call of one was assigned to in this file), or None."""
+        if isinstance(expression, cst.Name):
+            return self._torch_managers.get(expression.value)
+        if not isinstance(expression, cst.Call):
+            return None
+        name = self._name_of(expression.func)
+        if name is None or not ported(name) or candidates().get(name):
+            return None
+        return _code(expression.func)
+
     def _stays_on_torch(self, original: cst.Call, updated: cst.Call, written: str) -> cst.Call:
         self._keep_torch_arguments(original, written)
         return updated.with_changes(args=original.args)
@@ -730,20 +786,18 @@ class Rewriter(cst.CSTTransformer):
 
     @staticmethod
     def _backend_taken(api: Api, arg: cst.Arg | None, found: Finding) -> bool:
-        """False (and ``found``'s reason) when ``backend=`` is a literal compat cannot take on
-        torch (another device's backend such as ``"cncl"``, or ``"cpu:gloo,cuda:nccl"``): torch
-        would take it, compat.init would refuse it."""
+        """False (and ``found``'s reason) when ``backend=`` is a literal not of the form torch
+        parses (a name, or ``device:backend`` pairs): compat passes every other string to the
+        framework as torch does (``"cpu:gloo,cuda:nccl"``, ``"ccl"``, a plugin's ``"cncl"``)."""
         if arg is None or not isinstance(arg.value, cst.SimpleString):
             return True
         value = arg.value.evaluated_value
-        taken = [*capabilities.backends("torch"), *torch_backend_aliases()]
-        if value in taken:
-            return True
-        found.leave(
-            "argument",
-            f"backend={value!r}: compat.{api.compat} takes {', '.join(repr(b) for b in taken)}",
-        )
-        return False
+        try:
+            check_backend(value, "backend")
+        except (TypeError, ValueError) as error:
+            found.leave("argument", f"compat.{api.compat}: {error}")
+            return False
+        return True
 
     @staticmethod
     def _leave_unpacked(call: cst.Call, found: Finding, why: str) -> None:
@@ -1180,8 +1234,3 @@ class ImportPruner(cst.CSTTransformer):
         self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
     ) -> cst.Import | cst.ImportFrom | cst.RemovalSentinel:
         return self._prune(original_node, updated_node)
-
-
-def torch_backend_aliases() -> list[str]:
-    """The other framework's backend names compat.init takes on torch (frameworks.toml)."""
-    return list(tables.lookup("frameworks", "torch").get("backend_aliases", {}))

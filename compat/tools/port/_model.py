@@ -54,6 +54,8 @@ HINTS = {
     "inside a torch call": "an argument of a call left on torch stays torch's: port that call "
     "first",
     "reduce op": "compat.ReduceOp lacks this member: keep the call on torch",
+    "inside a torch block": "the block's context manager stays on torch and acts on the torch "
+    "calls made in it (_coalescing_manager batches them): port the block by hand",
     "kept for torch": "compat takes torch's value as it is: it goes once the uses left on torch "
     "are ported",
 }
