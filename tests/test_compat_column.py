@@ -184,8 +184,16 @@ def test_compat_column_agrees_with_compat(name: str) -> None:
     assert problems(FAMILIES[name]) == []
 
 
-def _pair(family: dict[str, Any], torch: str, mindspore: str) -> dict[str, Any]:
-    return next(p for p in family["pairs"] if (p["torch"], p["mindspore"]) == (torch, mindspore))
+def _pair(
+    family: dict[str, Any], torch: str, mindspore: str, compat: str | None = None
+) -> dict[str, Any]:
+    """The pair of torch's and MindSpore's API (the one compat maps to ``compat``, where given:
+    torch's new_group has two, compat.new_group and the port's compat.new_framework_group)."""
+    return next(
+        p
+        for p in family["pairs"]
+        if (p["torch"], p["mindspore"]) == (torch, mindspore) and compat in (None, p.get("compat"))
+    )
 
 
 def _row(pair: dict[str, Any], side: str, name: str) -> dict[str, Any]:
@@ -196,7 +204,12 @@ def _put_back(mistake: str) -> dict[str, Any]:
     """A copy of the family the mistake was in, with the mistake as it was."""
     if mistake.startswith("new_group"):
         family = copy.deepcopy(FAMILIES["new_group"])
-        pair = _pair(family, "torch.distributed.new_group", "mindspore.mint.distributed.new_group")
+        pair = _pair(
+            family,
+            "torch.distributed.new_group",
+            "mindspore.mint.distributed.new_group",
+            compat="new_group",
+        )
         if mistake == "new_group ranks required":
             _row(pair, "torch", "ranks")["compat"] = "ranks, required"
         elif mistake == "new_group timeout not offered":

@@ -285,8 +285,10 @@ def _info(args: argparse.Namespace) -> int:
     for info in found:
         state = info.version or "not installed"
         print(f"  {info.name}: {state}; backends: {', '.join(info.backends)}")
+    # Wrapped to the terminal (100 columns where none), as the matrix below.
+    width = max(60, shutil.get_terminal_size((100, 24)).columns)
     wrapped = textwrap.wrap(
-        OTHER_BACKENDS, 96, initial_indent="  other backends: ", subsequent_indent="    "
+        OTHER_BACKENDS, width, initial_indent="  other backends: ", subsequent_indent="    "
     )
     print("\n".join(wrapped))
     if refused is None:
@@ -295,8 +297,7 @@ def _info(args: argparse.Namespace) -> int:
         print("  one host: point-to-point messages over a ring's size stream through the ring")
         print(f"    (not read from the sender: {refused})")
     print()
-    # --wide: one block per collective, wrapped to the terminal (100 columns where none).
-    width = max(60, shutil.get_terminal_size((100, 24)).columns)
+    # --wide: one block per collective, wrapped to the terminal's width.
     print(docs.matrix_text(wide=args.wide, width=width), end="")
     return 0
 

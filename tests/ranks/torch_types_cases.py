@@ -148,7 +148,7 @@ def case_framework_groups(kit: Any) -> None:
     dist = _native(kit)
     n = world()
     members = [0, n - 1] if n > 1 else [0]
-    group = compat.new_framework_group(members)
+    group = compat.new_framework_group(members[::-1])  # sorted, as torch's default sort_ranks
     world_group = compat.framework_group()
     if kit.framework == "torch":
         assert world_group is dist.group.WORLD
@@ -194,6 +194,8 @@ def case_subgroups(kit: Any) -> None:
     x = kit.tensor(np.full((2,), 10.0 ** rank()), "float32")
     dist.all_reduce(x, group=mine)
     assert_close(kit.numpy(x), np.full((2,), sum(10.0**r for r in members)), "float32")
+    mine, every = compat.new_subgroups_by_enumeration([[0]])  # the other ranks are in none
+    assert len(every) == 1 and (mine is None) == (rank() != 0), (mine, every)
     compat.barrier()
 
 
