@@ -413,7 +413,7 @@ class Recorder:
 
     def log_rows(self) -> list[dict[str, Any]]:
         """The comms log: one row per (op, size, algorithm), largest total time first."""
-        rows = []
+        rows: list[dict[str, Any]] = []
         for (op, nbytes, algorithm), (count, total, ranks) in (self.log or {}).items():
             mean = total / count
             algbw = nbytes / mean / 1e9 if mean > 0 and nbytes else 0.0
@@ -644,7 +644,7 @@ def _user_frames(limit: int) -> tuple[tuple[Any, int], ...]:
     inside = _COMPAT_CODE
     while frame is not None and frame.f_code.co_filename in inside:
         frame = frame.f_back
-    found = []
+    found: list[tuple[Any, int]] = []
     while frame is not None and len(found) < limit:
         found.append((frame.f_code, frame.f_lasti))
         frame = frame.f_back
@@ -655,7 +655,7 @@ def _live_frames() -> list[dict[str, Any]]:
     """The main thread's stack now, outside compat, innermost first: where the call still in
     progress was made (a dump from the signal thread, or from the failing call itself)."""
     frame = sys._current_frames().get(threading.main_thread().ident or -1)
-    found = []
+    found: list[dict[str, Any]] = []
     while frame is not None and len(found) < LIVE_FRAMES:
         if frame.f_code.co_filename not in _COMPAT_CODE:
             code = frame.f_code
@@ -798,8 +798,9 @@ def comms_log_rows() -> list[dict[str, Any]]:
 
 def comms_table(recorder: Recorder | None = None) -> str:
     """The comms log as a table (what destroy() prints where the log is on)."""
-    rows = (recorder or _recorder).log_rows() if (recorder or _recorder) is not None else []
-    rank = (recorder or _recorder).rank if (recorder or _recorder) is not None else -1
+    chosen = recorder or _recorder
+    rows = chosen.log_rows() if chosen is not None else []
+    rank = chosen.rank if chosen is not None else -1
     lines = [
         f"compat comms log, rank {rank}",
         f"{'op':<24}{'bytes':>12}  {'algorithm':<34}{'count':>8}{'total s':>11}"

@@ -53,8 +53,8 @@ def load(directory: str) -> dict[int, dict[str, Any]]:
 def describe(entry: dict[str, Any]) -> str:
     """One call in a few words: ``#3 all_reduce float32 [4] started``."""
     op = entry.get("compat_op") or entry["profiling_name"].split(":", 1)[-1]
-    dtype = entry.get("dtype") or ",".join(entry.get("input_dtypes") or [])
     sizes = entry["input_sizes"] or entry["output_sizes"]
+    dtype = (entry.get("dtype") or ",".join(entry.get("input_dtypes") or [])) if sizes else ""
     shape = " ".join(str(list(size)) for size in sizes[:2]) + (" ..." if len(sizes) > 2 else "")
     seq = entry["p2p_seq_id"] if entry.get("is_p2p") else entry["collective_seq_id"]
     state = entry["state"]
@@ -63,7 +63,7 @@ def describe(entry: dict[str, Any]) -> str:
     peer = ""
     if entry.get("is_p2p"):
         peer = " " + entry["profiling_name"].split(" ", 1)[-1]
-    return f"#{seq} {op}{peer} {dtype} {shape} {state}".replace("  ", " ")
+    return " ".join(part for part in (f"#{seq} {op}{peer}", dtype, shape, state) if part)
 
 
 def _signature(entry: dict[str, Any]) -> tuple[Any, ...]:
