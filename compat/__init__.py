@@ -54,7 +54,6 @@ from compat.objects import (
     send_object_list,
 )
 from compat.p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
-from compat.trace import comms_log, comms_log_rows, comms_log_text, dump_trace
 from compat.types import WORLD, Backend, Group, ReduceOp, Work
 
 __version__ = "0.1.0"
@@ -82,11 +81,7 @@ __all__ = [
     "batch_isend_irecv",
     "broadcast",
     "broadcast_object_list",
-    "comms_log",
-    "comms_log_rows",
-    "comms_log_text",
     "destroy",
-    "dump_trace",
     "gather",
     "gather_object",
     "get_backend",

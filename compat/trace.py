@@ -14,10 +14,11 @@ A dump (:meth:`Recorder.dump`) is a pickle in torch's flight-recorder format (ve
 file a rank, ``rank_<N>`` in ``COMPAT_TRACE_DIR`` (default: ``compat_trace`` in the system's
 temporary folder), which ``python -m torch.distributed.flight_recorder.fr_trace`` reads and
 ``compat trace`` analyses. It is written on CollectiveTimeout, CollectiveMismatchError and
-PeerLostError, on demand (:func:`compat.dump_trace`, or a signal: ``COMPAT_TRACE_SIGNAL=USR1``),
-and on SIGTERM/SIGINT where ``compat launch`` started the rank (``COMPAT_TRACE_ON_STOP=1``).
+PeerLostError, on demand (:func:`compat.trace.dump_trace`, or a signal:
+``COMPAT_TRACE_SIGNAL=USR1``), and on SIGTERM/SIGINT where ``compat launch`` started the rank
+(``COMPAT_TRACE_ON_STOP=1``).
 
-The comms log (``COMPAT_COMMS_LOG=1`` or :func:`compat.comms_log`) counts, per op, size and
+The comms log (``COMPAT_COMMS_LOG=1`` or :func:`compat.trace.comms_log`) counts, per op, size and
 algorithm, the calls and their time, with algbw and busbw as nccl-tests computes them.
 """
 
@@ -277,7 +278,7 @@ class Recorder:
         time_ns = time.time_ns
         user_frames = _user_frames
         fixed = (collective, dtype, algorithm, how)
-        logs = self.log is not None  # compat.comms_log() makes every choice anew
+        logs = self.log is not None  # compat.trace.comms_log() makes every choice anew
         ended, failed = self._ended, self._failed
 
         # The sequence ids are not kept: a dump counts them back from the group's (compat.trace
@@ -741,7 +742,7 @@ def current() -> Recorder | None:
     return _recorder
 
 
-def dump_trace(reason: str = "compat.dump_trace()", directory: str | None = None) -> str:
+def dump_trace(reason: str = "compat.trace.dump_trace()", directory: str | None = None) -> str:
     """Write this rank's flight-recorder dump now; return its path.
 
     Raises

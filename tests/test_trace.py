@@ -105,7 +105,7 @@ def test_mismatched_shapes_are_named_with_the_odd_rank(framework: str, tmp_path:
 @pytest.mark.parametrize("framework", ["torch", "mindspore"])
 def test_dumps_that_agree_say_so_and_torch_reads_them(framework: str, tmp_path: Path) -> None:
     """Collectives and a send/recv, a dump on SIGUSR1 (COMPAT_TRACE_SIGNAL) then on demand
-    (compat.dump_trace()): compat trace finds nothing wrong, torch's analyzer neither."""
+    (compat.trace.dump_trace()): compat trace finds nothing wrong, torch's analyzer neither."""
     output = run(framework, "agree", tmp_path, env={"COMPAT_TRACE_SIGNAL": "USR1"})
     for rank in (0, 1):
         assert f"[rank {rank}] signal dump: signal SIGUSR1" in output, output[-3000:]

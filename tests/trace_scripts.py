@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 import compat
+import compat.trace
 
 
 def tensor(values: np.ndarray):  # type: ignore[no-untyped-def]
@@ -77,12 +78,12 @@ def main(scenario: str) -> None:
         with open(path, "rb") as file:
             print(f"signal dump: {pickle.load(file)['compat']['reason']}", flush=True)
         compat.barrier()
-        print(f"dumped {compat.dump_trace()}", flush=True)
+        print(f"dumped {compat.trace.dump_trace()}", flush=True)
         compat.barrier()
         return
     if scenario == "comms_log":
         # A known sequence, on top of calls #1 and #2: the log's counts and bytes are exact.
-        compat.comms_log()
+        compat.trace.comms_log()
         for _ in range(3):
             compat.all_reduce(ones(1024))
         for _ in range(2):
@@ -91,11 +92,11 @@ def main(scenario: str) -> None:
         out = [ones(100) for _ in range(compat.get_world_size())]
         compat.all_gather(out, ones(100))
         compat.barrier()
-        rows = compat.comms_log_rows()
+        rows = compat.trace.comms_log_rows()
         print("rows " + json.dumps([[r["op"], r["bytes"], r["count"]] for r in rows]), flush=True)
-        csv_lines = compat.comms_log_text("csv").splitlines()
+        csv_lines = compat.trace.comms_log_text("csv").splitlines()
         print(f"csv header {csv_lines[0]} rows {len(csv_lines) - 1}", flush=True)
-        print(f"json rows {len(json.loads(compat.comms_log_text('json')))}", flush=True)
+        print(f"json rows {len(json.loads(compat.trace.comms_log_text('json')))}", flush=True)
         compat.destroy()  # prints the table
         return
     raise ValueError(f"unknown scenario {scenario!r}")

@@ -433,8 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="find where the ranks of a job parted, from their flight-recorder dumps",
         description="Read every rank's flight-recorder dump in DIR (rank_<N>: what compat writes "
         "on CollectiveTimeout, CollectiveMismatchError, PeerLostError, a stop signal through "
-        "compat launch, or compat.dump_trace(); torch's own dumps too) and say in a few lines "
-        "the first call on a group that some ranks never reached, or that the ranks made "
+        "compat launch, or compat.trace.dump_trace(); torch's own dumps too) and say in a few "
+        "lines the first call on a group that some ranks never reached, or that the ranks made "
         "differently, or that did not complete, with each rank's last calls side by side. Exit "
         "code 0 where the dumps agree, 1 where the ranks parted.",
     )
