@@ -400,7 +400,7 @@ def start(
             f"backend: the process group compat adopted uses {chosen_backend!r}; got {backend!r}"
         )
     started = State(adapter, chosen_backend, check)
-    trace.start(adapter, framework, chosen_backend)
+    trace.start(adapter, framework, chosen_backend, started.forget_choices)
     set_current(started)
     shared_memory.LOSS_LISTENERS[:] = [started.forget_choices]
     # A torch process that exits with its process group alive aborts ("terminate called without

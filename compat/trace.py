@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from compat import tables
 from compat.errors import CollectiveMismatchError, CollectiveTimeout, PeerLostError
 
 #: torch's flight-recorder dump format that compat writes (what torch 2.13 writes for Gloo).
@@ -653,18 +654,20 @@ def _user_frames(limit: int) -> tuple[tuple[Any, int], ...]:
 
 
 def _live_frames() -> list[dict[str, Any]]:
-    """The main thread's stack now, outside compat, innermost first: where the call still in
-    progress was made (a dump from the signal thread, or from the failing call itself)."""
+    """The main thread's stack now, innermost first, from the caller of compat's outermost frame
+    (the framework's frames under compat's are not where the user called): where the call still
+    in progress was made (a dump from the signal thread, or from the failing call itself)."""
     frame = sys._current_frames().get(threading.main_thread().ident or -1)
-    found: list[dict[str, Any]] = []
-    while frame is not None and len(found) < LIVE_FRAMES:
-        if frame.f_code.co_filename not in _COMPAT_CODE:
-            code = frame.f_code
-            found.append(
-                {"name": code.co_name, "filename": code.co_filename, "line": frame.f_lineno}
-            )
+    stack = []
+    while frame is not None:
+        stack.append(frame)
         frame = frame.f_back
-    return found
+    inside = [index for index, each in enumerate(stack) if each.f_code.co_filename in _COMPAT_CODE]
+    outside = stack[inside[-1] + 1 :] if inside else stack
+    return [
+        {"name": each.f_code.co_name, "filename": each.f_code.co_filename, "line": each.f_lineno}
+        for each in outside[:LIVE_FRAMES]
+    ]
 
 
 #: Frames a dump gives the call in progress.
@@ -691,6 +694,8 @@ _COMPAT_CODE = frozenset(
 # -- the process's recorder ---------------------------------------------------------------
 
 _recorder: Recorder | None = None
+#: (adapter, framework, backend, forget_choices) of the job compat has joined, for comms_log
+_joined_job: tuple[Any, str, str, Callable[[], None]] | None = None
 
 
 def trace_dir() -> str:
@@ -710,17 +715,19 @@ def _int_setting(name: str, default: int) -> int:
     return value
 
 
-def start(adapter: Any, framework: str, backend: str) -> Recorder | None:
+def start(
+    adapter: Any, framework: str, backend: str, forget_choices: Callable[[], None]
+) -> Recorder | None:
     """The recorder for a job compat has joined (None: recorder and log both off), with the
-    signal handlers the environment asks for."""
-    global _recorder
-    from compat import tables
-
+    signal handlers the environment asks for. ``forget_choices``: the state's, which
+    :func:`comms_log` calls so that every collective is wrapped anew."""
+    global _recorder, _joined_job
     if not _DTYPE_BYTES:
         _DTYPE_BYTES.update(tables.dtype_bytes())
     capacity = _int_setting("COMPAT_TRACE_ENTRIES", DEFAULT_ENTRIES)
     frames = _int_setting("COMPAT_TRACE_FRAMES", DEFAULT_FRAMES)
     log = os.environ.get("COMPAT_COMMS_LOG", "") not in ("", "0")
+    _joined_job = (adapter, framework, backend, forget_choices)
     if capacity == 0 and not log:
         _recorder = None
         return None
@@ -731,8 +738,9 @@ def start(adapter: Any, framework: str, backend: str) -> Recorder | None:
 
 def stop() -> None:
     """At destroy(): print the comms log where it is on, and forget the recorder."""
-    global _recorder
+    global _recorder, _joined_job
     leaving = _recorder
+    _joined_job = None
     if leaving is not None and leaving.log:
         print(comms_table(leaving), file=sys.stderr, flush=True)
     _recorder = None
@@ -771,24 +779,21 @@ def note_mismatch(handle: Any, function: str, dtype: str | None, shape: Shape) -
 
 def comms_log(enable: bool = True) -> None:
     """Start (or stop, ``enable=False``) counting every collective's calls, bytes and time from
-    now on (as ``COMPAT_COMMS_LOG=1`` does from init); collectives chosen before are wrapped on
-    their next choice. Raises RuntimeError before :func:`compat.init`."""
-    from compat import state
+    now on, as ``COMPAT_COMMS_LOG=1`` does from init.
 
-    current_state = state.current()
-    recorder = _recorder
-    if recorder is None:
-        recorder = _start_for_log(current_state)
-    recorder.log = {} if enable else None
-    current_state.forget_choices()
-
-
-def _start_for_log(current_state: Any) -> Recorder:
+    Raises
+    ------
+    RuntimeError
+        compat is not initialised.
+    """
     global _recorder
-    _recorder = Recorder(
-        current_state.adapter, current_state.framework, current_state.backend, 0, 0, False
-    )
-    return _recorder
+    if _joined_job is None:
+        raise RuntimeError("comms_log: compat is not initialised: call compat.init() first")
+    adapter, framework, backend, forget_choices = _joined_job
+    if _recorder is None:
+        _recorder = Recorder(adapter, framework, backend, 0, 0, False)
+    _recorder.log = {} if enable else None
+    forget_choices()  # every collective is wrapped anew, with the log or without
 
 
 def comms_log_rows() -> list[dict[str, Any]]:
@@ -893,14 +898,31 @@ def _install_signals() -> None:
     _signals_installed = True
 
 
+#: When each signal last wrote a dump (time.monotonic()): the handler and the thread both try,
+#: and the first one's (the stack at the signal) is kept.
+_signal_dumps: dict[int, float] = {}
+_signal_lock = threading.RLock()
+
+
+def _dump_for_signal(number: int) -> None:
+    recorder = _recorder
+    if recorder is None or not recorder.recording:
+        return
+    with _signal_lock:
+        now = time.monotonic()
+        if now - _signal_dumps.get(number, -10.0) < 2.0:
+            return
+        _signal_dumps[number] = now
+    recorder.dump(f"signal {signal.Signals(number).name}")
+
+
 def _handler(number: int, stops: bool, previous: Any) -> Callable[[int, Any], None]:
     def handle(signum: int, frame: Any) -> None:
         if not stops:
-            return  # the thread dumps
+            _dump_for_signal(signum)
+            return
         # The main thread got here: dump if the thread has not, then do what the signal did.
-        recorder = _recorder
-        if recorder is not None and recorder.recording:
-            recorder.dump(f"signal {signal.Signals(signum).name}")
+        _dump_for_signal(signum)
         if callable(previous):
             previous(signum, frame)
         elif previous != signal.SIG_IGN:
@@ -920,9 +942,8 @@ def _dump_on_wakeup(read_end: int, ends: dict[int, bool]) -> None:
         except OSError:
             return
         for number in data:
-            recorder = _recorder
-            if number in ends and recorder is not None and recorder.recording:
-                recorder.dump(f"signal {signal.Signals(number).name}")
+            if number in ends:
+                _dump_for_signal(number)
             if ends.get(number):
                 time.sleep(1.0)  # the main thread's handler, if it can run, ends it first
                 os._exit(128 + number)
