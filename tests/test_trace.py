@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 import re
 import subprocess
@@ -112,7 +113,7 @@ def test_dumps_that_agree_say_so_and_torch_reads_them(framework: str, tmp_path: 
         assert f"[rank {rank}] dumped {tmp_path}/rank_{rank}" in output, output[-3000:]
     code, said = trace(tmp_path)
     assert code == 0, said
-    assert "the dumps agree" in said, said
+    assert "the dumps agree: every rank of every group made the same calls, and every" in said
     with open(tmp_path / "rank_0", "rb") as file:
         dump = pickle.load(file)
     ops = [entry["profiling_name"] for entry in dump["entries"]]
@@ -154,3 +155,41 @@ def test_the_comms_log_counts_a_known_sequence_exactly(framework: str, tmp_path:
 def test_compat_trace_on_a_folder_without_dumps_is_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert cli_main(["trace", str(tmp_path)]) == 1
     assert "compat trace: DIR: no flight-recorder dump (rank_<N>)" in capsys.readouterr().err
+
+
+TORCH_DUMP = """
+import os, sys, time
+import torch, torch.distributed as dist
+from torch._C._distributed_c10d import _dump_fr_trace
+dist.init_process_group("gloo")
+t = torch.ones(4)
+dist.all_reduce(t)
+dist.broadcast(t, 0)
+if dist.get_rank() == 0:
+    dist.all_reduce(t, async_op=True)  # rank 1 never makes its third call
+else:
+    time.sleep(3)  # while rank 0 writes its dump
+with open(os.path.join(sys.argv[1], f"rank_{dist.get_rank()}"), "wb") as out:
+    out.write(_dump_fr_trace())
+os._exit(0)
+"""
+
+
+def test_compat_trace_reads_torchs_own_dumps(tmp_path: Path) -> None:
+    """Dumps torch's flight recorder wrote (Gloo, TORCH_FR_BUFFER_SIZE): rank 1 never made the
+    third all_reduce, and compat trace says so."""
+    script = tmp_path / "job.py"
+    script.write_text(TORCH_DUMP)
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    env = {**os.environ, "TORCH_FR_BUFFER_SIZE": "100", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         str(script), str(dumps)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert sorted(p.name for p in dumps.iterdir()) == ["rank_0", "rank_1"], done.stderr[-3000:]
+    code, said = trace(dumps)
+    assert code == 1, said
+    assert "rank 0: written by torch" in said, said
+    assert "rank 1 never reached call #3 all_reduce Float [4]" in said, said

@@ -5,6 +5,7 @@ torch's format, so dumps torch itself wrote are read too (without compat's field
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import re
@@ -88,7 +89,10 @@ def analyse(dumps: dict[int, dict[str, Any]]) -> list[Finding]:
     for dump in dumps.values():
         for name, config in dump["pg_config"].items():
             ranks = config["ranks"]
-            groups[name] = eval(ranks) if isinstance(ranks, str) else list(ranks)
+            groups[name] = json.loads(ranks) if isinstance(ranks, str) else list(ranks)
+        # torch's own dumps can name a group in their entries that pg_config keys otherwise
+        for entry in dump["entries"]:
+            groups.setdefault(entry["process_group"][0], list(range(world)))
     findings = []
     for name, ranks in sorted(groups.items()):
         found = _group_finding(dumps, name, ranks)
@@ -164,7 +168,13 @@ def _group_finding(
                 ),
             ]
             return Finding("diverged", group, seq, culprits, lines)
-        stuck = [rank for rank, entry in here.items() if entry["state"] != "completed"]
+        # "started": compat's call that never completed (or torch's running one); torch's Gloo
+        # dumps leave every call "scheduled", so that state alone says nothing.
+        stuck = [
+            rank
+            for rank, entry in here.items()
+            if entry["state"] == "started" or entry.get("error")
+        ]
         if stuck and unfinished is None:
             lines = [
                 f"group {group} (ranks {ranks}): call "
@@ -231,9 +241,9 @@ def report(directory: str, out: TextIO) -> int:
         out.write(f"  rank {rank}: {reason.splitlines()[0] if reason else ''}{where}\n")
     findings = analyse(dumps)
     if not findings:
-        out.write(
-            "the dumps agree: every rank reached and completed the same calls on every group\n"
-        )
+        states = {entry["state"] for dump in dumps.values() for entry in dump["entries"]}
+        done = ", and every call completed" if states <= {"completed"} else ""
+        out.write(f"the dumps agree: every rank of every group made the same calls{done}\n")
     for finding in findings:
         for line in finding.lines:
             out.write(line + "\n")
