@@ -614,7 +614,9 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
         if path is not None:
             os.unlink(path)
     if all(answer == "1" for answer in agreed):
-        return SharedWindow(adapter, group, maps, me, names, slot, channel, processes, descriptors)
+        return SharedWindow(
+            adapter, group, maps, me, names, slot, channel, processes, descriptors
+        )
     for mapped in maps or ([own] if own is not None else []):
         mapped.close()
     for descriptor in descriptors or ([own_descriptor] if own_descriptor is not None else []):

@@ -310,11 +310,11 @@ class State:
                 for size, made in choices
             ]
         adapter = self.adapter
-        return [
-            (size, self._recorded(capabilities.bind(adapter, collective, *made), collective, dtype,
-                                  made[0]))
-            for size, made in choices
-        ]  # fmt: skip
+        bound = []
+        for size, made in choices:
+            run = capabilities.bind(adapter, collective, *made)
+            bound.append((size, self._recorded(run, collective, dtype, made[0])))
+        return bound
 
     def _recorded(
         self, run: Callable[..., Any], collective: str, dtype: str, algorithm: str
