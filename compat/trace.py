@@ -993,7 +993,8 @@ def _install_signals() -> None:
     ends: dict[int, bool] = {}  # signal -> whether the thread ends the process after its dump
     for number, stops in wanted.items():
         previous = signal.getsignal(number)
-        signal.signal(number, _handler(number, stops, previous))
+        _ours[number] = _handler(number, stops, previous)
+        signal.signal(number, _ours[number])
         ends[number] = stops and previous == signal.SIG_DFL
     threading.Thread(target=_dump_on_wakeup, args=(read_end, ends), daemon=True).start()
     _signals_installed = True
@@ -1003,6 +1004,8 @@ def _install_signals() -> None:
 #: and the first one's (the stack at the signal) is kept.
 _signal_dumps: dict[int, float] = {}
 _signal_lock = threading.RLock()
+#: compat's handler of each signal it handles
+_ours: dict[int, Callable[[int, Any], None]] = {}
 
 
 def _dump_for_signal(number: int) -> None:
@@ -1045,6 +1048,8 @@ def _dump_on_wakeup(read_end: int, ends: dict[int, bool]) -> None:
         for number in data:
             if number in ends:
                 _dump_for_signal(number)
-            if ends.get(number):
+            # Only while the handler is still compat's: one the program set since (a checkpoint
+            # on preemption) decides itself when the process ends.
+            if ends.get(number) and signal.getsignal(number) is _ours.get(number):
                 time.sleep(1.0)  # the main thread's handler, if it can run, ends it first
                 os._exit(128 + number)
