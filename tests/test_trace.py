@@ -193,3 +193,37 @@ def test_compat_trace_reads_torchs_own_dumps(tmp_path: Path) -> None:
     assert code == 1, said
     assert "rank 0: written by torch" in said, said
     assert "rank 1 never reached call #3 all_reduce Float [4]" in said, said
+
+
+def test_the_ring_keeps_the_last_calls_with_their_sequence_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COMPAT_TRACE_ENTRIES=4, ten calls at world size 1: the dump holds the last four, numbered
+    7-10 on the world, an asynchronous one completed only once waited for."""
+    torch = pytest.importorskip("torch")
+    import compat
+    import compat.trace
+
+    monkeypatch.setenv("COMPAT_TRACE_ENTRIES", "4")
+    compat.init("torch")
+    try:
+        tensor = torch.ones(3)
+        for _ in range(8):
+            compat.all_reduce(tensor)
+        compat.broadcast(tensor, 0)
+        work = compat.all_reduce(torch.ones(2, 5), async_op=True)
+        pending = pickle.loads(Path(compat.trace.dump_trace(directory=str(tmp_path))).read_bytes())
+        work.wait()
+        done = pickle.loads(Path(compat.trace.dump_trace(directory=str(tmp_path))).read_bytes())
+    finally:
+        compat.destroy()
+    entries = done["entries"]
+    assert [e["collective_seq_id"] for e in entries] == [7, 8, 9, 10]
+    assert [e["profiling_name"] for e in entries] == ["gloo:all_reduce"] * 2 + [
+        "gloo:broadcast",
+        "gloo:all_reduce",
+    ]
+    assert entries[-1]["input_sizes"] == [[2, 5]] and entries[0]["input_sizes"] == [[3]]
+    assert pending["entries"][-1]["state"] == "started"  # until its Work was waited for
+    assert all(e["state"] == "completed" for e in entries)
+    assert done["compat"]["calls"] == 10 and done["compat"]["capacity"] == 4
