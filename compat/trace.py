@@ -285,7 +285,8 @@ class Recorder:
         hint: list[Any] | None = None,
     ) -> Callable[..., Any]:
         """``run`` (what the capability table chose for ``collective``, adapter method
-        ``method``, on ``dtype``) recording each call. ``hint``: where the caller leaves the
+        ``method``, on ``dtype``) recording each call; ``__wrapped__`` is ``run``
+        (``inspect.unwrap`` finds it). ``hint``: where the caller leaves the
         shape of the tensor about to run, read by its checks already (taken and cleared)."""
         hint = [None] if hint is None else hint
         if method == "batch_isend_irecv":
@@ -347,7 +348,7 @@ class Recorder:
                 outcomes[slot] = time_ns()
             return result
 
-        return recorded
+        return _standing_in(recorded, run)
 
     def _wrap_fixed(
         self,
@@ -397,7 +398,7 @@ class Recorder:
                 outcomes[slot] = time_ns()
                 return result
 
-            return recorded4
+            return _standing_in(recorded4, run)
 
         def recorded5(a: Any, b: Any, c: Any, group: Any, async_op: Any) -> Any:
             kept = groups.get(group) or group_of(group)
@@ -421,7 +422,7 @@ class Recorder:
             outcomes[slot] = time_ns()
             return result
 
-        return recorded5
+        return _standing_in(recorded5, run)
 
     def _record(self, group: GroupInfo, fixed: tuple[str, str, str, str], taken: Any) -> int:
         """Write one call into the ring (the slow path's way: batches, refused calls)."""
@@ -474,7 +475,7 @@ class Recorder:
                 return [_Tracked(h, ender([s])) for h, s in zip(handles, slots, strict=True)]
             return [_Tracked(h, ender(slots if i == 0 else [])) for i, h in enumerate(handles)]
 
-        return recorded
+        return _standing_in(recorded, run)
 
     def _ended(self, slot: int, record_id: int, error: object) -> None:
         if error is not None:
@@ -681,6 +682,17 @@ class Recorder:
             print(f"compat: could not write the trace dump {path}: {error}", file=sys.stderr)
         self.dumped = path
         return path
+
+
+def _standing_in(wrapper: Callable[..., Any], run: Callable[..., Any]) -> Callable[..., Any]:
+    """``wrapper``, answering as ``run`` to what inspects a choice: ``__wrapped__``
+    (``inspect.unwrap``), and a bound algorithm's ``func`` and ``args`` (functools.partial's).
+    """
+    wrapper.__wrapped__ = run  # type: ignore[attr-defined]
+    for name in ("func", "args", "keywords"):
+        if hasattr(run, name):
+            setattr(wrapper, name, getattr(run, name))
+    return wrapper
 
 
 def _joined(shapes: list[Shape]) -> list[Shape]:

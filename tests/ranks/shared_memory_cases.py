@@ -8,6 +8,7 @@ whole collective suite runs through them where the table chooses them.
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -291,7 +292,7 @@ def case_chosen(kit: Any) -> None:
     assert isinstance(runtime.adapter.windows.get(None), shared_memory.SharedWindow), (
         "the world group has no window after a collective the table runs through shared memory"
     )
-    chosen = runtime.implementation("all_reduce", x, None, None)
+    chosen = inspect.unwrap(runtime.implementation("all_reduce", x, None, None))
     asynchrony = capabilities.choice(runtime.capability_key, "all_reduce", "float32", 0, True)[1]
     if asynchrony == capabilities.BACKGROUND:  # the table's async: through the window's thread
         assert getattr(chosen, "func", None) is shared_memory.in_issue_order, chosen
