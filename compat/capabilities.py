@@ -179,6 +179,18 @@ def choice(
     return name, str(entry["async"])
 
 
+def runs_as(key: str, collective: str, name: str) -> str:
+    """How ``name`` (a :func:`resolve` answer) runs ``collective`` on backend ``key``:
+    ``"native"``, ``"shared memory"`` (a choice marked one_host) or ``"emulated"`` (the flight
+    recorder records it, compat.trace)."""
+    if name == NATIVE:
+        return NATIVE
+    entry = tables.lookup("capabilities", key, "ops", collective)
+    if any(c.get("one_host") and c["algorithm"] == name for c in entry.get("choose", ())):
+        return "shared memory"
+    return "emulated"
+
+
 def size_thresholds(
     key: str, collective: str, dtype: str, one_host: bool = False, ranks: int | None = None
 ) -> list[int]:

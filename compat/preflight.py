@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from compat import trace
 from compat.adapter import Adapter
 from compat.errors import CollectiveMismatchError
 from compat.types import Group
@@ -103,6 +104,7 @@ def check(adapter: Adapter, group: Group, call: Description) -> None:
     calls = [json.loads(adapter.to_bytes(item)) for item in gathered]
     problems = mismatches(calls, group.ranks)
     if problems:
+        trace.note_mismatch(group.handle, call.function, call.dtype, tuple(call.shape))
         raise CollectiveMismatchError(
             f"{call.function}: the ranks' calls disagree, so it was not run; " + "; ".join(problems)
         )

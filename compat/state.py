@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from compat import capabilities, shared_memory, tables, types, versions
+from compat import capabilities, shared_memory, tables, trace, types, versions
 from compat._validate import Checks
 from compat.adapter import Adapter, Rendezvous, device_backend
 from compat.dispatch import load_adapter
@@ -67,6 +67,8 @@ class State:
         self._one_host_choices: dict[str, bool] = {}
         self._forced: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self._stand_ins: dict[tuple[str, str], Callable[..., Any]] = {}
+        #: the shape plain_implementation was given for the call about to run (compat.trace)
+        self.shape_hint: list[tuple[int, ...] | None] = [None]
         self.group_count = 0
         #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
         self.groups: dict[tuple[int, ...], Group] = {}
@@ -125,6 +127,9 @@ class State:
         instead of reading the tensor: a dense tensor's size is exactly that, and on MindSpore
         the read costs 0.30 us against 0.11 (measured, a tensor an op made)."""
         key = (collective, dtype)
+        # The flight recorder takes the size of the call about to run from here, where the
+        # checks have read it (a shape read costs 0.4-0.9 us: compat.trace).
+        self.shape_hint[0] = shape
         run = self._plain_runs.get(key)
         if run is not None:
             return run
@@ -153,7 +158,8 @@ class State:
         if by_size is None:
             lost = None if group is NO_GROUP else shared_memory.lost(self.adapter, group)
             if lost is not None:
-                return [(0, _raises_lost(lost.liveness, collective))]
+                raises = _raises_lost(lost.liveness, collective)
+                return [(0, self._recorded(raises, collective, dtype, "none: a peer is gone"))]
             one_host = self._on_one_host(collective, in_host, group)
             # The group's size bounds choices on one host and off it alike (the table's
             # min_ranks and max_ranks).
@@ -293,7 +299,7 @@ class State:
         group of ``ranks`` (None: unknown), with a shared-memory window or not (``one_host``)."""
         forced = self._forced.get((collective, dtype))
         if forced is not None:
-            return [(0, forced[1])]
+            return [(0, self._recorded(forced[1], collective, dtype, forced[0]))]
         key = self.capability_key
         choices: list[tuple[int, tuple[str, str]]] = []
         for size in capabilities.size_thresholds(key, collective, dtype, one_host, ranks):
@@ -305,9 +311,28 @@ class State:
                 choices.append((size, choice))
         stand_in = self._stand_ins.get((collective, dtype))
         if stand_in is not None:
-            return [(size, stand_in) for size, _ in choices]
+            return [
+                (size, self._recorded(stand_in, collective, dtype, made[0]))
+                for size, made in choices
+            ]
         adapter = self.adapter
-        return [(size, capabilities.bind(adapter, collective, *made)) for size, made in choices]
+        bound = []
+        for size, made in choices:
+            run = capabilities.bind(adapter, collective, *made)
+            bound.append((size, self._recorded(run, collective, dtype, made[0])))
+        return bound
+
+    def _recorded(
+        self, run: Callable[..., Any], collective: str, dtype: str, algorithm: str
+    ) -> Callable[..., Any]:
+        """``run`` recording each call in the flight recorder (compat.trace), where it is on:
+        wrapped once here, as it is chosen, so every collective's calls pass through it."""
+        recorder = trace.current()
+        if recorder is None or not recorder.active():
+            return run
+        how = capabilities.runs_as(self.capability_key, collective, algorithm)
+        method = capabilities.COLLECTIVES[collective]
+        return recorder.wrap(run, collective, method, dtype, algorithm, how, self.shape_hint)
 
 
 _current: State | None = None
@@ -412,6 +437,7 @@ def start(
             f"backend: the process group compat adopted uses {chosen_backend!r}; got {backend!r}"
         )
     started = State(adapter, chosen_backend, check)
+    trace.start(adapter, framework, chosen_backend, started.forget_choices)
     set_current(started)
     shared_memory.LOSS_LISTENERS[:] = [started.forget_choices]
     # A torch process that exits with its process group alive aborts ("terminate called without
@@ -428,6 +454,7 @@ def leave(adopted_too: bool = False) -> None:
     leaving = _current
     if leaving is not None:
         set_current(None)
+        trace.stop()
         shared_memory.close_all(leaving.adapter)
         if adopted_too:
             leaving.adapter.destroy_adopted()

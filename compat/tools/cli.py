@@ -1,4 +1,5 @@
-"""The ``compat`` command line: ``launch``, ``bench``, ``diff``, ``docs``, ``info`` and ``port``."""
+"""The ``compat`` command line: ``launch``, ``bench``, ``diff``, ``docs``, ``info``, ``port``,
+``trace``."""
 
 from __future__ import annotations
 
@@ -501,7 +502,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="everything as JSON, for tools: versions, backends and capabilities.toml",
     )
     info.set_defaults(run=_info)
+
+    trace = commands.add_parser(
+        "trace",
+        help="find where the ranks of a job parted, from their flight-recorder dumps",
+        description="Read every rank's flight-recorder dump in DIR (rank_<N>: what compat writes "
+        "on CollectiveTimeout, CollectiveMismatchError, PeerLostError, a stop signal through "
+        "compat launch, or compat.trace.dump_trace(); torch's own dumps too) and say in a few "
+        "lines the first call on a group that some ranks never reached, or that the ranks made "
+        "differently, or that did not complete, with each rank's last calls side by side. Exit "
+        "code 0 where the dumps agree, 1 where the ranks parted.",
+    )
+    trace.add_argument(
+        "dir",
+        metavar="DIR",
+        nargs="?",
+        default=None,
+        help="the dumps' folder (default: COMPAT_TRACE_DIR, else compat_trace in the system's "
+        "temporary folder)",
+    )
+    trace.set_defaults(run=_trace)
     return parser
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from compat.tools import trace_report
+    from compat.trace import trace_dir
+
+    return trace_report.report(args.dir or trace_dir(), sys.stdout)
 
 
 #: What a subcommand raises for a mistake of the user's (or of the installation's), with the exit

@@ -506,6 +506,8 @@ def launch(
     base_env = {**quiet, **requested, "PYTHONUNBUFFERED": "1"}
     if sets_omp_threads(nprocs, requested):
         base_env["OMP_NUM_THREADS"] = "1"
+    # Each rank writes its flight-recorder dump when the launcher stops it (compat.trace).
+    base_env.setdefault("COMPAT_TRACE_ON_STOP", "1")
     environments = rank_environments(framework, nprocs, port, assigned, base_env)
     out = sink if sink is not None else sys.stdout
     lock = threading.Lock()

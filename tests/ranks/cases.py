@@ -7,6 +7,7 @@ holds exactly, so sums, products, minima and maxima are exact; AVG is compared w
 
 from __future__ import annotations
 
+import inspect
 import time
 import zlib
 from collections.abc import Callable
@@ -126,6 +127,7 @@ def runs(chosen: Any, name: str) -> bool:
     """Whether ``chosen`` (what State.implementation returned) runs ``name``: "native" (the
     adapter's method) or a compat.algorithms function (bound, perhaps through the window's
     thread)."""
+    chosen = inspect.unwrap(chosen)  # the flight recorder's wrapper (compat.trace)
     if name == "native":
         return not isinstance(chosen, partial)
     # Neither attribute on the adapter's own method (COMPAT_SHARED_MEMORY=0): the case's assert

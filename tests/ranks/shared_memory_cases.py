@@ -8,6 +8,7 @@ whole collective suite runs through them where the table chooses them.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import subprocess
@@ -293,7 +294,7 @@ def case_chosen(kit: Any) -> None:
     assert isinstance(runtime.adapter.windows.get(None), shared_memory.SharedWindow), (
         "the world group has no window after a collective the table runs through shared memory"
     )
-    chosen = runtime.implementation("all_reduce", x, None, None)
+    chosen = inspect.unwrap(runtime.implementation("all_reduce", x, None, None))
     key = runtime.capability_key
     asynchrony = capabilities.choice(key, "all_reduce", "float32", 0, True, n)[1]
     # From 3 ranks each rank reduces its share of every piece (the table's min_ranks).
