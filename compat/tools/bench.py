@@ -48,7 +48,7 @@ Run time: a size costs about ``rounds * 4 * max(budget, time per call)`` (twice 
 ``--control``). For one op the default is 10 rounds of 0.1 s; for several ops (``--op all``, the
 default) 5 rounds of 0.02 s, which keeps every op within a few minutes per framework (measured
 here, 2 ranks: 3 minutes on Gloo for 1K..64M), plus ``--own-work-spread`` seconds per op whose
-own work is timed (6 by default). A full sweep of every op, as the README's tables:
+own work is timed (6 by default). A full sweep of every op, as docs/performance.md's tables:
 ``compat bench --rounds 10 --budget 0.1 --control`` (at least 8 s per op and size: 20 minutes or
 more per framework); or one op at a time with its defaults.
 """
