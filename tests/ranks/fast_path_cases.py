@@ -629,8 +629,9 @@ class _OneHandle:
 
 def case_batch_with_one_handle(kit: Any) -> None:
     """A backend that returns one handle for a whole batch (NCCL, HCCL; here the batch this
-    backend runs, its handles joined into one): every op's Work waits for it, on the common
-    path and on the full one, and the received tensors are checked whole."""
+    backend runs, its handles joined into one): compat returns one Work for the batch, as
+    torch does there, on the common path and on the full one, and the received tensors are
+    checked whole."""
     n, me = world(), rank()
     right, left = (me + 1) % n, (me - 1) % n
     current = state.current()
@@ -661,10 +662,11 @@ def case_batch_with_one_handle(kit: Any) -> None:
                 works = compat.batch_isend_irecv(ops)
             expected_calls = paths[kit.framework == "mindspore"]
             assert made[0] == expected_calls, f"{made[0]} Call(s), expected {expected_calls}"
-            assert len(works) == 2, f"{len(works)} Works for 2 ops"
+            # One Work for the batch, as torch returns where the backend coalesces.
+            assert len(works) == 1, f"{len(works)} Works for a batch the backend coalesced"
             for work in works:
                 work.wait()
-            assert joined[-1].waits == 2, f"the one handle waited {joined[-1].waits} times"
+            assert joined[-1].waits == 1, f"the one handle waited {joined[-1].waits} times"
         assert_close(kit.numpy(received), expected, "float32", "batch irecv, one handle")
         _check(kit, base, expected, "batch irecv into a view, one handle, whole base")
     finally:
