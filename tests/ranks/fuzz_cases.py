@@ -676,9 +676,17 @@ def bad_list(
 
 
 def list_mutators(
-    param: str, *blame: str, like: str | None = None, own: bool = True, own_fact: str | None = None
+    param: str,
+    *blame: str,
+    like: str | None = None,
+    own: bool = True,
+    own_fact: str | None = None,
+    trailing: bool = True,
 ) -> list[Mutator]:
-    kinds = ["type", "length", "element", "element_dtype", "element_trailing"]
+    """``trailing``: parts whose trailing dims differ are bad (False for all_gather's list,
+    whose parts may have any shape, as torch's)."""
+    kinds = ["type", "length", "element", "element_dtype"]
+    kinds += ["element_trailing"] if trailing else []
     kinds += ["own_dim0"] if own else []
     return [bad_list(param, kind, *blame, like=like, own_fact=own_fact) for kind in kinds]
 
@@ -1548,7 +1556,7 @@ def _specs() -> list[Spec]:
                 *tensor_common,
                 retensor("tensor", "dtype", T, "tensor_list"),
                 retensor("tensor", "shape", V, "tensor_list"),
-                *list_mutators("tensor_list", "tensor"),
+                *list_mutators("tensor_list", "tensor", trailing=False),
             ],
         ),
         Spec(

@@ -238,7 +238,8 @@ def case_all_gather_any_shape(kit: Any) -> None:
         compat.all_gather(outputs, kit.tensor(values_of(rank()), "float32"))
         expected = np.concatenate([[SENTINEL] * 2, *[values_of(r).ravel() for r in range(n)],
                                    [SENTINEL] * 2])  # fmt: skip
-        assert_close(kit.numpy(whole), expected, "float32")
+        # Not recorded for the parity test: MindSpore runs no such views here.
+        np.testing.assert_array_equal(kit.numpy(whole), expected.astype(np.float32))
 
 
 register("torch_types-work_future", case_work_future)
