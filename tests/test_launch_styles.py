@@ -142,7 +142,7 @@ def test_a_killed_peer_is_named_on_every_other_rank_without_a_launcher(
 
 @pytest.mark.parametrize(
     ("framework", "style"),
-    [("torch", "spawn"), ("torch", "env"), ("torch", "torchrun"), ("mindspore", "env")],
+    [("torch", "spawn"), ("torch", "torchrun"), ("mindspore", "env")],
 )
 def test_bench_runs_in_each_launch_style_and_says_so(framework: str, style: str) -> None:
     """compat bench --launch starts the ranks the way users do; the header names the style and
