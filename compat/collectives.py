@@ -750,7 +750,9 @@ def _all_gather_any_shape(
         )
     (buffer, copy_back), flat = whole, source[0]
     sizes = [adapter.numel(o) for o in outputs]
-    agree = lambda: Description("all_gather", dtype, shape, sizes=sizes)  # noqa: E731
+    # The parts' trailing dims differ by design: the ranks agree on their elements instead.
+    flat_shape = (adapter.numel(tensor),)
+    agree = lambda: Description("all_gather", dtype, flat_shape, sizes=sizes)  # noqa: E731
     work = call.issue(
         "all_gather_uneven", flat, adapter.parts(buffer, sizes), flat, agree=agree,
         empty=not any(sizes), dtype=dtype,
