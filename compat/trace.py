@@ -714,21 +714,21 @@ def data_bytes(collective: str, dtype: str, sizes: Sizes, ranks: int) -> int:
     return max(inputs, outputs)
 
 
-def _all_reduce_factor(n: int) -> float:
+def all_reduce_factor(n: int) -> float:
     return 2 * (n - 1) / n
 
 
-def _parts_factor(n: int) -> float:
+def parts_factor(n: int) -> float:
     return (n - 1) / n
 
 
-def _whole_factor(n: int) -> float:
+def whole_factor(n: int) -> float:
     return 1.0
 
 
 #: busbw = algbw * factor(ranks), nccl-tests' (doc/PERFORMANCE.md), by compat collective
 BUS_FACTOR: dict[str, Callable[[int], float]] = {
-    "all_reduce": _all_reduce_factor,
+    "all_reduce": all_reduce_factor,
     **dict.fromkeys(
         (
             "all_gather",
@@ -743,9 +743,9 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
             "all_to_all",
             "all_to_all_uneven",
         ),
-        _parts_factor,
+        parts_factor,
     ),
-    **dict.fromkeys(("broadcast", "reduce", "send", "recv", "isend", "irecv"), _whole_factor),
+    **dict.fromkeys(("broadcast", "reduce", "send", "recv", "isend", "irecv"), whole_factor),
 }
 
 _DTYPE_BYTES: dict[str, int] = {}

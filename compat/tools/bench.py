@@ -70,7 +70,7 @@ from functools import partial
 from typing import Any
 
 import compat
-from compat import algorithms, capabilities, state, tables
+from compat import algorithms, capabilities, state, tables, trace
 from compat.adapter import Adapter
 from compat.collectives import BARRIER_DTYPE
 from compat.tools import launch_styles
@@ -79,16 +79,12 @@ from compat.tools._sizes import format_size
 # -- the ops -----------------------------------------------------------------------------------
 
 
-def _all_reduce_factor(n: int) -> float:
-    return 2 * (n - 1) / n
-
-
-def _parts_factor(n: int) -> float:
-    return (n - 1) / n
-
-
-def _whole_factor(n: int) -> float:
-    return 1.0
+# nccl-tests' busbw factors, one definition with the comms log's (compat.trace).
+_all_reduce_factor, _parts_factor, _whole_factor = (
+    trace.all_reduce_factor,
+    trace.parts_factor,
+    trace.whole_factor,
+)
 
 
 @dataclass(frozen=True)
