@@ -52,7 +52,10 @@ def _run(root: Path, script: str, world: int, framework: str = "torch") -> list[
     lines = [
         line.split("MULTI-FILE ", 1)[1] for line in output.splitlines() if "MULTI-FILE " in line
     ]
-    found = sorted((json.loads(line) for line in lines), key=lambda result: result["rank"])
+    # A framework's log line written meanwhile can follow the result on the same line: read the
+    # JSON object and nothing after it.
+    decoded = [json.JSONDecoder().raw_decode(line)[0] for line in lines]
+    found = sorted(decoded, key=lambda result: result["rank"])
     assert [result["rank"] for result in found] == list(range(world)), output[-4000:]
     return found
 
