@@ -4,7 +4,8 @@ What MCCL lacks on CPU is routed to compat.algorithms by the capability table; t
 translates, plus four things MindSpore 2.10 needs to give correct results:
 
 - Collectives use the whole storage behind a tensor, from its start: an all_reduce of ``t[2:6]``
-  leaves it unchanged, one of ``t[:2]`` reduces all of ``t`` (measured). compat.layout gives the
+  leaves it unchanged, one of ``t[:2]`` reduces all of ``t`` (measured). compat.core.layout gives
+  the
   adapter dense tensors only; views that compat.algorithms cut from their own buffers are staged
   here (``_stage_in``/``_stage_out``).
 - A tensor that was ever written by slice assignment (``t[:] = x``, ``t[:2] = x``) no longer
@@ -53,10 +54,8 @@ from mindspore import communication, mint
 from mindspore._c_expression import DeviceManagerConf, RuntimeConf, TensorPy
 from mindspore.graph.api import _pynative_executor
 
-from compat import tables
-from compat._environment import environment
-from compat._timing import completes_within
-from compat.adapter import (
+from compat.base import tables
+from compat.base.adapter import (
     Adapter,
     GroupHandle,
     P2PSpec,
@@ -69,9 +68,10 @@ from compat.adapter import (
     reduce_arrays,
     translating_errors,
 )
-from compat.dispatch import local_rank
-from compat.errors import CollectiveTimeout, UnsupportedError
-from compat.types import Handle, ReduceOp
+from compat.base.environment import environment, local_rank
+from compat.base.errors import CollectiveTimeout, UnsupportedError
+from compat.base.timing import completes_within
+from compat.base.types import Handle, ReduceOp
 
 Writeback = Callable[[], None]
 Array = np.ndarray[Any, Any]
@@ -243,9 +243,7 @@ class MindSporeAdapter(Adapter):
             backend = next(name for name, device in backends.items() if device == target)
         else:
             if backend is None:
-                from compat.dispatch import default_backend
-
-                backend = default_backend(self.framework, self.device_kinds())
+                backend = tables.default_backend(self.framework, self.device_kinds())
             backend = self._own_backend(backend, backends)
             _bind_device(backends[backend], device_id)
             self._join(rendezvous)

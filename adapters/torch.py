@@ -15,10 +15,8 @@ from torch._C import _distributed_c10d as _options
 from torch.distributed import distributed_c10d as _c10d
 from torch.overrides import has_torch_function, has_torch_function_unary
 
-from compat import tables
-from compat._net import free_port
-from compat._timing import completes_within
-from compat.adapter import (
+from compat.base import tables
+from compat.base.adapter import (
     DEFAULT_TIMEOUT_SECONDS,
     Adapter,
     GroupHandle,
@@ -32,9 +30,11 @@ from compat.adapter import (
     reduce_arrays,
     translating_errors,
 )
-from compat.dispatch import local_rank
-from compat.errors import CollectiveTimeout
-from compat.types import Handle, ReduceOp
+from compat.base.environment import local_rank
+from compat.base.errors import CollectiveTimeout
+from compat.base.net import free_port
+from compat.base.timing import completes_within
+from compat.base.types import Handle, ReduceOp
 
 # torch 2.13 deprecates reduce_scatter_tensor and all_gather_into_tensor in favour of these names;
 # older releases have only the old ones.
@@ -193,9 +193,7 @@ class TorchAdapter(Adapter):
                 self._home_is_cpu = False
             return adopted
         if backend is None:
-            from compat.dispatch import default_backend
-
-            backend = default_backend(self.framework, self.device_kinds())
+            backend = tables.default_backend(self.framework, self.device_kinds())
         kwargs: dict[str, Any] = {"backend": backend}
         if timeout is not None:
             kwargs["timeout"] = timeout

@@ -1,31 +1,42 @@
 """compat: one API for collective communication on PyTorch and MindSpore.
 
 ``import compat`` imports neither framework; the one :func:`init` selects is imported then.
-``compat.comm`` holds the single-process device scatter/gather/broadcast (``torch.cuda.comm``).
+The modules at this level are what users call; each folder is a layer beneath them, and a layer
+imports only the layers below it (``tests/test_layers.py`` says so)::
+
+    compat.all_reduce(t)                 compat/*.py       what users call: lifecycle,
+        │                                                  collectives, p2p, objects, comm,
+        │                                                  autograd, trace
+        ▼
+    core.call: the collective's spec     compat/core/      one description per collective,
+      ├─ common case? (one guard)                          the checks, the call, the state,
+      │     └─ the kept choice ─┐                          the choice from the capability table
+      └─ full checks, staging ──┤
+                                ▼
+    the chosen callable: a native call or an algorithm
+                                │        compat/algorithms/ the emulations, one module a family
+                                │        compat/transport/  shared memory between one host's
+                                │                           ranks: windows, mailboxes, waits
+                                ▼
+    adapters/<framework>.py              translation only (compat.adapters)
+                                         compat/base/      what every layer shares: errors,
+                                                           value types, the tables, the
+                                                           adapter interface
+
+``compat/tools/`` (the ``compat`` command: launch, bench, docs, port, trace) sits on top.
 """
 
 from compat import autograd as autograd
 from compat import comm as comm
-from compat.api import (
-    destroy,
-    destroy_process_group,
-    framework_group,
-    get_backend,
-    get_framework,
-    get_global_rank,
-    get_group_rank,
-    get_process_group_ranks,
-    get_rank,
-    get_world_size,
-    init,
-    is_available,
-    is_backend_available,
-    is_initialized,
-    new_framework_group,
-    new_group,
-    new_subgroups,
-    new_subgroups_by_enumeration,
+from compat import trace as trace
+from compat.base.errors import (
+    CollectiveMismatchError,
+    CollectiveTimeout,
+    NotInitializedError,
+    PeerLostError,
+    UnsupportedError,
 )
+from compat.base.types import WORLD, Backend, Future, Group, ReduceOp, Work
 from compat.collectives import (
     all_gather,
     all_gather_into,
@@ -45,12 +56,26 @@ from compat.collectives import (
     scatter,
     scatter_tensor,
 )
-from compat.errors import (
-    CollectiveMismatchError,
-    CollectiveTimeout,
-    NotInitializedError,
-    PeerLostError,
-    UnsupportedError,
+from compat.core.versions import UntestedVersionWarning
+from compat.lifecycle import (
+    destroy,
+    destroy_process_group,
+    framework_group,
+    get_backend,
+    get_framework,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
+    get_rank,
+    get_world_size,
+    init,
+    is_available,
+    is_backend_available,
+    is_initialized,
+    new_framework_group,
+    new_group,
+    new_subgroups,
+    new_subgroups_by_enumeration,
 )
 from compat.objects import (
     all_gather_object,
@@ -61,7 +86,6 @@ from compat.objects import (
     send_object_list,
 )
 from compat.p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
-from compat.types import WORLD, Backend, Future, Group, ReduceOp, Work
 
 __version__ = "0.1.0"
 
@@ -77,6 +101,7 @@ __all__ = [
     "PeerLostError",
     "ReduceOp",
     "UnsupportedError",
+    "UntestedVersionWarning",
     "Work",
     "all_gather",
     "all_gather_into",

@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from compat import api, collectives, state
-from compat.errors import UnsupportedError
-from compat.types import Group, ReduceOp, parse_op
+from compat import collectives, lifecycle
+from compat.base.errors import UnsupportedError
+from compat.base.types import Group, ReduceOp, parse_op
+from compat.core import state
 
 Tensor = Any
 
@@ -118,7 +119,7 @@ def reduce_scatter(
 
     def backward(grad: Tensor) -> Tensor:
         gathered = collectives.all_gather_into_tensor(grad, group)
-        return gathered if reduce_op is ReduceOp.SUM else gathered / api.get_world_size(group)
+        return gathered if reduce_op is ReduceOp.SUM else gathered / lifecycle.get_world_size(group)
 
     return _apply(
         tensor, group, lambda x: collectives.reduce_scatter_tensor(x, reduce_op, group), backward

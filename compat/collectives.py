@@ -2,17 +2,19 @@
 communication (a bad argument raises TypeError/ValueError naming the parameter, with output
 buffers untouched), then hands :class:`Call` what to run.
 
-Where each concern lives: the checks in :mod:`compat._validate` (``Call.checks``); the choice of
-native call or algorithm in :mod:`compat.capabilities` (``State.implementation``); the views'
-stand-ins in :mod:`compat.layout` (``Call`` is a ``Staging``); the translation to the framework in
+Where each concern lives: the checks in :mod:`compat.core.checks` (``Call.checks``); the choice of
+native call or algorithm in :mod:`compat.core.capabilities` (``State.implementation``); the views'
+stand-ins in :mod:`compat.core.layout` (``Call`` is a ``Staging``); the translation to the
+framework in
 ``adapters/``; the emulations in :mod:`compat.algorithms`; the pre-flight agreement check in
-:mod:`compat.preflight`. :meth:`Call.issue` runs the pre-flight check, skips a call with nothing
+:mod:`compat.core.preflight`. :meth:`Call.issue` runs the pre-flight check, skips a call with
+nothing
 to move, issues the work, and ``if async_op: return work`` else waits.
 
 Every collective runs after :func:`compat.init`, or, without it, in a process whose framework
 process group was initialised elsewhere (``torch.distributed.init_process_group``,
 ``mindspore.communication.init()``): the first call adopts that group as ``compat.init()`` would
-(:func:`compat.state.current`). With neither, it raises :class:`compat.NotInitializedError`.
+(:func:`compat.core.state.current`). With neither, it raises :class:`compat.NotInitializedError`.
 """
 
 from __future__ import annotations
@@ -22,21 +24,21 @@ from datetime import timedelta
 from itertools import pairwise
 from typing import Any
 
-from compat import state
-from compat._checks import check_bool, check_dtype, check_int, describe, even_split
-from compat.adapter import Adapter, Tensor, TensorFacts
 from compat.algorithms import deferred_sources
-from compat.dispatch import framework_of
-from compat.errors import UnsupportedError
-from compat.layout import Staging, completed
-from compat.preflight import Description
-from compat.preflight import check as preflight
-from compat.types import Group, ReduceOp, Work, with_result
+from compat.base.adapter import Adapter, Tensor, TensorFacts
+from compat.base.errors import UnsupportedError
+from compat.base.types import Group, ReduceOp, Work, with_result
+from compat.core import state
+from compat.core.dispatch import framework_of
+from compat.core.layout import Staging, completed
+from compat.core.preflight import Description
+from compat.core.preflight import check as preflight
+from compat.core.values import check_bool, check_dtype, check_int, describe, even_split
 
 
 class Call(Staging):
     """One call of a collective: the process state, the group it runs on, the stand-ins of its
-    tensors (a :class:`compat.layout.Staging`: ``call.read(tensor)`` and so on), and whether it
+    tensors (a :class:`compat.core.layout.Staging`: ``call.read(tensor)`` and so on), and whether it
     returns a Work (``async_op``)."""
 
     __slots__ = ("async_op", "checks", "group", "state")
@@ -116,7 +118,7 @@ def _plain_tensor_form(
     dim: object,
     out_required: bool,
 ) -> tuple[TensorFacts, TensorFacts | None] | None:
-    """:meth:`compat._validate.Checks.plain_tensor` for the tensor forms of all_gather and
+    """:meth:`compat.core.checks.Checks.plain_tensor` for the tensor forms of all_gather and
     reduce_scatter: also no split sizes, dim the int 0 (not False, not 0.0), and an ``out``
     where the form requires one."""
     if split_sizes is not None or type(dim) is not int or dim != 0:
@@ -135,9 +137,9 @@ def _ran_plain_rooted(
     group: object,
     async_op: object,
 ) -> bool:
-    """scatter's and gather's common case: :meth:`compat._validate.Checks.plain_tensor` for
+    """scatter's and gather's common case: :meth:`compat.core.checks.Checks.plain_tensor` for
     ``tensor``, a root given as a global rank, and the list ``value`` one that
-    :meth:`compat._validate.Checks.plain_list` takes on the root and None elsewhere. Runs
+    :meth:`compat.core.checks.Checks.plain_list` takes on the root and None elsewhere. Runs
     ``collective`` and says True; False: the call takes the full path, which says what is
     wrong."""
     current = state.current()
@@ -173,7 +175,7 @@ DEFAULT_ROOT = _DefaultRank(0)
 
 
 def _moved(call: Call, tensor: Tensor, dim: int) -> Tensor:
-    """``tensor`` with ``dim`` moved to the front (a view; compat.layout stages it)."""
+    """``tensor`` with ``dim`` moved to the front (a view; compat.core.layout stages it)."""
     return call.adapter.movedim(tensor, dim, 0) if dim else tensor
 
 
@@ -630,7 +632,7 @@ def _one_buffer(
     adapter: Adapter, tensors: Sequence[Tensor]
 ) -> tuple[Tensor | None, Callable[[], None]]:
     """The non-empty ``tensors``' elements as one 1-d tensor, in list order
-    (:meth:`compat.adapter.Adapter.one_buffer`: the buffer they tile, else a copy), and what to
+    (:meth:`compat.base.adapter.Adapter.one_buffer`: the buffer they tile, else a copy), and what to
     run once its all_reduce has completed, which copies the results back where needed and holds
     the buffer until then (an asynchronous MindSpore call does not hold memory compat made from
     numpy). (None, ...) where the adapter cannot make one (off CPU on MindSpore): one all_reduce

@@ -58,11 +58,12 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from compat import tables, versions
-from compat._checks import check_int, check_sizes, describe
-from compat.adapter import Adapter
-from compat.dispatch import framework_of, load_adapter
-from compat.types import ReduceOp
+from compat.base import tables
+from compat.base.adapter import Adapter
+from compat.base.types import ReduceOp
+from compat.core import versions
+from compat.core.dispatch import framework_of, load_adapter
+from compat.core.values import check_int, check_sizes, describe
 
 Tensor = Any
 

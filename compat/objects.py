@@ -19,13 +19,13 @@ import pickle
 from collections.abc import Sequence
 from typing import Any
 
-from compat import state
-from compat._checks import check_absent, check_bool, describe
-from compat.adapter import Adapter, Tensor
+from compat.base.adapter import Adapter, Tensor
+from compat.base.types import Group
 from compat.collectives import DEFAULT_ROOT, all_gather_into_tensor, broadcast, gather, scatter
+from compat.core import state
+from compat.core.state import State
+from compat.core.values import check_absent, check_bool, describe
 from compat.p2p import recv, send
-from compat.state import State
-from compat.types import Group
 
 #: bytes per object size on the wire (a little-endian int64 each)
 _SIZE_BYTES = 8

@@ -7,7 +7,7 @@ instead (exactly one of the two). A receive needs its source (torch's ``src=None
 refused). ``tag`` matches a send with its receive on torch; MindSpore's tag is a reserved
 parameter, so there any tag but 0 raises :class:`compat.UnsupportedError`. Every argument is
 checked on the calling rank before any communication. Views are staged as for the collectives
-(:mod:`compat.layout`): a send reads the view's elements; a receive into a view writes exactly
+(:mod:`compat.core.layout`): a send reads the view's elements; a receive into a view writes exactly
 them, for ``irecv`` in ``Work.wait()``. What runs on each backend is
 ``mapping_tables/capabilities.toml``'s choice: native on Gloo and NCCL; on MCCL (MindSpore on CPU),
 whose irecv blocks in issue order and which has no batch kernel, the receive runs in
@@ -21,13 +21,14 @@ import sys
 from collections.abc import Sequence
 from typing import cast
 
-from compat import algorithms, state
-from compat._checks import check_int, describe
-from compat.adapter import P2PSpec, Tensor
+from compat import algorithms
+from compat.base.adapter import P2PSpec, Tensor
+from compat.base.errors import UnsupportedError
+from compat.base.types import Group, Work
 from compat.collectives import Call
-from compat.errors import UnsupportedError
-from compat.layout import Staging
-from compat.types import Group, Work
+from compat.core import state
+from compat.core.layout import Staging
+from compat.core.values import check_int, describe
 
 #: The largest ``tag``: torch passes it to the backend as a C int.
 MAX_TAG = 2**31 - 1
@@ -487,7 +488,7 @@ def with_work_result(work: Work, *tensors: Tensor) -> Work:
 
 def _plain_batch(current: state.State, value: object) -> tuple[list[P2PSpec], str] | None:
     """The ops of ``value`` and its first tensor's dtype where a batch is the common case:
-    compat's own P2POp objects, each as :meth:`compat._validate.Checks.plain_point_to_point`
+    compat's own P2POp objects, each as :meth:`compat.core.checks.Checks.plain_point_to_point`
     takes a point-to-point call (on the world, another rank's global rank, tag 0, a dense
     non-empty tensor), so that nothing is staged. Right after a collective compat's Python runs
     cold: the full checks of a batch of two ops took 55 us there, against 10 us back to back

@@ -37,7 +37,8 @@ def main(results_dir: str) -> None:
     from mindspore import mint
 
     import compat
-    from compat import dispatch, tables
+    from compat.base import tables
+    from compat.core import dispatch
 
     try:
         dispatch.load_adapter("mindspore")

@@ -9,7 +9,7 @@ import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 
-from compat._environment import environment
+from compat.base.environment import environment
 
 
 def run_bounded(
@@ -24,7 +24,7 @@ def run_bounded(
         stderr=subprocess.PIPE,
         text=True,
         # Never none: a test in another thread may set a variable as the child starts (see
-        # compat._environment; tests/test_processes.py).
+        # compat.base.environment; tests/test_processes.py).
         env=environment() if env is None else dict(env),
         cwd=cwd,
         start_new_session=True,

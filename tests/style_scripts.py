@@ -102,9 +102,7 @@ def results() -> None:
             _check(f"reduce_scatter_tensor {dtype} {numel}", _numpy(out_base), expected)
             # all_gather_into_tensor into a view of a sentinel-filled base
             gathered = _tensor(np.full(numel + 8, SENTINEL, np.float32), dtype)
-            compat.all_gather_into_tensor(
-                _tensor(mine[:part], dtype), out=gathered[4 : 4 + numel]
-            )
+            compat.all_gather_into_tensor(_tensor(mine[:part], dtype), out=gathered[4 : 4 + numel])
             expected = np.full(numel + 8, SENTINEL, np.float32)
             expected[4 : 4 + numel] = np.concatenate([values[:part] for values in everyone])
             _check(f"all_gather_into_tensor {dtype} {numel}", _numpy(gathered), expected)

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from compat.adapters import torch as torch_adapter
 
-from compat import algorithms, tables
+from compat import algorithms
+from compat.base import tables
 from compat.tools import bench
 from tests.jobs import BACKGROUND, CommandResult, CommandSpec
 

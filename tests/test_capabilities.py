@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
-from compat import algorithms, capabilities, schema, shared_memory, tables
-from compat.adapter import Adapter
-from compat.errors import TableError, UnsupportedError
+from compat import algorithms
+from compat.base import schema, tables
+from compat.base.adapter import Adapter
+from compat.base.errors import TableError, UnsupportedError
+from compat.core import capabilities
+from compat.transport import shared_memory
 
 SIZES = [0, 1, 1024, 4 * 2**20 - 1, 4 * 2**20, 64 * 2**20, 2**40]
 BACKENDS = list(tables.load("capabilities"))
@@ -301,7 +304,8 @@ def test_shared_memory_choices_say_how_async_calls_run_and_bind_accordingly() ->
                 # Where the choice applies: from its size, at its least number of ranks.
                 size, ranks = choice["min_bytes"], choice.get("min_ranks", 2)
                 found = capabilities.choice("gloo", collective, "float32", size, True, ranks)
-                # Point to point moves on as waits make progress (compat.mailbox), no thread;
+                # Point to point moves on as waits make progress (compat.transport.mailbox), no
+                # thread;
                 # monitored_barrier is always blocking, and takes its turn in the window's
                 # issue order itself (SharedWindow.run).
                 how = "progress" if collective in capabilities.POINT_TO_POINT else "background"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from compat import tables
-from compat.errors import TableError
+from compat.base import tables
+from compat.base.errors import TableError
 from compat.tools import cli
 from compat.tools import launch as launch_module
 

@@ -39,7 +39,7 @@ def test_case(jobs, framework: str, world: int, case: str) -> None:
 #: algorithms, the mailbox, its windows), and the algorithms called directly (algorithm[...]),
 #: which take the adapter's own calls whatever the setting (the suite above runs them).
 NOT_REPEATED = re.compile(r"(algorithm\[|mailbox-|shared_memory-)")
-#: Every group without a shared-memory window (compat.shared_memory.ENVIRONMENT).
+#: Every group without a shared-memory window (compat.transport.shared_memory.ENVIRONMENT).
 BACKEND_TRANSPORT = {"COMPAT_SHARED_MEMORY": "0"}
 
 

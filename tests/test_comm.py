@@ -24,7 +24,7 @@ import pytest
 
 import compat
 from compat.comm import chunk_split
-from compat.dispatch import load_adapter
+from compat.core.dispatch import load_adapter
 
 DTYPES = ["float32", "bfloat16", "int64", "int32"]
 SENTINEL = 7

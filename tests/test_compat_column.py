@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import compat
-from compat import tables
+from compat.base import tables
 from compat.tools import docs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -285,7 +285,7 @@ def test_compat_has_no_bitwise_reduce_ops(name: str) -> None:
     compat refuses them (spelled as a string or as torch's member) naming op."""
     import torch.distributed as dist
 
-    from compat.types import parse_op
+    from compat.base.types import parse_op
 
     assert name.upper() not in compat.ReduceOp.__members__
     for given in (name, getattr(dist.ReduceOp, name.upper())):

@@ -16,7 +16,7 @@ import pytest
 import torch
 from compat.adapters import torch as torch_adapter
 
-from compat.adapter import Rendezvous
+from compat.base.adapter import Rendezvous
 
 LAUNCHER_VARIABLES = (
     "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
@@ -383,7 +383,7 @@ import torch, torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
 dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
 import compat.adapters.torch as T
-from compat.types import ReduceOp
+from compat.base.types import ReduceOp
 called = []
 for name in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "scatter", "gather",
              "reduce", "all_to_all_single", "all_to_all"):

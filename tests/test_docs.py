@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import compat
-from compat import dispatch, tables
+from compat.base import tables
+from compat.core import dispatch
 from compat.tools import cli, docs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +191,7 @@ def test_compat_diff_fits_a_screen_and_full_has_every_row(
 def test_compat_info_imports_no_missing_framework() -> None:
     # Pretend MindSpore is not installed: info must say so without importing it.
     code = (
-        "import sys, compat.dispatch as d, compat.tools.cli as c; "
+        "import sys, compat.core.dispatch as d, compat.tools.cli as c; "
         "d.is_available = lambda name: name == 'torch'; c.main(['info']); "
         "sys.exit(1 if 'mindspore' in sys.modules else 0)"
     )

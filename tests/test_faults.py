@@ -134,7 +134,7 @@ def _check_bounds(framework: str, output: str, seconds: float) -> None:
 def test_a_rank_that_skips_a_shared_memory_collective_gives_a_timeout_naming_it(
     framework: str,
 ) -> None:
-    """Ranks waiting in shared memory (compat.shared_memory) are bounded by the backend's
+    """Ranks waiting in shared memory (compat.transport.shared_memory) are bounded by the backend's
     timeout (5 s given to init on torch, MCCL's 30 s) and name the rank that never came."""
     code, output, seconds = run_scenario(framework, "skip_shared_memory", timeout=120)
     assert code == 0, output[-3000:]
@@ -171,7 +171,7 @@ def test_a_job_whose_last_operation_is_a_large_send_ends_cleanly(framework: str)
     MindSporeAdapter.destroy(), the sender of a last 32-128 MB send failed after 30 s ("Send
     failed.") in 10 of 19 runs (measured); it is a race, so the job runs twice here. The first
     run takes the backend's send (COMPAT_SHARED_MEMORY=0: the send this was about), the second
-    the shared-memory ring of one host (compat.mailbox)."""
+    the shared-memory ring of one host (compat.transport.mailbox)."""
     for env in ({"COMPAT_SHARED_MEMORY": "0"}, None):
         code, output, seconds = run_scenario(framework, "last_send", timeout=100, env=env)
         assert code == 0, output[-3000:]

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 import compat
-from compat.adapter import Rendezvous
-from compat.api import _check_rendezvous
+from compat.base.adapter import Rendezvous
+from compat.lifecycle import _check_rendezvous
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from compat._net import free_port
+from compat.base.net import free_port
 from tests.processes import run_bounded
 
 ROOT = Path(__file__).resolve().parent.parent

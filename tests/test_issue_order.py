@@ -1,4 +1,5 @@
-"""compat.shared_memory's thread that runs a window's asynchronous collectives in issue order
+"""compat.transport.shared_memory's thread that runs a window's asynchronous collectives in issue
+order
 (_IssueOrder), on its own: order, results, errors, draining and stopping. The collectives on it
 are tested on real ranks in tests/ranks/shared_memory_cases.py (background-*)."""
 
@@ -10,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from compat.errors import CollectiveTimeout
-from compat.shared_memory import _IssueOrder
+from compat.base.errors import CollectiveTimeout
+from compat.transport.shared_memory import _IssueOrder
 
 
 def test_jobs_run_one_at_a_time_in_submission_order() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from compat import tables
+from compat.base import tables
 from compat.tools import launch as launch_module
 from compat.tools.launch import (
     TIMEOUT_EXIT_CODE,
@@ -601,7 +601,7 @@ def test_ranks_run_with_their_devices(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 
 def test_launch_and_init_share_one_framework_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    from compat import dispatch
+    from compat.core import dispatch
 
     for var in ("COMPAT_FRAMEWORK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MS_ROLE"):
         monkeypatch.delenv(var, raising=False)
@@ -639,15 +639,15 @@ def test_free_port_is_below_the_local_ports_of_outgoing_connections(
     """The launcher's port comes from below Linux's range for outgoing connections' local ports
     (which could take it before the job's server binds it), and is free; where that range cannot
     be read, or nothing below it is free, the OS chooses."""
-    from compat import _net
+    from compat.base import net
 
-    lowest = int(Path(_net._EPHEMERAL_RANGE).read_text().split()[0])
+    lowest = int(Path(net._EPHEMERAL_RANGE).read_text().split()[0])
     for _ in range(20):
-        port = _net.free_port()
-        assert _net._LOWEST_PORT <= port < lowest, (port, lowest)
-        assert _net._bindable(port)
-    monkeypatch.setattr(_net, "_EPHEMERAL_RANGE", "/nonexistent/ip_local_port_range")
-    assert _net.free_port() >= lowest
+        port = net.free_port()
+        assert net._LOWEST_PORT <= port < lowest, (port, lowest)
+        assert net._bindable(port)
+    monkeypatch.setattr(net, "_EPHEMERAL_RANGE", "/nonexistent/ip_local_port_range")
+    assert net.free_port() >= lowest
     monkeypatch.undo()
-    monkeypatch.setattr(_net, "_bindable", lambda port: False)
-    assert _net.free_port() >= lowest
+    monkeypatch.setattr(net, "_bindable", lambda port: False)
+    assert net.free_port() >= lowest

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from compat._environment import environment
-from compat._net import free_port
+from compat.base.environment import environment
+from compat.base.net import free_port
 from tests.processes import run_bounded
 
 ROOT = Path(__file__).resolve().parent.parent

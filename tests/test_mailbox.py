@@ -1,4 +1,5 @@
-"""compat.mailbox's channels in one process: two ranks' mailboxes over anonymous memory, driven
+"""compat.transport.mailbox's channels in one process: two ranks' mailboxes over anonymous memory,
+driven
 call by call, so that every interleaving below is exact (a ring wrapping mid-message, a message
 kept aside until its receive comes, a size mismatch, a withdrawn receive). The channels are
 tested on real ranks, on both frameworks, in tests/ranks/mailbox_cases.py and through every
@@ -18,10 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from compat import mailbox
-from compat.errors import CollectiveMismatchError, CollectiveTimeout
-from compat.mailbox import HEADER, MARKER, Mailbox
-from compat.shared_memory import file_bytes
+from compat.base.errors import CollectiveMismatchError, CollectiveTimeout
+from compat.transport import mailbox
+from compat.transport.mailbox import HEADER, MARKER, Mailbox
+from compat.transport.shared_memory import file_bytes
 from tests.processes import churning_environment
 
 CHANNEL = 256

@@ -15,7 +15,7 @@ import pytest
 
 from adapters import torch as torch_adapter
 from compat import algorithms
-from compat.errors import CollectiveTimeout
+from compat.base.errors import CollectiveTimeout
 
 Array = np.ndarray[Any, Any]
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from compat._net import free_port
+from compat.base.net import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 import compat
-from compat import tables
+from compat.base import tables
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_import_compat_imports_no_framework() -> None:
     code = (
-        "import sys, compat, compat.adapter, compat.dispatch, compat.tools.launch, "
+        "import sys, compat, compat.base.adapter, compat.core.dispatch, compat.tools.launch, "
         "compat.tools.cli; "
         "loaded = [m for m in ('torch', 'mindspore') if m in sys.modules]; "
         "print(loaded); sys.exit(1 if loaded else 0)"

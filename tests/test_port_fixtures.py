@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from compat._net import free_port
+from compat.base.net import free_port
 from compat.tools.launch import launch
 from compat.tools.port import FileResult, port_source
 from tests.processes import run_bounded

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import sys
 
-from compat._environment import environment
+from compat.base.environment import environment
 from tests.processes import churning_environment, run_bounded
 
 
@@ -23,7 +23,7 @@ def test_a_command_started_while_another_thread_changes_variables_starts() -> No
 
 
 def test_the_environment_is_copied_whole_while_another_thread_removes_variables() -> None:
-    """compat._environment.environment() copies again where a variable was removed between the
+    """compat.base.environment.environment() copies again where a variable was removed between the
     copy's listing of the names and its read of one: ``dict(os.environ)`` raised KeyError in
     1.2 % of copies while a thread changed variables without pause (measured)."""
     with churning_environment():

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from compat._net import free_port
+from compat.base.net import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = str(Path(__file__).resolve().parent / "shutdown_scripts.py")

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from compat import schema, tables
-from compat.errors import TableError
+from compat.base import schema, tables
+from compat.base.errors import TableError
 
 FAMILIES = tables.families()
 

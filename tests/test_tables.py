@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import compat
-from compat import schema, tables
-from compat.errors import TableError
+from compat.base import schema, tables
+from compat.base.errors import TableError
 
 FAMILIES = tables.families()
 APIS = [
@@ -265,7 +265,7 @@ def test_reduce_ops_table_matches_both_frameworks() -> None:
 
 def test_dtype_bytes_match_both_frameworks() -> None:
     """dtypes.toml's ``bytes`` is each framework's element size: the common path's choice by
-    size multiplies a shape by it (compat.state.State.plain_implementation) where the full
+    size multiplies a shape by it (compat.core.state.State.plain_implementation) where the full
     path reads the tensor's size, and the two must agree."""
     _framework_or_skip("torch")
     _framework_or_skip("mindspore")

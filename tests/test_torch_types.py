@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import compat
-from compat import capabilities
-from compat.adapter import device_backend
-from compat.types import Future, Work
+from compat.base.adapter import device_backend
+from compat.base.types import Future, Work
+from compat.core import capabilities
 from tests.jobs import JobSpec
 from tests.processes import run_bounded
 from tests.ranks.cases import case_names
@@ -112,7 +112,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 import compat
-from compat import state
+from compat.core import state
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 

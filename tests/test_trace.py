@@ -1,4 +1,4 @@
-"""The flight recorder (compat.trace) on real ranks, both frameworks: a rank that skips a
+"""The flight recorder (compat.core.recorder) on real ranks, both frameworks: a rank that skips a
 collective, a rank killed while the other waits for it, mismatched shapes under the pre-flight
 check; each leaves dumps that `compat trace` reads and names the culprit rank and call in, and
 that torch's own analyzer reads. The comms log's counts and bytes against a known sequence."""
@@ -202,7 +202,7 @@ def test_the_ring_keeps_the_last_calls_with_their_sequence_ids(
     7-10 on the world, an asynchronous one completed only once waited for."""
     torch = pytest.importorskip("torch")
     import compat
-    import compat.trace
+    import compat.core.recorder
 
     monkeypatch.setenv("COMPAT_TRACE_ENTRIES", "4")
     compat.init("torch")

@@ -7,9 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from compat import Backend, ReduceOp, Work, tables
-from compat.errors import CollectiveTimeout
-from compat.types import parse_op
+from compat import Backend, ReduceOp, Work
+from compat.base import tables
+from compat.base.errors import CollectiveTimeout
+from compat.base.types import parse_op
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compat import dispatch, tables, versions
+from compat.base import tables
+from compat.core import dispatch, versions
 
 if sys.version_info >= (3, 11):
     import tomllib

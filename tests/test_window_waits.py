@@ -1,4 +1,4 @@
-"""How a shared-memory window's ranks wait for each other (compat.shared_memory), on one
+"""How a shared-memory window's ranks wait for each other (compat.transport.shared_memory), on one
 process: a window of two ranks over anonymous memory, the peer's arrival written by the test.
 The collectives through windows are tested on real ranks in tests/ranks/shared_memory_cases.py.
 """
@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
-from compat import backoff, mailbox, shared_memory
-from compat.shared_memory import FLAG_BYTES, SharedWindow
+from compat.transport import backoff, mailbox, shared_memory
+from compat.transport.shared_memory import FLAG_BYTES, SharedWindow
 
 pytestmark = pytest.mark.skipif(
     platform.system() != "Linux" or not shared_memory.waits_in_memory(),

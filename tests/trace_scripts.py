@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 import compat
-import compat.trace
+import compat.core.recorder
 
 
 def tensor(values: np.ndarray):  # type: ignore[no-untyped-def]

@@ -70,20 +70,22 @@ from functools import partial
 from typing import Any
 
 import compat
-from compat import algorithms, capabilities, state, tables, trace
-from compat.adapter import Adapter
+from compat import algorithms
+from compat.base import tables
+from compat.base.adapter import Adapter
 from compat.collectives import BARRIER_DTYPE
+from compat.core import capabilities, recorder, state
 from compat.tools import launch_styles
 from compat.tools._sizes import format_size
 
 # -- the ops -----------------------------------------------------------------------------------
 
 
-# nccl-tests' busbw factors, one definition with the comms log's (compat.trace).
+# nccl-tests' busbw factors, one definition with the comms log's (compat.core.recorder).
 _all_reduce_factor, _parts_factor, _whole_factor = (
-    trace.all_reduce_factor,
-    trace.parts_factor,
-    trace.whole_factor,
+    recorder.all_reduce_factor,
+    recorder.parts_factor,
+    recorder.whole_factor,
 )
 
 
@@ -438,7 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
 @dataclass
 class Case:
     """One op at one size: the buffers (made by the adapter's
-    :meth:`~compat.adapter.Adapter.bench_native`), the native call on them, and the ranks."""
+    :meth:`~compat.base.adapter.Adapter.bench_native`), the native call on them, and the ranks."""
 
     op: str
     input: Any

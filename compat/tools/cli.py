@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from compat import tables
-from compat.dispatch import choose_framework, frameworks, installed
-from compat.errors import TableError, UnsupportedError
+from compat.base import tables
+from compat.base.errors import TableError, UnsupportedError
+from compat.core.dispatch import choose_framework, frameworks, installed
 
 #: The --framework default, as help text.
 _FRAMEWORK_DEFAULT = (
@@ -258,8 +258,9 @@ OTHER_BACKENDS = (
 
 
 def _info(args: argparse.Namespace) -> int:
-    from compat import __version__, mailbox
+    from compat import __version__
     from compat.tools import docs
+    from compat.transport import mailbox
 
     present = set(installed())
     capabilities = tables.load("capabilities")
@@ -526,8 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _trace(args: argparse.Namespace) -> int:
+    from compat.core.recorder import trace_dir
     from compat.tools import trace_report
-    from compat.trace import trace_dir
 
     return trace_report.report(args.dir or trace_dir(), sys.stdout)
 

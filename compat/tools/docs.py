@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compat import tables
+from compat.base import tables
 from compat.tools._sizes import format_size
 
 Table = dict[str, Any]

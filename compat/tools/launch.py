@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TextIO
 
-from compat import tables
-from compat._environment import environment
-from compat._net import free_port
-from compat.dispatch import choose_framework, frameworks, load_adapter
+from compat.base import tables
+from compat.base.environment import environment
+from compat.base.net import free_port
+from compat.core.dispatch import choose_framework, frameworks, load_adapter
 
 __all__ = [
     "FAILURE_GRACE_SECONDS",
@@ -461,7 +461,7 @@ def launch(
         A script and its arguments, or ``["-m", module, *args]``.
     framework
         Whose launcher environment to set (a key of ``mapping_tables/frameworks.toml``). Default:
-        as ``compat launch`` chooses (:func:`compat.dispatch.choose_framework` with
+        as ``compat launch`` chooses (:func:`compat.core.dispatch.choose_framework` with
         ``first_if_several=True``).
     devices
         Device indexes on this node, as the framework counts them: rank i runs on the i-th
@@ -506,7 +506,7 @@ def launch(
     base_env = {**quiet, **requested, "PYTHONUNBUFFERED": "1"}
     if sets_omp_threads(nprocs, requested):
         base_env["OMP_NUM_THREADS"] = "1"
-    # Each rank writes its flight-recorder dump when the launcher stops it (compat.trace).
+    # Each rank writes its flight-recorder dump when the launcher stops it (compat.core.recorder).
     base_env.setdefault("COMPAT_TRACE_ON_STOP", "1")
     environments = rank_environments(framework, nprocs, port, assigned, base_env)
     out = sink if sink is not None else sys.stdout

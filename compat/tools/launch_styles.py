@@ -21,8 +21,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from compat._environment import environment
-from compat._net import free_port
+from compat.base.environment import environment
+from compat.base.net import free_port
 
 STYLES = ("compat", "torchrun", "spawn", "env")
 

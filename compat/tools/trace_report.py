@@ -1,4 +1,5 @@
-"""``compat trace DIR``: read every rank's flight-recorder dump (compat.trace) and say where the
+"""``compat trace DIR``: read every rank's flight-recorder dump (compat.core.recorder) and say
+where the
 ranks parted: the first call on a group that some ranks never reached, or that the ranks made
 differently, or that did not complete; with each rank's last calls side by side. The dumps are
 torch's format, so dumps torch itself wrote are read too (without compat's fields)."""

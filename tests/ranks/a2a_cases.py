@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, state
+from compat import algorithms
+from compat.core import state
 from tests.ranks.bad_input_cases import bad_case, expect_error, f32
 from tests.ranks.cases import (
     DTYPES,
@@ -102,7 +103,7 @@ def case_all_to_all_dispatch(kit: Any) -> None:
     table's all_to_all entry (Gloo's alltoall, which refuses any other), and every other call
     through all_to_all_uneven: also inputs of one shape whose outputs differ (each rank sending
     its own row count), where each rank's inputs alone look even."""
-    from compat import state
+    from compat.core import state
 
     runtime = state.current()
     like = kit.tensor([0.0], "float32")

@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, capabilities, state, tables
-from compat.types import ReduceOp
+from compat import algorithms
+from compat.base import tables
+from compat.base.types import ReduceOp
+from compat.core import capabilities, state
 from tests.ranks.cases import (
     DTYPES,
     SENTINEL,
@@ -50,13 +52,14 @@ ALGORITHMS = {
     "scatter_reduce": ("scatter_reduce_tensor", BOTH, DTYPES),
     # Sends before receives: only where a send completes without its receive (MCCL).
     "buffered_send_reduce_scatter": ("buffered_send_reduce_scatter_tensor", MINDSPORE, DTYPES),
-    # Ranks on one host (a group of 2 ranks or more: compat.shared_memory).
+    # Ranks on one host (a group of 2 ranks or more: compat.transport.shared_memory).
     "shared_memory_reduce_scatter": ("shared_memory_reduce_scatter_tensor", BOTH, DTYPES),
 }
 
 
 def _min_world(algorithm: str) -> int:
-    """A group of one rank has no shared-memory window (compat.shared_memory): nothing to share."""
+    """A group of one rank has no shared-memory window (compat.transport.shared_memory): nothing to
+    share."""
     return 2 if algorithm.startswith("shared_memory") else 1
 
 
@@ -314,7 +317,7 @@ def case_dense_dtype(kit: Any) -> None:
     """The adapter's dense_dtype (point to point's fast check, answered with fewer reads) and
     dense_facts (the collectives' common case: dtype and shape in one call) agree with what they
     stand for, on_home, is_dense, numel, dtype and shape, on every layout."""
-    from compat.adapter import Adapter
+    from compat.base.adapter import Adapter
 
     base = kit.tensor(values("dense-dtype", rank(), (4, 6)), "float32")
     ad = adapter()

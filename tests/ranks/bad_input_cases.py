@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import tables
+from compat.base import tables
 from tests.ranks.cases import follow_up, rank, register, sentinel, subgroup, world
 
 

@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, state, tables
+from compat import algorithms
+from compat.base import tables
+from compat.core import state
 
 REDUCE_OPS = ["sum", "prod", "min", "max", "avg"]
 DTYPES = ["float32", "float64", "int32", "int64", "float16", "bfloat16"]
@@ -127,7 +129,7 @@ def runs(chosen: Any, name: str) -> bool:
     """Whether ``chosen`` (what State.implementation returned) runs ``name``: "native" (the
     adapter's method) or a compat.algorithms function (bound, perhaps through the window's
     thread)."""
-    chosen = inspect.unwrap(chosen)  # the flight recorder's wrapper (compat.trace)
+    chosen = inspect.unwrap(chosen)  # the flight recorder's wrapper (compat.core.recorder)
     if name == "native":
         return not isinstance(chosen, partial)
     # Neither attribute on the adapter's own method (COMPAT_SHARED_MEMORY=0): the case's assert

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import capabilities, collectives, p2p, state
+from compat import collectives, p2p
+from compat.core import capabilities, state
 from tests.ranks.cases import (
     SENTINEL,
     assert_close,
@@ -840,7 +841,8 @@ def case_stand_in_keeps_the_choice_by_size(kit: Any) -> None:
             during = current._choices(name, "float32", handle, True)
             sizes = [size for size, _ in before[name]]
             assert [size for size, _ in during] == sizes, (name, during, before[name])
-            # inspect.unwrap: the flight recorder records the stand-in's calls (compat.trace)
+            # inspect.unwrap: the flight recorder records the stand-in's calls
+            # (compat.core.recorder)
             assert all(inspect.unwrap(run) is record for _, run in during), (name, during)
         compat.all_reduce(mine)  # the common path
         compat.all_reduce(mine, group=compat.WORLD, async_op=False)

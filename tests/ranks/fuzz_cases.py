@@ -49,9 +49,9 @@ import numpy as np
 import compat
 import compat.algorithms
 import compat.collectives
-import compat.state
-from compat import tables
-from compat.dispatch import framework_of
+import compat.core.state
+from compat.base import tables
+from compat.core.dispatch import framework_of
 from tests.ranks.cases import follow_up, rank, register, subgroup, world
 
 REPORT_PREFIX = "COMPAT-FUZZ "
@@ -126,7 +126,7 @@ def _trip(what: str) -> Callable[..., Any]:
 def tripwire() -> Iterator[None]:
     """Every way into communication raises :class:`Reached` instead; on exit, all is restored
     (with the group bookkeeping new_group changes before it communicates)."""
-    state = compat.state.get_current()
+    state = compat.core.state.get_current()
     if state is None:  # compat.comm: local, nothing to guard
         yield
         return
@@ -138,7 +138,7 @@ def tripwire() -> Iterator[None]:
         *((adapter, name) for name in _ADAPTER_METHODS),
     ]
     modules = [
-        (compat.state, "leave"),
+        (compat.core.state, "leave"),
         (compat.collectives, "preflight"),
         (compat.algorithms, "settle_deferred_recvs"),
     ]
@@ -1146,7 +1146,7 @@ def batch_field(field_name: str) -> Mutator:
                 return None
             # The other group: the world where the batch's is the subgroup, else the subgroup.
             group = subgroup()
-            checks = compat.state.current().checks
+            checks = compat.core.state.current().checks
             if checks.group(ctx.group).handle is not None:
                 other: list[Any] = [None, compat.WORLD]
             elif ctx.rank in group.ranks:

@@ -30,9 +30,9 @@ class TorchKit:
     @property
     def home(self) -> Any:
         """The rank's device compat communicates from (a GPU on NCCL): where cases' tensors go."""
-        import compat.state
+        import compat.core.state
 
-        current = compat.state.get_current()
+        current = compat.core.state.get_current()
         return self.torch.device(current.adapter.home_device() if current else "cpu")
 
     def numpy(self, tensor: Any) -> np.ndarray:

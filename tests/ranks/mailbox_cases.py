@@ -1,4 +1,5 @@
-"""Point to point through shared memory (compat.mailbox) on real ranks: messages larger than the
+"""Point to point through shared memory (compat.transport.mailbox) on real ranks: messages larger
+than the
 channel (streamed around its ring), blocking sends on every rank before any receive, many
 messages outstanding and waited out of order, tags matched out of order (torch), views inside
 sentinel-filled bases (the whole base checked), a size mismatch and a timeout (refused on the
@@ -19,7 +20,9 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, mailbox, shared_memory, state
+from compat import algorithms
+from compat.core import state
+from compat.transport import mailbox, shared_memory
 from tests.ranks.cases import register, values, wait_if, world
 from tests.ranks.layout_cases import Placed, sentinel_out
 from tests.ranks.p2p_cases import data, ring_peers

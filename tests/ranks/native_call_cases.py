@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from compat.types import ReduceOp
+from compat.base.types import ReduceOp
 from tests.ranks.cases import SENTINEL, assert_close, rank, register, subgroup, values, world
 
 #: torch's functions the adapter's collectives may call, by the module attribute that holds
@@ -34,7 +34,7 @@ def torch_functions_recorded() -> Iterator[list[str]]:
 
     import torch.distributed as dist
 
-    from compat import tables
+    from compat.base import tables
 
     # The adapter module as compat imports it (frameworks.toml names it).
     torch_adapter = importlib.import_module(tables.lookup("frameworks", "torch", "adapter"))
@@ -75,7 +75,7 @@ class Calls:
     fresh inputs and sentinel-framed outputs, and the checks of their results."""
 
     def __init__(self, kit: Any, group: Any, ranks: list[int]) -> None:
-        from compat import state
+        from compat.core import state
 
         self.kit, self.adapter = kit, state.current().adapter
         self.handle = None if group is None else group.handle

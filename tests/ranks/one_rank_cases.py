@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, capabilities, state
+from compat import algorithms
+from compat.base.errors import UnsupportedError
+from compat.base.types import ReduceOp
 from compat.collectives import BARRIER_DTYPE
-from compat.errors import UnsupportedError
-from compat.types import ReduceOp
+from compat.core import capabilities, state
 from tests.ranks.cases import DTYPES, rank, register, runs, values, wait_if, world
 from tests.ranks.layout_cases import LAYOUTS, Placed, sentinel_out
 

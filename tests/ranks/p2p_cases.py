@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, state, tables
+from compat import algorithms
+from compat.base import tables
+from compat.core import state
 from tests.ranks.cases import (
     assert_close,
     rank,

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import capabilities, state, tables
-from compat.types import ReduceOp
+from compat.base import tables
+from compat.base.types import ReduceOp
+from compat.core import capabilities, state
 from tests.ranks.cases import CASES as SUITE
 from tests.ranks.cases import Case
 

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 import compat
-import compat.state
-from compat import tables
+import compat.core.state
+from compat.base import tables
 from tests.ranks.cases import (
     FLOAT_DTYPES,
     RECORDS,
@@ -92,7 +92,7 @@ class Sequence:
         everyone = list(range(n))
         self.groups: list[tuple[list[int], Any]] = [(everyone, None), (everyone, compat.WORLD)]
         self.groups += [(ranks, compat.new_group(ranks)) for ranks in subsets]
-        state = compat.state.get_current()
+        state = compat.core.state.get_current()
         assert state is not None
         self.accepted = set(state.backend_entry["dtypes"])
         # Where irecv runs in Work.wait() (MCCL, capabilities.toml), a ring's Works are waited for

@@ -1,4 +1,5 @@
-"""compat.shared_memory on real ranks: collectives larger than a slot (several rounds, a different
+"""compat.transport.shared_memory on real ranks: collectives larger than a slot (several rounds, a
+different
 number of them needed on each rank), the choice the capability table makes for a group on one
 host, the fallback for a group without a window, and what is left in /dev/shm (nothing).
 
@@ -21,9 +22,11 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import algorithms, capabilities, shared_memory, state
+from compat import algorithms
+from compat.base.types import ReduceOp
+from compat.core import capabilities, state
 from compat.tools import bench
-from compat.types import ReduceOp
+from compat.transport import shared_memory
 from tests.ranks.cases import reduce_np, register, runs, subgroup, values, world
 from tests.ranks.layout_cases import Placed, sentinel_out
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import state
+from compat.core import state
 from tests.ranks.cases import SENTINEL, assert_close, rank, register, world
 
 

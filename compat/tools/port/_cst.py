@@ -31,7 +31,8 @@ from libcst.metadata import (
 )
 
 import compat
-from compat.api import check_backend
+from compat.base.types import ReduceOp
+from compat.lifecycle import check_backend
 from compat.tools.port._model import (
     PORTED_MODULES,
     REDUCE_OP_TOPICS,
@@ -50,7 +51,6 @@ from compat.tools.port._model import (
     row_text,
 )
 from compat.tools.port._names import ASSUMED, StarNames, star_names
-from compat.types import ReduceOp
 
 _REDUCE_OP = "torch.distributed.ReduceOp."
 _P2POP = "torch.distributed.P2POp"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from compat import tables
+from compat.base import tables
 
 # The torch modules whose calls are ported.
 PORTED_MODULES = ("torch.distributed", "torch.cuda.comm")

@@ -19,12 +19,13 @@ import os
 import uuid
 from collections.abc import Iterable, Sequence
 
-from compat.errors import PeerLostError
+from compat.base.errors import PeerLostError
 
 #: How often a waiting rank looks at its peers' locks (one system call per peer waited for).
 CHECK_SECONDS = 0.1
 #: Where the files are made, and how their names start: "compat-<pid>-live-" (so that
-#: compat.shared_memory removes those of processes that died, as it does its window files).
+#: compat.transport.shared_memory removes those of processes that died, as it does its window
+#: files).
 DIRECTORY = "/dev/shm"
 _PREFIX = "compat-{pid}-live-"
 

@@ -17,15 +17,15 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
-from compat import shared_memory
-from compat.adapter import Adapter, GroupHandle, Tensor
-from compat.backoff import Backoff
-from compat.errors import CollectiveTimeout, UnsupportedError
-from compat.shared_memory import SharedWindow
-from compat.types import Handle, ReduceOp, Work
+from compat.base.adapter import Adapter, GroupHandle, Tensor
+from compat.base.errors import CollectiveTimeout, UnsupportedError
+from compat.base.types import Handle, ReduceOp, Work
+from compat.transport import shared_memory
+from compat.transport.backoff import Backoff
+from compat.transport.shared_memory import SharedWindow
 
 if TYPE_CHECKING:
-    from compat.mailbox import Mailbox
+    from compat.transport.mailbox import Mailbox
 
 
 def _complete(
@@ -311,7 +311,8 @@ def pairwise_all_to_all(
 
 
 # -- reduce_scatter by size: the faster algorithms, receiving into the adapter's scratch pool
-# (compat.scratch: buffers reused from call to call) -----------------------------------------
+# (compat.transport.scratch: buffers reused from call to call)
+# -----------------------------------------
 
 
 def _members(adapter: Adapter, group: GroupHandle) -> tuple[int, int]:
@@ -888,7 +889,8 @@ def pairwise_all_gather_reduce(
 
 
 # -- shared memory (ranks of one host) ------------------------------------------------------------
-# The data goes through memory every rank of the group maps (compat.shared_memory); the ranks
+# The data goes through memory every rank of the group maps (compat.transport.shared_memory); the
+# ranks
 # wait for each other once per round of at most a slot's bytes. The capability table chooses these
 # only for a group that has a window (one_host): its ranks on this host, its tensors in host
 # memory. Each completes before returning: with ``async_op`` the Work is already complete.
@@ -1184,7 +1186,8 @@ def shared_memory_p2p_all_to_all(
     group: GroupHandle,
     async_op: bool,
 ) -> Handle | None:
-    """all_to_all_single through the window's point-to-point channels (:mod:`compat.mailbox`):
+    """all_to_all_single through the window's point-to-point channels
+    (:mod:`compat.transport.mailbox`):
     one message to each peer, each received straight into its place in ``output`` (any split
     sizes). A part larger than its channel is read by its receiver straight from the sender's
     memory where the host allows it: one copy, every rank reading at once, and no rounds (the
@@ -1449,7 +1452,8 @@ def shared_memory_p2p_scatter(
     group: GroupHandle,
     async_op: bool,
 ) -> Handle | None:
-    """scatter through the window's point-to-point channels (:mod:`compat.mailbox`): ``src``
+    """scatter through the window's point-to-point channels (:mod:`compat.transport.mailbox`):
+    ``src``
     sends each rank its part, and each rank receives it into its tensor. A part larger than its
     channel is read by its rank straight from ``src``'s memory, where the host allows it: one
     copy, every rank its own at once, and no rounds. ``src`` returns once every part has been
@@ -1466,7 +1470,8 @@ def shared_memory_p2p_gather(
     group: GroupHandle,
     async_op: bool,
 ) -> Handle | None:
-    """gather through the window's point-to-point channels (:mod:`compat.mailbox`): every rank
+    """gather through the window's point-to-point channels (:mod:`compat.transport.mailbox`): every
+    rank
     sends ``dst`` its tensor, and ``dst`` receives each into its part. A tensor larger than its
     channel is read by ``dst`` straight from its rank's memory, where the host allows it (one
     copy, no rounds); that rank returns once it has been read, the others once their tensor lies
@@ -1643,7 +1648,7 @@ def reported_barrier_in_memory(
     cores), this 1.16-1.26x and 1.96-2.38x (capabilities.toml). It names the same ranks: every
     rank that waited raises naming the peers it did not hear from by the deadline. A silent
     peer's send and receive, left pending, are held by the adapter until destroy()
-    (:meth:`compat.adapter.Adapter.keep_pending`). Where the bytes would not be in host memory
+    (:meth:`compat.base.adapter.Adapter.keep_pending`). Where the bytes would not be in host memory
     (a GPU home device), :func:`reported_barrier` runs instead."""
     ranks = adapter.group_ranks(group)
     me = adapter.rank()
@@ -1687,7 +1692,7 @@ def shared_memory_monitored_barrier(
     naming every rank it did not see arrive (whichever they are: their counts are in the
     memory, no message has to come through). The round runs after the window's asynchronous
     collectives issued before it. Only on a window whose ranks wait in memory (elsewhere they
-    meet in the backend's barrier, which takes no timeout; compat.state chooses it only
+    meet in the backend's barrier, which takes no timeout; compat.core.state chooses it only
     there)."""
     del wait_all_ranks  # see reported_barrier
     window = _window(adapter, group, "monitored_barrier")
@@ -1778,7 +1783,7 @@ class DeferredRecv:
 
     def wait(self, timeout: object = None) -> bool:
         if timeout is not None:
-            from compat.errors import UnsupportedError
+            from compat.base.errors import UnsupportedError
 
             raise UnsupportedError(
                 "timeout: a deferred receive is one blocking recv, which MindSpore bounds itself "
@@ -1856,7 +1861,8 @@ def sends_then_deferred_recvs(
 
 
 # -- point to point through shared memory ------------------------------------------------------
-# A window's channels (compat.mailbox): a send writes into the channel to its peer as far as there
+# A window's channels (compat.transport.mailbox): a send writes into the channel to its peer as far
+# as there
 # is room, a receive reads what has arrived, and wait() moves the rest. The table chooses these
 # only for groups whose window was made with the group (SharedWindow.point_to_point), so that
 # every sender and receiver take them. The tensors are dense (compat.p2p stages views).

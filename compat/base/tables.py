@@ -6,10 +6,11 @@ module only loads them (once) and answers look-ups, naming the file and key when
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import cache
 from typing import Any
 
-from compat import _table_files, schema
+from compat.base import schema, table_files
 
 Table = dict[str, Any]
 
@@ -21,17 +22,17 @@ def load(name: str) -> Table:
     Raises
     ------
     TableError
-        The file is missing, is not TOML, or does not match :mod:`compat.schema`; the message
+        The file is missing, is not TOML, or does not match :mod:`compat.base.schema`; the message
         names the file (and the key).
     """
-    table = _table_files.read(name)
+    table = table_files.read(name)
     schema.validate(name, table)
     return table
 
 
 def names() -> list[str]:
     """The names of every shipped table (file names without ``.toml``), sorted."""
-    return _table_files.names()
+    return table_files.names()
 
 
 def families() -> list[Table]:
@@ -47,10 +48,24 @@ def family(name: str) -> Table:
 
 def lookup(name: str, *keys: str) -> Any:
     """Return ``table[keys[0]][keys[1]]...``; a missing key is a TableError naming file and key."""
-    return _table_files.lookup(load(name), name, *keys)
+    return table_files.lookup(load(name), name, *keys)
 
 
 def dtype_bytes() -> dict[str, int]:
     """Bytes an element, by dtype name (``dtypes.toml``'s ``bytes``): a dense tensor's size from
-    its shape, where reading the size costs more than the product (MindSpore, compat.state)."""
+    its shape, where reading the size costs more than the product (MindSpore, compat.core.state)."""
     return {name: entry["bytes"] for name, entry in lookup("dtypes", "dtypes").items()}
+
+
+def default_backend(framework: str, devices: Collection[str]) -> str:
+    """The backend ``framework`` uses when none is asked for: the first ``default_backend`` entry
+    of ``mapping_tables/frameworks.toml`` whose ``when`` is ``"always"`` or one of ``devices``
+    (the adapter's :meth:`~compat.base.adapter.Adapter.device_kinds`, e.g. ``"cuda"``)."""
+    for entry in lookup("frameworks", framework, "default_backend"):
+        if entry["when"] == "always" or entry["when"] in devices:
+            backend: str = entry["backend"]
+            return backend
+    raise ValueError(
+        f"framework {framework!r}: no default backend for devices {sorted(devices)} "
+        '(mapping_tables/frameworks.toml: end default_backend with when = "always")'
+    )

@@ -9,7 +9,7 @@ other ranks read, and the backend moves nothing.
 Each rank of the group maps one file of ``/dev/shm`` per rank: its own, which only it writes, and
 its peers', which it only reads. A file holds a count of the rounds its rank has published, then
 two slots of :data:`SLOT_BYTES`, then the point-to-point channels (:func:`file_bytes`,
-:mod:`compat.mailbox`). Round after round a rank writes its slot, then
+:mod:`compat.transport.mailbox`). Round after round a rank writes its slot, then
 :meth:`SharedWindow.publish` counts its arrival and waits for every peer's, after which every
 rank's slot of that round is readable: on x86 the ranks poll each other's counts in the shared
 memory (microseconds); elsewhere they meet in the backend's barrier (see :func:`waits_in_memory`).
@@ -50,15 +50,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compat import liveness
-from compat.backoff import Backoff
-from compat.errors import CollectiveTimeout, PeerLostError
-from compat.liveness import Liveness
-from compat.mailbox import MARKER, Mailbox, take_in_everywhere
+from compat.base.errors import CollectiveTimeout, PeerLostError
+from compat.transport import liveness
+from compat.transport.backoff import Backoff
+from compat.transport.liveness import Liveness
+from compat.transport.mailbox import MARKER, Mailbox, take_in_everywhere
 
 if TYPE_CHECKING:
-    from compat.adapter import Adapter, GroupHandle, Tensor
-    from compat.types import Handle
+    from compat.base.adapter import Adapter, GroupHandle, Tensor
+    from compat.base.types import Handle
 
 #: The bytes one rank publishes in one round. 1 MB: rounds cost a few microseconds where ranks
 #: wait in memory, and smaller pieces stay in cache (2 ranks, 64 MB on Gloo: all_reduce 8.2 ms
@@ -79,7 +79,7 @@ ENVIRONMENT = "COMPAT_SHARED_MEMORY"
 #: name (about 60 bytes; at most about 170 in all).
 _DESCRIPTION_BYTES = 256
 #: Bytes at the start of a rank's file, before its slots: the count of rounds it has published,
-#: then (at compat.mailbox.MARKER) 8 random bytes fixed when the file is made.
+#: then (at compat.transport.mailbox.MARKER) 8 random bytes fixed when the file is made.
 FLAG_BYTES = 64
 #: Polls that yield the CPU before the waits sleep (1e-5 s more each time, up to 1 ms), where
 #: every rank of the group can have a core of its own.
@@ -94,7 +94,8 @@ _YIELDS_OVERSUBSCRIBED = 20
 #: Bytes kept at the start of a slot for the word an algorithm publishes
 #: (:meth:`SharedWindow.write_word`), so that what follows stays aligned for any dtype.
 HEADER_BYTES = 64
-#: Point to point (compat.mailbox): the most bytes of one rank's channel to one peer, and what a
+#: Point to point (compat.transport.mailbox): the most bytes of one rank's channel to one peer, and
+#: what a
 #: rank's channels to all its peers take together at most (each channel at least
 #: _SMALLEST_CHANNEL): 1 MB to each peer up to 3 ranks, 2 MB shared out beyond.
 CHANNEL_BYTES = 1 * 2**20
@@ -113,7 +114,8 @@ def channel_bytes(ranks: int) -> int:
 
 def file_bytes(ranks: int, slot_bytes: int, channel: int) -> int:
     """The size of each rank's file: the count of rounds, two slots, then the point-to-point
-    area (:class:`compat.mailbox.Mailbox`): a 64-byte count per peer of what this rank has read
+    area (:class:`compat.transport.mailbox.Mailbox`): a 64-byte count per peer of what this rank
+    has read
     from the peer's channel, and a channel to each peer (a 64-byte count of what was written,
     then ``channel`` bytes of data)."""
     return FLAG_BYTES + 2 * slot_bytes + ranks * 64 + ranks * (64 + channel)
@@ -186,7 +188,7 @@ class SharedWindow:
         self._closing = False
         #: the group's global ranks, by group rank
         self.ranks = list(adapter.group_ranks(group))
-        #: whether each peer's process still runs (compat.liveness; ``descriptors``: each
+        #: whether each peer's process still runs (compat.transport.liveness; ``descriptors``: each
         #: rank's liveness file, open here, None for this rank or where it has none)
         self.liveness = Liveness(list(descriptors) or [None] * len(maps), self.ranks, me)
         #: what the ranks are doing in the window, for an error that names it (the algorithms
@@ -553,7 +555,7 @@ def close_all(adapter: Adapter) -> None:
         close(adapter, group)
 
 
-#: Called once a window finds a peer gone (compat.state drops the choices it keeps, so that
+#: Called once a window finds a peer gone (compat.core.state drops the choices it keeps, so that
 #: every later call on a group with that peer raises at once, native ones too).
 LOSS_LISTENERS: list[Callable[[], None]] = []
 
@@ -588,7 +590,7 @@ def _open(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     maps: list[mmap.mmap] = []
     try:
         name = "" if path is None else os.path.basename(path)
-        # The file's address in this process, for peers' direct reads (compat.mailbox).
+        # The file's address in this process, for peers' direct reads (compat.transport.mailbox).
         address = 0 if own is None else ctypes.addressof(ctypes.c_char.from_buffer(own))
         alive = "" if path is None else liveness.own_file()
         described = f"{host_identity()}|{name}|{os.getpid()}|{address:x}|{alive}"

@@ -1,4 +1,5 @@
-"""How a rank waits for its peers in shared memory (compat.shared_memory's rounds, compat.mailbox's
+"""How a rank waits for its peers in shared memory (compat.transport.shared_memory's rounds,
+compat.transport.mailbox's
 messages): polls that yield the CPU, then sleeps ever longer with the thread's timer slack
 lowered."""
 

@@ -1,6 +1,6 @@
 """Read the TOML files shipped in ``compat.mapping_tables``, as parsed (not validated).
 
-:mod:`compat.tables` validates what it reads against :mod:`compat.schema`; the schema's
+:mod:`compat.base.tables` validates what it reads against :mod:`compat.base.schema`; the schema's
 cross-references (e.g. a backend's dtypes must be keys of ``dtypes.toml``) read the other tables
 from here, so neither of those modules imports the other's importer.
 """
@@ -11,7 +11,7 @@ import sys
 from importlib.resources import files
 from typing import Any
 
-from compat.errors import TableError
+from compat.base.errors import TableError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -2,8 +2,10 @@
 
 Gloo and MCCL move a point-to-point message through a TCP socket even between two processes of
 one host (2 ranks, 1 KB isend/irecv pair: Gloo 40 us, MCCL about 4 ms, measured). Where a group
-has a shared-memory window (:mod:`compat.shared_memory`) made with the group, each rank's file
-also holds one channel to each peer: a ring of :func:`compat.shared_memory.channel_bytes` bytes
+has a shared-memory window (:mod:`compat.transport.shared_memory`) made with the group, each rank's
+file
+also holds one channel to each peer: a ring of :func:`compat.transport.shared_memory.channel_bytes`
+bytes
 that only the sender writes, with a count of the bytes written in the sender's file and a count
 of the bytes read in the receiver's. A message is a 64-byte header (its size and tag), then its
 bytes, padded to 64. A sender writes as much of its message as the ring has room for and
@@ -64,10 +66,10 @@ from datetime import timedelta
 
 import numpy as np
 
-from compat import _environment
-from compat.backoff import Backoff
-from compat.errors import CollectiveMismatchError, CollectiveTimeout
-from compat.liveness import Liveness
+from compat.base import environment
+from compat.base.errors import CollectiveMismatchError, CollectiveTimeout
+from compat.transport.backoff import Backoff
+from compat.transport.liveness import Liveness
 
 #: A message's header: its size in bytes, its tag and, for a message read directly, the address
 #: of its bytes in the sender's memory (else 0; little-endian int64 each), then padding, so that
@@ -269,7 +271,8 @@ class Mailbox:
         liveness: Liveness | None = None,
     ) -> None:
         count = len(views)
-        #: the window's peers' liveness (compat.liveness): a wait on a peer that has ended raises
+        #: the window's peers' liveness (compat.transport.liveness): a wait on a peer that has
+        #: ended raises
         self.liveness = liveness
         self.me, self._channel, self._fence = me, channel, fence
         self.timeout, self._yields = timeout, yields
@@ -686,7 +689,7 @@ _HOLDER = (
 _READER = (
     "import sys\n"
     "sys.path.insert(0, sys.argv[3])\n"
-    "from compat.mailbox import _read_process\n"
+    "from compat.transport.mailbox import _read_process\n"
     "import ctypes\n"
     "buffer = ctypes.create_string_buffer(8)\n"
     "why = _read_process(int(sys.argv[1]), int(sys.argv[2]), 8, ctypes.addressof(buffer))\n"
@@ -703,10 +706,10 @@ def direct_read_check(timeout: float = 30.0) -> str | None:
     if _process_vm_readv() is None:
         return "process_vm_readv is not available (not Linux, or a C library without it)"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    environment = _environment.environment()  # never none (see there)
+    env = environment.environment()  # never none (see there)
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:
         assert holder.stdout is not None  # a pipe, as asked
@@ -716,7 +719,7 @@ def direct_read_check(timeout: float = 30.0) -> str | None:
         pid, address = said
         reader = subprocess.run(
             [sys.executable, "-c", _READER, pid, address, root],
-            capture_output=True, text=True, timeout=timeout, env=environment,
+            capture_output=True, text=True, timeout=timeout, env=env,
         )  # fmt: skip
     finally:
         holder.communicate(timeout=timeout)

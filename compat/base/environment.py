@@ -1,8 +1,10 @@
-"""This process's environment, copied for a child process."""
+"""This process's environment: a copy for a child process, and what launchers set in it."""
 
 from __future__ import annotations
 
 import os
+
+from compat.base import tables
 
 
 def environment() -> dict[str, str]:
@@ -21,3 +23,13 @@ def environment() -> dict[str, str]:
             # its read of that one (1.2 % of copies while a thread changes variables without
             # pause, measured): copy again.
             continue
+
+
+def local_rank(framework: str) -> int | None:
+    """This process's rank on its node as a launcher gives it (``local_rank_env`` in
+    frameworks.toml, the first one set), or None where no launcher said."""
+    for name in tables.lookup("frameworks", framework).get("local_rank_env", []):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None

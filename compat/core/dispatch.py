@@ -10,11 +10,10 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Collection
 from functools import cache
 
-from compat import tables
-from compat.adapter import Adapter
+from compat.base import tables
+from compat.base.adapter import Adapter
 
 
 def frameworks() -> list[str]:
@@ -129,27 +128,3 @@ def _undecided(known: list[str]) -> str | None:
 
 def _listed(names: list[str]) -> str:
     return " and ".join(names) if names else "neither"
-
-
-def default_backend(framework: str, devices: Collection[str]) -> str:
-    """The backend ``framework`` uses when none is asked for: the first ``default_backend`` entry
-    of ``mapping_tables/frameworks.toml`` whose ``when`` is ``"always"`` or one of ``devices``
-    (the adapter's :meth:`~compat.adapter.Adapter.device_kinds`, e.g. ``"cuda"``)."""
-    for entry in tables.lookup("frameworks", framework, "default_backend"):
-        if entry["when"] == "always" or entry["when"] in devices:
-            backend: str = entry["backend"]
-            return backend
-    raise ValueError(
-        f"framework {framework!r}: no default backend for devices {sorted(devices)} "
-        '(mapping_tables/frameworks.toml: end default_backend with when = "always")'
-    )
-
-
-def local_rank(framework: str) -> int | None:
-    """This process's rank on its node as a launcher gives it (``local_rank_env`` in
-    frameworks.toml, the first one set), or None where no launcher said."""
-    for name in tables.lookup("frameworks", framework).get("local_rank_env", []):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return None

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
-from compat import tables
-from compat.errors import TableError
+from compat.base import tables
+from compat.base.errors import TableError
 
 
 class ReduceOp(str, enum.Enum):
@@ -351,11 +351,11 @@ class Future:
 
 
 def _no_state() -> tuple[int, int]:
-    raise NotImplementedError("compat.state sets compat.types.whoami when it is imported")
+    raise NotImplementedError("compat.core.state sets compat.base.types.whoami when it is imported")
 
 
 #: This process's (rank, world size), as compat's queries answer them (adopting a framework
-#: process group initialised elsewhere on first use). compat.state, which imports this module,
+#: process group initialised elsewhere on first use). compat.core.state, which imports this module,
 #: sets it: a group's size() and rank() need the process state, which needs this module.
 whoami: Callable[[], tuple[int, int]] = _no_state
 

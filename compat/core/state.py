@@ -1,6 +1,6 @@
 """The process's compat state between :func:`compat.init` and :func:`compat.destroy`: the adapter,
 the backend, the world group, the argument checks' facts, and what runs each collective (resolved
-from ``mapping_tables/capabilities.toml`` by :mod:`compat.capabilities`, cached per dtype).
+from ``mapping_tables/capabilities.toml`` by :mod:`compat.core.capabilities`, cached per dtype).
 
 Adoption on first use: a process whose framework process group was initialised outside compat (an
 unported module called ``torch.distributed.init_process_group`` or
@@ -20,13 +20,15 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from compat import capabilities, shared_memory, tables, trace, types, versions
-from compat._validate import Checks
-from compat.adapter import Adapter, Rendezvous, device_backend
-from compat.dispatch import load_adapter
-from compat.errors import NotInitializedError
-from compat.liveness import Liveness
-from compat.types import Group
+from compat.base import tables, types
+from compat.base.adapter import Adapter, Rendezvous, device_backend
+from compat.base.errors import NotInitializedError
+from compat.base.types import Group
+from compat.core import capabilities, recorder, versions
+from compat.core.checks import Checks
+from compat.core.dispatch import load_adapter
+from compat.transport import shared_memory
+from compat.transport.liveness import Liveness
 
 #: ``State.implementation``'s default group: none given, so no choice that needs one applies.
 NO_GROUP = object()
@@ -35,7 +37,7 @@ NO_GROUP = object()
 class State:
     def __init__(self, adapter: Adapter, backend: str, check: bool = False) -> None:
         self.adapter = adapter
-        #: run the pre-flight check (compat.preflight) before each collective
+        #: run the pre-flight check (compat.core.preflight) before each collective
         self.check = check
         self.framework = adapter.framework
         #: the backend string as the framework has it (torch's ``"cpu:gloo,cuda:nccl"`` too)
@@ -67,7 +69,7 @@ class State:
         self._one_host_choices: dict[str, bool] = {}
         self._forced: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self._stand_ins: dict[tuple[str, str], Callable[..., Any]] = {}
-        #: the shape plain_implementation was given for the call about to run (compat.trace)
+        #: the shape plain_implementation was given for the call about to run (compat.core.recorder)
         self.shape_hint: list[tuple[int, ...] | None] = [None]
         self.group_count = 0
         #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
@@ -92,7 +94,7 @@ class State:
     ) -> Callable[..., Any]:
         """The callable that runs ``collective`` on tensors of ``like``'s dtype and an input of
         ``nbytes`` bytes (default: ``copies`` times ``like``'s size, read only where the choice
-        depends on it), as :func:`compat.capabilities.resolve` chooses it: the adapter's native
+        depends on it), as :func:`compat.core.capabilities.resolve` chooses it: the adapter's native
         method or an algorithm bound to the adapter. With ``group`` (its handle), a choice that
         needs the group's ranks on one host can apply. ``dtype`` is ``like``'s, where the caller
         has read it already (a MindSpore tensor's dtype costs 0.3 us a read, measured)."""
@@ -114,7 +116,7 @@ class State:
         shape: tuple[int, ...] | None = None,
     ) -> Callable[..., Any]:
         """:meth:`implementation` on the world, for ``like``, a tensor of ``dtype`` that the
-        common-case checks (:class:`compat._validate.Checks`, ``plain_*``) passed: on this
+        common-case checks (:class:`compat.core.checks.Checks`, ``plain_*``) passed: on this
         rank's device, so whether it is in host memory is the same for every such tensor, and
         the choice, or the choices by size, are kept by (collective, dtype) alone. Right after a
         collective, where each Python call and tensor read costs microseconds, this saved a 1 KB
@@ -128,7 +130,7 @@ class State:
         the read costs 0.30 us against 0.11 (measured, a tensor an op made)."""
         key = (collective, dtype)
         # The flight recorder takes the size of the call about to run from here, where the
-        # checks have read it (a shape read costs 0.4-0.9 us: compat.trace).
+        # checks have read it (a shape read costs 0.4-0.9 us: compat.core.recorder).
         self.shape_hint[0] = shape
         run = self._plain_runs.get(key)
         if run is not None:
@@ -239,7 +241,7 @@ class State:
         table has one, the call's tensors are in host memory (``in_host``, False without a
         group) and the group has a shared-memory window (made at compat.init and
         compat.new_group, else on first use, which is a collective of the group:
-        compat.shared_memory)."""
+        compat.transport.shared_memory)."""
         if not in_host or not self._wants_one_host(collective):
             return False
         if collective in capabilities.POINT_TO_POINT:
@@ -325,14 +327,15 @@ class State:
     def _recorded(
         self, run: Callable[..., Any], collective: str, dtype: str, algorithm: str
     ) -> Callable[..., Any]:
-        """``run`` recording each call in the flight recorder (compat.trace), where it is on:
+        """``run`` recording each call in the flight recorder (compat.core.recorder), where it is
+        on:
         wrapped once here, as it is chosen, so every collective's calls pass through it."""
-        recorder = trace.current()
-        if recorder is None or not recorder.active():
+        flight = recorder.current()
+        if flight is None or not flight.active():
             return run
         how = capabilities.runs_as(self.capability_key, collective, algorithm)
         method = capabilities.COLLECTIVES[collective]
-        return recorder.wrap(run, collective, method, dtype, algorithm, how, self.shape_hint)
+        return flight.wrap(run, collective, method, dtype, algorithm, how, self.shape_hint)
 
 
 _current: State | None = None
@@ -437,7 +440,7 @@ def start(
             f"backend: the process group compat adopted uses {chosen_backend!r}; got {backend!r}"
         )
     started = State(adapter, chosen_backend, check)
-    trace.start(adapter, framework, chosen_backend, started.forget_choices)
+    recorder.start(adapter, framework, chosen_backend, started.forget_choices)
     set_current(started)
     shared_memory.LOSS_LISTENERS[:] = [started.forget_choices]
     # A torch process that exits with its process group alive aborts ("terminate called without
@@ -454,7 +457,7 @@ def leave(adopted_too: bool = False) -> None:
     leaving = _current
     if leaving is not None:
         set_current(None)
-        trace.stop()
+        recorder.stop()
         shared_memory.close_all(leaving.adapter)
         if adopted_too:
             leaving.adapter.destroy_adopted()

@@ -4,7 +4,8 @@ Backends do not see views. Gloo and NCCL read and write ``numel`` elements from 
 element, ignoring its strides: an all_reduce of ``x[:, :2]`` reduces and overwrites elements
 outside the view (measured, torch 2.13). MindSpore's collectives use the whole storage behind a
 tensor: an all_reduce of ``x[:2]`` reduces all of ``x`` (measured, MindSpore 2.10). So a tensor
-the backend cannot serve as it is (:meth:`compat.adapter.Adapter.is_dense` says which) is replaced
+the backend cannot serve as it is (:meth:`compat.base.adapter.Adapter.is_dense` says which) is
+replaced
 for the call by a contiguous tensor of its own. The stand-in is filled from the user's tensor when
 the call reads it, and copied back into exactly the user's elements once the call has completed
 (at once for a synchronous call, in ``Work.wait()`` for an asynchronous one). A dense tensor is
@@ -15,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compat.adapter import Adapter, Tensor
-from compat.types import Handle, Work
+from compat.base.adapter import Adapter, Tensor
+from compat.base.types import Handle, Work
 
 
 class Staging:

@@ -10,8 +10,12 @@ from collections.abc import Hashable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from compat import tables
-from compat._checks import (
+from compat.base import tables
+from compat.base.adapter import Tensor, TensorFacts
+from compat.base.errors import UnsupportedError
+from compat.base.types import WORLD, Group, ReduceOp, parse_op
+from compat.core.dispatch import framework_of
+from compat.core.values import (
     check_absent,
     check_dtype,
     check_int,
@@ -21,13 +25,9 @@ from compat._checks import (
     describe,
     even_split,
 )
-from compat.adapter import Tensor, TensorFacts
-from compat.dispatch import framework_of
-from compat.errors import UnsupportedError
-from compat.types import WORLD, Group, ReduceOp, parse_op
 
 if TYPE_CHECKING:
-    from compat.state import State
+    from compat.core.state import State
 
 #: ``checked`` of plain_list and plain_tensors where no tensor of the list was checked before.
 #: Not None: an item that is ``checked`` is not read again, and None is a bad item, which the

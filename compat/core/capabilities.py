@@ -4,11 +4,12 @@ One form for every entry: a default (``impl``: the adapter's native method, an `
 algorithm of :mod:`compat.algorithms`, or ``unsupported``) and ``choose``, a list of choices by
 dtype and input size that replace the default where they match; among the matching choices, the
 one with the largest ``min_bytes`` not above the input's size wins. A choice marked ``one_host``
-applies only to a group whose ranks share this host's memory (:mod:`compat.shared_memory`), and
+applies only to a group whose ranks share this host's memory
+(:mod:`compat.transport.shared_memory`), and
 there wins over the others. :func:`resolve` answers "what
 runs?" (``compat bench`` and ``compat info`` print it); :func:`bind` turns the answer into the
 callable the collectives call. :func:`check_contract` proves that every answer is callable: every
-native entry names a method of :class:`compat.adapter.Adapter`, every algorithm a function of
+native entry names a method of :class:`compat.base.adapter.Adapter`, every algorithm a function of
 :mod:`compat.algorithms` that takes that method's arguments after the adapter.
 """
 
@@ -20,9 +21,11 @@ from collections.abc import Callable
 from functools import cache, partial
 from typing import Any
 
-from compat import algorithms, shared_memory, tables
-from compat.adapter import Adapter
-from compat.errors import TableError, UnsupportedError
+from compat import algorithms
+from compat.base import tables
+from compat.base.adapter import Adapter
+from compat.base.errors import TableError, UnsupportedError
+from compat.transport import shared_memory
 
 NATIVE = "native"
 #: The ``async`` of a shared-memory choice whose asynchronous calls run on a thread of compat's
@@ -59,7 +62,7 @@ COLLECTIVES: dict[str, str] = {
 }
 
 #: The point-to-point collectives: their one_host choices use a window's channels, and only a
-#: window made with its group (compat.state).
+#: window made with its group (compat.core.state).
 POINT_TO_POINT = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
 
 
@@ -136,7 +139,8 @@ def resolve(
 ) -> str:
     """What runs ``collective`` on backend ``key`` (a capabilities.toml key) for a ``dtype``
     input of ``nbytes`` bytes: ``"native"`` or the name of a compat.algorithms function.
-    ``one_host``: the group has a shared-memory window (:mod:`compat.shared_memory`) and the
+    ``one_host``: the group has a shared-memory window (:mod:`compat.transport.shared_memory`) and
+    the
     tensors are in host memory, which the choices marked ``one_host`` need; ``ranks``: the
     group's size, which a choice's ``min_ranks`` and ``max_ranks`` bound (None: unknown, where
     only the choices bounded by neither apply).
@@ -182,7 +186,7 @@ def choice(
 def runs_as(key: str, collective: str, name: str) -> str:
     """How ``name`` (a :func:`resolve` answer) runs ``collective`` on backend ``key``:
     ``"native"``, ``"shared memory"`` (a choice marked one_host) or ``"emulated"`` (the flight
-    recorder records it, compat.trace)."""
+    recorder records it, compat.core.recorder)."""
     if name == NATIVE:
         return NATIVE
     entry = tables.lookup("capabilities", key, "ops", collective)
@@ -234,7 +238,7 @@ def bind(
     """The callable that runs ``collective`` as ``name`` (a :func:`resolve` answer) on
     ``adapter``: its native method, or the algorithm with the adapter as first argument; one
     whose ``asynchrony`` is "background" runs through its group's window in issue order
-    (:func:`compat.shared_memory.in_issue_order`)."""
+    (:func:`compat.transport.shared_memory.in_issue_order`)."""
     if name == NATIVE:
         method: Callable[..., Any] = getattr(adapter, COLLECTIVES[collective])
         return method

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from compat.dispatch import framework_of
+from compat.core.dispatch import framework_of
 
 
 def describe(obj: object) -> str:

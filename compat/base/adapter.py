@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compat.scratch import ScratchPool
-from compat.types import Handle, ReduceOp
+from compat.base.types import Handle, ReduceOp
+from compat.transport.scratch import ScratchPool
 
 if TYPE_CHECKING:
     from compat.algorithms import DeferredRecv
-    from compat.shared_memory import SharedWindow
+    from compat.transport.shared_memory import SharedWindow
 
 Tensor = Any
 GroupHandle = Any
@@ -194,10 +194,10 @@ class Adapter(ABC):
         #: buffers compat.algorithms reuse from call to call
         self.scratch = ScratchPool(self)
         #: the shared-memory windows of groups by handle, None where a group has none
-        #: (compat.shared_memory)
+        #: (compat.transport.shared_memory)
         self.windows: dict[GroupHandle, SharedWindow | None] = {}
         #: the receives compat.algorithms defers (issued, not yet run), in issue order; every
-        #: collective's common case reads it (compat._validate.Checks.plain_tensor)
+        #: collective's common case reads it (compat.core.checks.Checks.plain_tensor)
         self.deferred_recvs: list[DeferredRecv] = []
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -300,7 +300,7 @@ class Adapter(ABC):
     @abstractmethod
     def is_dense(self, tensor: Tensor) -> bool:
         """True if the backend reads and writes exactly ``tensor``'s elements when given it as it
-        is; False for a view it would read or write as something else (see compat.layout)."""
+        is; False for a view it would read or write as something else (see compat.core.layout)."""
 
     @abstractmethod
     def clone(self, tensor: Tensor) -> Tensor:
@@ -335,7 +335,7 @@ class Adapter(ABC):
     @abstractmethod
     def movedim(self, tensor: Tensor, source: int, destination: int) -> Tensor:
         """The view of ``tensor`` with dim ``source`` moved to ``destination`` (no copy; the
-        functional collectives' ``dim=`` stages it through compat.layout)."""
+        functional collectives' ``dim=`` stages it through compat.core.layout)."""
 
     def narrow(self, tensor: Tensor, start: int, length: int) -> Tensor:
         """The view of rows ``start`` to ``start + length`` of ``tensor``'s dim 0."""
@@ -449,7 +449,7 @@ class Adapter(ABC):
 
     def collective_timeout(self) -> float:
         """The seconds after which the backend gives up on a collective a rank did not join; the
-        shared-memory algorithms wait as long (compat.shared_memory)."""
+        shared-memory algorithms wait as long (compat.transport.shared_memory)."""
         return DEFAULT_TIMEOUT_SECONDS
 
     def in_host_memory(self, tensor: Tensor) -> bool:
@@ -460,12 +460,12 @@ class Adapter(ABC):
     def host_tensor(self, memory: memoryview, offset: int, numel: int, like: Tensor) -> Tensor:
         """A 1-d tensor of ``numel`` elements of ``like``'s dtype over ``memory`` from byte
         ``offset`` (no copy: writes to it land in ``memory``), for the shared-memory algorithms
-        (compat.shared_memory). Only called where :meth:`in_host_memory` said True."""
+        (compat.transport.shared_memory). Only called where :meth:`in_host_memory` said True."""
         raise NotImplementedError(f"{type(self).__name__} has no tensors over host memory")
 
     def host_address(self, tensor: Tensor) -> int:
         """The address of a dense (contiguous) tensor's first element in this process's memory:
-        compat.mailbox copies its :meth:`nbytes` bytes from or to there. Only called where
+        compat.transport.mailbox copies its :meth:`nbytes` bytes from or to there. Only called where
         :meth:`in_host_memory` said True."""
         raise NotImplementedError(f"{type(self).__name__} has no tensors in host memory")
 
@@ -646,7 +646,8 @@ class Adapter(ABC):
     def device_kinds(self) -> set[str]:
         """The accelerators this process can use, as ``default_backend[].when`` in
         ``mapping_tables/frameworks.toml`` names them (``"cuda"``, ``"ascend"``; empty: CPU
-        only). ``init`` picks its default backend by them (:func:`compat.dispatch.default_backend`).
+        only). ``init`` picks its default backend by them
+        (:func:`compat.base.tables.default_backend`).
         """
         return set()
 

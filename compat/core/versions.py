@@ -8,7 +8,7 @@ import sys
 import warnings
 from importlib import metadata
 
-from compat import tables
+from compat.base import tables
 
 #: The frameworks this process was already warned about (one warning per framework).
 _warned: set[str] = set()

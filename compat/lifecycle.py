@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
-from compat import algorithms, state, tables
-from compat._checks import check_bool, check_int, describe
-from compat.adapter import Rendezvous
-from compat.dispatch import choose_framework, installed, load_adapter
-from compat.errors import CollectiveTimeout
-from compat.types import WORLD, Group
+from compat import algorithms
+from compat.base import tables
+from compat.base.adapter import Rendezvous
+from compat.base.errors import CollectiveTimeout
+from compat.base.types import WORLD, Group
+from compat.core import state
+from compat.core.dispatch import choose_framework, installed, load_adapter
+from compat.core.values import check_bool, check_int, describe
 
 # -- lifecycle --------------------------------------------------------------------------------
 

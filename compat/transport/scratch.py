@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from compat.adapter import Adapter, Tensor
+    from compat.base.adapter import Adapter, Tensor
 
 #: The most scratch memory kept between calls, in bytes, over all dtypes and shapes.
 SCRATCH_BYTES = 512 * 2**20

@@ -2,7 +2,7 @@
 
 Before each collective the ranks of the group all_gather a short description of their call
 (function, op, dtype, shape, root, split sizes). If the calls disagree in what that collective
-needs to agree on, every rank raises :class:`~compat.errors.CollectiveMismatchError` naming the
+needs to agree on, every rank raises :class:`~compat.base.errors.CollectiveMismatchError` naming the
 ranks and the difference, and the real collective never runs: no hang, no silent corruption.
 Its cost is one small all_gather (a few hundred bytes) per call; docs/reliability.md gives the cost.
 """
@@ -13,10 +13,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from compat import trace
-from compat.adapter import Adapter
-from compat.errors import CollectiveMismatchError
-from compat.types import Group
+from compat.base.adapter import Adapter
+from compat.base.errors import CollectiveMismatchError
+from compat.base.types import Group
+from compat.core import recorder
 
 # What each collective needs every rank to agree on. Uneven forms legitimately differ in dim 0,
 # so they compare the trailing dims and the per-rank sizes instead of the whole shape.
@@ -104,7 +104,7 @@ def check(adapter: Adapter, group: Group, call: Description) -> None:
     calls = [json.loads(adapter.to_bytes(item)) for item in gathered]
     problems = mismatches(calls, group.ranks)
     if problems:
-        trace.note_mismatch(group.handle, call.function, call.dtype, tuple(call.shape))
+        recorder.note_mismatch(group.handle, call.function, call.dtype, tuple(call.shape))
         raise CollectiveMismatchError(
             f"{call.function}: the ranks' calls disagree, so it was not run; " + "; ".join(problems)
         )

@@ -1,7 +1,9 @@
 """The schema of the mapping tables: what keys each ``mapping_tables/*.toml`` holds, of which types.
 
-:func:`compat.tables.load` runs :func:`validate` on every table it reads, so a malformed table is a
-:class:`compat.errors.TableError` naming the file and the key, never a KeyError deep in an adapter
+:func:`compat.base.tables.load` runs :func:`validate` on every table it reads, so a malformed table
+is a
+:class:`compat.base.errors.TableError` naming the file and the key, never a KeyError deep in an
+adapter
 or a doc that silently misses a row. The structure is data too: one spec per kind of table
 (:data:`SPECS`); API-family tables (``api_<family>.toml``) share :data:`FAMILY`.
 """
@@ -14,8 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from compat import _table_files
-from compat.errors import TableError
+from compat.base import table_files
+from compat.base.errors import TableError
 
 #: Tables whose name starts with this describe one API family (see :data:`FAMILY`).
 FAMILY_PREFIX = "api_"
@@ -204,7 +206,7 @@ CAPABILITIES = MapOf(
             "device_target": TEXT,
             "coalesce": COALESCE,
             # an environment variable: where it is set, this entry replaces the backend's plain
-            # one (compat.capabilities.backend_key)
+            # one (compat.core.capabilities.backend_key)
             "switch": TEXT,
         },
     )
@@ -400,8 +402,8 @@ def _check_record(where: _Where, key: str, spec: Record, node: Any) -> None:
 
 def _known(name: str, *keys: str) -> set[str]:
     """The keys of another table, for cross-references (read as parsed: loading it through
-    compat.tables would validate it, and tables imports this module)."""
-    node: Any = _table_files.lookup(_table_files.read(name), name, *keys)
+    compat.base.tables would validate it, and tables imports this module)."""
+    node: Any = table_files.lookup(table_files.read(name), name, *keys)
     return set(node)
 
 
@@ -572,7 +574,7 @@ def _check_pair(
 
 
 def _check_frameworks(where: _Where, table: dict[str, Any]) -> None:
-    capabilities: dict[str, Any] = _table_files.read("capabilities")
+    capabilities: dict[str, Any] = table_files.read("capabilities")
     for name, entry in table.items():
         for end in ("oldest", "newest"):
             version = entry["tested_versions"][end]
