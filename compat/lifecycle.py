@@ -23,6 +23,7 @@ from compat.base.types import WORLD, Group
 from compat.core import state
 from compat.core.dispatch import choose_framework, installed, load_adapter
 from compat.core.values import check_bool, check_int, describe
+from compat.transport import shared_memory
 
 # -- lifecycle --------------------------------------------------------------------------------
 
@@ -332,7 +333,7 @@ def _meet_once_made(current: state.State) -> None:
     MindSpore gives a group's set-up, and a rank still missing then is named. Where the world
     has no window in memory (ranks on several hosts, not x86), the group's first collective
     waits as before."""
-    window = current.adapter.windows.get(None)
+    window = shared_memory.made(current.adapter, None)
     if window is None or not window.waits_in_memory:
         return
     try:

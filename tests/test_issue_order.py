@@ -1,6 +1,5 @@
-"""compat.transport.shared_memory's thread that runs a window's asynchronous collectives in issue
-order
-(_IssueOrder), on its own: order, results, errors, draining and stopping. The collectives on it
+"""compat.transport.issue_order: the thread that runs a window's asynchronous collectives in issue
+order (IssueOrder), on its own: order, results, errors, draining and stopping. The collectives on it
 are tested on real ranks in tests/ranks/shared_memory_cases.py (background-*)."""
 
 from __future__ import annotations
@@ -12,11 +11,11 @@ from datetime import timedelta
 import pytest
 
 from compat.base.errors import CollectiveTimeout
-from compat.transport.shared_memory import _IssueOrder
+from compat.transport.issue_order import IssueOrder
 
 
 def test_jobs_run_one_at_a_time_in_submission_order() -> None:
-    order = _IssueOrder("test-order")
+    order = IssueOrder("test-order")
     ran: list[int] = []
     running = threading.Lock()
 
@@ -36,7 +35,7 @@ def test_jobs_run_one_at_a_time_in_submission_order() -> None:
 
 
 def test_a_job_that_raises_raises_in_wait_and_the_next_job_still_runs() -> None:
-    order = _IssueOrder("test-errors")
+    order = IssueOrder("test-errors")
 
     def fails() -> None:
         raise CollectiveTimeout("rank 1 never came")
@@ -51,7 +50,7 @@ def test_a_job_that_raises_raises_in_wait_and_the_next_job_still_runs() -> None:
 
 
 def test_wait_with_a_timeout_raises_while_the_job_runs_then_returns() -> None:
-    order = _IssueOrder("test-timeout")
+    order = IssueOrder("test-timeout")
     release = threading.Event()
     pending = order.submit(release.wait)
     assert not pending.is_completed()
@@ -65,7 +64,7 @@ def test_wait_with_a_timeout_raises_while_the_job_runs_then_returns() -> None:
 
 
 def test_drain_gives_up_after_its_seconds_and_stop_ends_the_thread() -> None:
-    order = _IssueOrder("test-drain")
+    order = IssueOrder("test-drain")
     release = threading.Event()
     order.submit(release.wait)
     assert not order.drain(0.05)

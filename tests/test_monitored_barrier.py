@@ -15,6 +15,7 @@ import pytest
 
 from adapters import torch as torch_adapter
 from compat import algorithms
+from compat.algorithms import monitored_barrier
 from compat.base.errors import CollectiveTimeout
 
 Array = np.ndarray[Any, Any]
@@ -89,7 +90,7 @@ def _run(adapter: _HostAdapter, timeout: float) -> float:
 
 @pytest.fixture
 def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(algorithms, "_GRACE", 0.05)
+    monkeypatch.setattr(monitored_barrier, "_GRACE", 0.05)
 
 
 def test_every_peer_arrives_late_or_at_once_and_everything_is_waited(short_grace: None) -> None:
@@ -136,7 +137,7 @@ def test_a_group_of_one_returns_and_bytes_off_the_host_take_reported_barrier(
     _run(alone, 1.0)
     assert alone.handles == []
     delegated: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(algorithms, "reported_barrier", lambda *args: delegated.append(args))
+    monkeypatch.setattr(monitored_barrier, "reported_barrier", lambda *args: delegated.append(args))
     on_device = _HostAdapter([0, 1], {1: 0.0}, in_host=False)
     _run(on_device, 3.0)
     assert delegated == [(on_device, None, 3.0, False)]

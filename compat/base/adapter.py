@@ -16,16 +16,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from compat.base.types import Handle, ReduceOp
-from compat.transport.scratch import ScratchPool
-
-if TYPE_CHECKING:
-    from compat.algorithms import DeferredRecv
-    from compat.transport.shared_memory import SharedWindow
 
 Tensor = Any
 GroupHandle = Any
@@ -189,16 +184,6 @@ class Adapter(ABC):
     framework: str
     #: What the framework's own groups are, for error messages ("a torch ProcessGroup").
     native_group_names: str
-
-    def __init__(self) -> None:
-        #: buffers compat.algorithms reuse from call to call
-        self.scratch = ScratchPool(self)
-        #: the shared-memory windows of groups by handle, None where a group has none
-        #: (compat.transport.shared_memory)
-        self.windows: dict[GroupHandle, SharedWindow | None] = {}
-        #: the receives compat.algorithms defers (issued, not yet run), in issue order; every
-        #: collective's common case reads it (compat.core.checks.Checks.plain_tensor)
-        self.deferred_recvs: list[DeferredRecv] = []
 
     # -- lifecycle -------------------------------------------------------------------------
     @abstractmethod

@@ -27,7 +27,7 @@ from compat.base.types import Group
 from compat.core import capabilities, recorder, versions
 from compat.core.checks import Checks
 from compat.core.dispatch import load_adapter
-from compat.transport import shared_memory
+from compat.transport import scratch, shared_memory
 from compat.transport.liveness import Liveness
 
 #: ``State.implementation``'s default group: none given, so no choice that needs one applies.
@@ -247,14 +247,14 @@ class State:
         if collective in capabilities.POINT_TO_POINT:
             # Only a window made with the group, never made here: making one is a collective,
             # and a sender and its receiver must take the same path (SharedWindow.point_to_point).
-            made = self.adapter.windows.get(group)
+            made = shared_memory.made(self.adapter, group)
             return made is not None and made.point_to_point and made.waits_in_memory
         if collective == "monitored_barrier":
             # Only a window already made: making one is a collective, which would wait for the
             # rank that is away without the barrier's timeout; and only where ranks wait in
             # memory, since the backend's barrier, the rounds' meeting place elsewhere, takes no
             # timeout.
-            made = self.adapter.windows.get(group)
+            made = shared_memory.made(self.adapter, group)
             return made is not None and made.waits_in_memory
         return shared_memory.window(self.adapter, group) is not None
 
@@ -371,7 +371,7 @@ def _drop_stale() -> None:
     if stale is not None and not stale.alive():
         set_current(None)
         shared_memory.close_all(stale.adapter)
-        stale.adapter.scratch.clear()
+        scratch.clear(stale.adapter)
 
 
 def initialised_frameworks() -> list[str]:
@@ -463,7 +463,7 @@ def leave(adopted_too: bool = False) -> None:
             leaving.adapter.destroy_adopted()
         else:
             leaving.adapter.destroy()
-        leaving.adapter.scratch.clear()
+        scratch.clear(leaving.adapter)
 
 
 def _raises_lost(liveness: Liveness, collective: str) -> Callable[..., Any]:

@@ -77,6 +77,7 @@ from compat.collectives import BARRIER_DTYPE
 from compat.core import capabilities, recorder, state
 from compat.tools import launch_styles
 from compat.tools._sizes import format_size
+from compat.transport import shared_memory
 
 # -- the ops -----------------------------------------------------------------------------------
 
@@ -787,7 +788,7 @@ def algorithm_of(
     shared-memory window (made by the first collective that could use it)."""
     spec = SPECS[op]
     given = nbytes // world if spec.gathered else nbytes
-    one_host = runtime.adapter.windows.get(None) is not None
+    one_host = shared_memory.made(runtime.adapter, None) is not None
     names = [
         runtime.algorithm(
             collective_of(name, joins),

@@ -1,9 +1,8 @@
 """Scratch buffers reused from call to call by compat.algorithms (one pool per adapter).
 
-A fresh buffer of tens of MB costs as much as the communication itself on CPU (the kernel maps
-and zeroes every page on first touch: 2 ranks, 64 MB, all_to_all + sum took 82 ms with a new
-buffer per call and 40 ms with a reused one, measured). A buffer is taken for the duration of one
-collective (until its Work's finish step for async_op) and then given back; at most ``limit``
+A fresh buffer of tens of MB can cost as much as the communication itself on CPU: the kernel maps
+and zeroes every page on first touch. A buffer is taken for the duration of
+one collective (until its Work's finish step for async_op) and then given back; at most ``limit``
 bytes are kept, the oldest evicted first.
 """
 
@@ -59,3 +58,22 @@ class ScratchPool:
         """Drop every kept buffer."""
         self._kept.clear()
         self._bytes = 0
+
+
+#: Each adapter's pool; an adapter's entry goes with :func:`clear`.
+_POOLS: dict[Adapter, ScratchPool] = {}
+
+
+def pool(adapter: Adapter) -> ScratchPool:
+    """``adapter``'s pool (made on first use)."""
+    found = _POOLS.get(adapter)
+    if found is None:
+        found = _POOLS[adapter] = ScratchPool(adapter)
+    return found
+
+
+def clear(adapter: Adapter) -> None:
+    """Drop ``adapter``'s pool and every buffer it kept (when it leaves the job)."""
+    found = _POOLS.pop(adapter, None)
+    if found is not None:
+        found.clear()

@@ -42,9 +42,7 @@ import struct
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +51,7 @@ import numpy as np
 from compat.base.errors import CollectiveTimeout, PeerLostError
 from compat.transport import liveness
 from compat.transport.backoff import Backoff
+from compat.transport.issue_order import IssueOrder
 from compat.transport.liveness import Liveness
 from compat.transport.mailbox import MARKER, Mailbox, take_in_everywhere
 
@@ -183,7 +182,7 @@ class SharedWindow:
         self.timeout = adapter.collective_timeout()
         self._yields = yields_for(len(maps))
         #: the thread that runs asynchronous collectives, made on the first (see run)
-        self._issue_order: _IssueOrder | None = None
+        self._issue_order: IssueOrder | None = None
         #: set by close: a wait for peers ends at once (the slots are about to be unmapped)
         self._closing = False
         #: the group's global ranks, by group rank
@@ -370,7 +369,7 @@ class SharedWindow:
         if not self.waits_in_memory or (not async_op and (worker is None or worker.idle())):
             return job(async_op)
         if worker is None:
-            worker = self._issue_order = _IssueOrder(f"compat-shared-memory-{self.me}")
+            worker = self._issue_order = IssueOrder(f"compat-shared-memory-{self.me}")
         pending = worker.submit(partial(job, False))
         if async_op:
             return pending
@@ -403,94 +402,6 @@ class SharedWindow:
 
 #: Seconds close() lets a window's pending asynchronous collectives finish before ending them.
 _CLOSING_GRACE = 5.0
-
-
-class _Job:
-    """One collective run on a window's thread, as the pending handle of its Work."""
-
-    __slots__ = ("_done", "_error", "_run")
-
-    def __init__(self, run: Callable[[], object]) -> None:
-        self._run = run
-        self._done = threading.Event()
-        self._error: BaseException | None = None
-
-    def execute(self) -> None:
-        try:
-            self._run()
-        except BaseException as error:  # raised to whoever waits, as a backend's Work would
-            self._error = error
-        finally:
-            self._done.set()
-
-    def wait(self, timeout: timedelta | None = None) -> bool:
-        seconds = None if timeout is None else timeout.total_seconds()
-        if not self._done.wait(seconds):
-            raise CollectiveTimeout(
-                f"a collective through shared memory did not complete within the {seconds:g} s "
-                "given to Work.wait"
-            )
-        if self._error is not None:
-            raise self._error
-        return True
-
-    def is_completed(self) -> bool:
-        return self._done.is_set()
-
-
-class _IssueOrder:
-    """A daemon thread that runs a window's collectives one at a time, in the order they were
-    submitted: every rank submits a group's collectives in the same order, so every rank's
-    thread meets its peers' in the same rounds."""
-
-    def __init__(self, name: str) -> None:
-        self._jobs: deque[_Job] = deque()  # the running job stays first until it has ended
-        self._changed = threading.Condition()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
-
-    def idle(self) -> bool:
-        """Nothing submitted is still to run (read by the one thread that submits)."""
-        return not self._jobs
-
-    def submit(self, run: Callable[[], object]) -> _Job:
-        job = _Job(run)
-        with self._changed:
-            self._jobs.append(job)
-            self._changed.notify_all()
-        return job
-
-    def drain(self, seconds: float) -> bool:
-        """Wait at most ``seconds`` for every submitted job to end; True if they have."""
-        deadline = time.monotonic() + seconds
-        with self._changed:
-            while self._jobs:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._changed.wait(left)
-        return True
-
-    def stop(self) -> None:
-        """End the thread once the jobs still submitted have run."""
-        with self._changed:
-            self._stopping = True
-            self._changed.notify_all()
-        self._thread.join()
-
-    def _serve(self) -> None:
-        while True:
-            with self._changed:
-                while not self._jobs and not self._stopping:
-                    self._changed.wait()
-                if not self._jobs:
-                    return
-                job = self._jobs[0]
-            job.execute()
-            with self._changed:
-                self._jobs.popleft()
-                self._changed.notify_all()
 
 
 def in_issue_order(algorithm: Callable[..., Any], adapter: Adapter, *args: Any) -> Handle | None:
@@ -526,16 +437,35 @@ def waits_in_memory() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
+#: The windows of each adapter's groups, by group handle (None: the group has none); an adapter's
+#: entry goes with :func:`close_all`.
+_WINDOWS: dict[Adapter, dict[GroupHandle, SharedWindow | None]] = {}
+
+
 def window(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     """The shared-memory window of ``group``: made on first use (a collective: every rank of the
     group must call this at the same point), then kept until :func:`close`. None where the group
     cannot have one (its ranks on several hosts, or /dev/shm refused a file) or needs none (one
     rank)."""
-    windows = adapter.windows
+    windows = _WINDOWS.get(adapter)
+    if windows is None:
+        windows = _WINDOWS[adapter] = {}
     if group not in windows:
         windows[group] = _open(adapter, group)
     found: SharedWindow | None = windows[group]
     return found
+
+
+def made(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
+    """``group``'s window if one has been made, else None; never makes one (which would be a
+    collective)."""
+    windows = _WINDOWS.get(adapter)
+    return None if windows is None else windows.get(group)
+
+
+def has_entry(adapter: Adapter, group: GroupHandle) -> bool:
+    """Whether ``group`` has been given a window or found to have none, and not closed since."""
+    return group in _WINDOWS.get(adapter, {})
 
 
 def close(adapter: Adapter, group: GroupHandle) -> None:
@@ -543,16 +473,18 @@ def close(adapter: Adapter, group: GroupHandle) -> None:
     an asynchronous collective its thread starts meanwhile must find it, not make another (a
     set-up its peers never join: a hang, seen once the world's barrier went through shared
     memory and no longer gave that thread time to start first)."""
-    found = adapter.windows.get(group)
+    windows = _WINDOWS.get(adapter, {})
+    found = windows.get(group)
     if found is not None:
         found.close()
-    adapter.windows.pop(group, None)
+    windows.pop(group, None)
 
 
 def close_all(adapter: Adapter) -> None:
     """Close every window of ``adapter`` (when it leaves the job)."""
-    for group in list(adapter.windows):
+    for group in list(_WINDOWS.get(adapter, ())):
         close(adapter, group)
+    _WINDOWS.pop(adapter, None)
 
 
 #: Called once a window finds a peer gone (compat.core.state drops the choices it keeps, so that
@@ -564,7 +496,7 @@ def _spread_loss(found: SharedWindow) -> None:
     """Mark the peers ``found`` lost in every other window of its adapter: a rank gone from one
     group is gone from every group it is in."""
     lost = found.liveness.lost_global_ranks()
-    for other in list(found._adapter.windows.values()):
+    for other in list(_WINDOWS.get(found._adapter, {}).values()):
         if other is not None and other is not found:
             for rank in lost:
                 other.liveness.mark_lost(rank, found.doing)
@@ -574,7 +506,7 @@ def _spread_loss(found: SharedWindow) -> None:
 
 def lost(adapter: Adapter, group: GroupHandle) -> SharedWindow | None:
     """``group``'s window where a peer of it has been found gone, else None."""
-    found = adapter.windows.get(group)
+    found = made(adapter, group)
     return found if found is not None and found.liveness.lost else None
 
 

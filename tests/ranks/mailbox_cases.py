@@ -53,7 +53,7 @@ def _small_channel_group() -> compat.Group:
         group = compat.new_group(list(range(world())))
     finally:
         shared_memory.CHANNEL_BYTES = kept
-    window = state.current().adapter.windows.get(group.handle)
+    window = shared_memory.made(state.current().adapter, group.handle)
     assert window is not None and window.point_to_point, window
     assert window.channel_bytes == SMALL_CHANNEL, window.channel_bytes
     _check_direct(window.mailbox(), mailbox.DIRECT_READS)
@@ -300,7 +300,7 @@ def case_chosen(kit: Any) -> None:
             name,
             chosen,
         )
-    window = runtime.adapter.windows.get(None)
+    window = shared_memory.made(runtime.adapter, None)
     assert window is not None and window.point_to_point, window
     assert window.channel_bytes == shared_memory.channel_bytes(world()), window.channel_bytes
 
@@ -311,7 +311,7 @@ def case_direct(kit: Any) -> None:
     whole, the sent views unchanged); only the headers went through the ring; then blocking
     sends on every rank before any receive (each taken in while its receiver waits in its own
     send), blocking sends and receives in turn, and a receive posted long before its send."""
-    window = state.current().adapter.windows.get(None)
+    window = shared_memory.made(state.current().adapter, None)
     assert window is not None and window.point_to_point, window
     box = window.mailbox()
     _check_direct(box, True)
@@ -406,7 +406,7 @@ def case_rooted(kit: Any) -> None:
                     kit, group, root, async_op, (rows, 3), dtype, layout, f"small {root}"
                 )
     compat.destroy(group)
-    window = adapter.windows.get(None)
+    window = shared_memory.made(adapter, None)
     box = window.mailbox()
     rows = window.channel_bytes // 8 + 1  # float32 (rows, 2): more than a channel
     for root in range(n):
@@ -417,7 +417,8 @@ def case_rooted(kit: Any) -> None:
             if me != root:  # gather's part (a header alone) and the user's note (header, 64 bytes)
                 assert through[root] == 3 * mailbox.HEADER, through
     group = compat.new_group(list(range(n)))
-    later = adapter.windows[group.handle]
+    later = shared_memory.made(adapter, group.handle)
+    assert later is not None, "new_group made no window"
     later.point_to_point = False  # as a window made on a group's first collective
     before = later.rounds
     _rooted_through_channels(kit, None, 0, False, (rows, 2), "float32", "interior", "rounds", group)

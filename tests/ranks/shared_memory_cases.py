@@ -124,7 +124,7 @@ def case_rounds(kit: Any) -> None:
         out.check(f"all_to_all_single uneven async={async_op}")
         source.check("all_to_all_single: the input changed")
     compat.destroy(group)
-    assert handle not in _adapter().windows, "destroy(group) left its window open"
+    assert not shared_memory.has_entry(_adapter(), handle), "destroy(group) left its window open"
 
 
 def _rooted(kit: Any, group: compat.Group | None, label: str) -> None:
@@ -294,7 +294,7 @@ def case_chosen(kit: Any) -> None:
     compat.all_reduce(x)
     expected = reduce_np([values("sm-chosen", r, (5, 3)) for r in range(n)], "sum")
     np.testing.assert_allclose(kit.numpy(x), expected, rtol=1e-6)
-    assert isinstance(runtime.adapter.windows.get(None), shared_memory.SharedWindow), (
+    assert isinstance(shared_memory.made(runtime.adapter, None), shared_memory.SharedWindow), (
         "the world group has no window after a collective the table runs through shared memory"
     )
     chosen = inspect.unwrap(runtime.implementation("all_reduce", x, None, None))
@@ -398,8 +398,9 @@ def case_fallback(kit: Any) -> None:
         shared_memory.host_identity = real
     expected = reduce_np([values("sm-fallback", r, (4, 2)) for r in range(n)], "sum")
     np.testing.assert_allclose(kit.numpy(x), expected, rtol=1e-6)
-    windows = _adapter().windows
-    assert group.handle in windows and windows[group.handle] is None, windows
+    adapter = _adapter()
+    assert shared_memory.has_entry(adapter, group.handle), "no window entry"
+    assert shared_memory.made(adapter, group.handle) is None, "a window on several hosts"
     out = kit.tensor(np.zeros((2 * n, 2)), "float32")
     compat.all_gather_into(out, kit.tensor(values("sm-fb", me, (2, 2)), "float32"), group)
     expected = np.concatenate([values("sm-fb", r, (2, 2)) for r in range(n)])
@@ -413,7 +414,7 @@ def case_fallback(kit: Any) -> None:
     compat.destroy(group)
     # Destroying the group drops its window and what was chosen for it (choices are kept by
     # group handle, and a later group may get an equal handle).
-    assert group.handle not in windows, windows
+    assert not shared_memory.has_entry(adapter, group.handle), "destroy(group) left its window"
     kept = [key for key in runtime._implementations if key[2] == group.handle]
     assert not kept, kept
 
@@ -463,7 +464,8 @@ def case_opt_out(kit: Any) -> None:
         os.environ.pop(shared_memory.ENVIRONMENT, None)
     expected = reduce_np([values("sm-opt-out", r, (3, 2)) for r in range(n)], "max")
     np.testing.assert_allclose(kit.numpy(x), expected, rtol=1e-6)
-    assert _adapter().windows.get(group.handle, "absent") is None, _adapter().windows
+    assert shared_memory.has_entry(_adapter(), group.handle), "no window entry"
+    assert shared_memory.made(_adapter(), group.handle) is None, "a window against the opt-out"
     compat.destroy(group)
 
 
