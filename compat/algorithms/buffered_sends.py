@@ -12,15 +12,11 @@ MCCL matches a message by its source rank alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from compat.algorithms.common import _members, tensor_form
+from compat.algorithms.common import _members, give_back, tensor_form
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.types import Handle, ReduceOp, Work
 from compat.transport import scratch
-
-if TYPE_CHECKING:
-    pass
 
 
 def _send_then_receive(
@@ -53,7 +49,7 @@ def buffered_send_reduce_scatter(
     reduction: every rank moves (n-1)/n of its input, and all directions move at once.
 
     Only for backends whose ``send`` completes before the receiver posts its ``recv``: on MCCL the
-    receiver's server thread stores and acknowledges each message (measured), so no rank waits
+    receiver's server thread stores and acknowledges each message, so no rank waits
     on another's receive. Where a send waits for its receive (Gloo, NCCL), this would deadlock;
     the capability table chooses it for MCCL only. Each rank sends to the ranks after it first and
     receives in the order the messages arrive. It completes before returning: with ``async_op``
@@ -70,8 +66,7 @@ def buffered_send_reduce_scatter(
                 taken.append((pieces[peer], key))
     _send_then_receive(adapter, input_list, pieces, group)
     adapter.reduce_into(output, pieces, op)
-    for buffer, key in taken:
-        scratch.pool(adapter).give(buffer, key)
+    give_back(adapter, taken)
     return Work() if async_op else None
 
 
@@ -131,8 +126,7 @@ def buffered_send_all_reduce(
         adapter.reduce_into(reduced, pieces, op)
         adapter.copy_(mine, reduced)
     _send_then_receive(adapter, [mine] * count, parts, group)
-    for buffer, key in taken:
-        scratch.pool(adapter).give(buffer, key)
+    give_back(adapter, taken)
     return Work() if async_op else None
 
 

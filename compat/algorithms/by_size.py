@@ -3,15 +3,19 @@ into the adapter's scratch pool (compat.transport.scratch: buffers reused from c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from compat.algorithms.common import _complete, _members, _nothing, tensor_form, whole_of
+from compat.algorithms.common import (
+    Taken,
+    _complete,
+    _members,
+    _nothing,
+    give_back,
+    joined_or_copied,
+    tensor_form,
+    whole_of,
+)
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.types import Handle, ReduceOp
 from compat.transport import scratch
-
-if TYPE_CHECKING:
-    pass
 
 
 def all_to_all_reduce(
@@ -33,27 +37,17 @@ def all_to_all_reduce(
     if count == 1:
         adapter.copy_(output, input_list[0])
         return _complete([], async_op, _nothing)
-    pool = scratch.pool(adapter)
     sizes = [adapter.shape(item)[0] for item in input_list]
-    whole = whole_of(input_list)
-    if whole is None:
-        whole = adapter.joined(input_list)
-    taken = []
-    if whole is None:
-        shape = (sum(sizes), *adapter.shape(output)[1:])
-        whole, key = pool.take(shape, output)
-        taken.append((whole, key))
-        for part, item in zip(adapter.split(whole, sizes), input_list, strict=True):
-            adapter.copy_(part, item)
+    taken: Taken = []
+    whole = joined_or_copied(adapter, input_list, taken)
     rows = sizes[me]
-    received, key = pool.take((rows * count, *adapter.shape(output)[1:]), output)
+    received, key = scratch.pool(adapter).take((rows * count, *adapter.shape(output)[1:]), output)
     taken.append((received, key))
     pending = adapter.all_to_all_single(received, whole, [rows] * count, sizes, group, async_op)
 
     def finish() -> None:
         adapter.reduce_into(output, adapter.split(received, [rows] * count), op)
-        for buffer, buffer_key in taken:
-            pool.give(buffer, buffer_key)
+        give_back(adapter, taken)
 
     return _complete([pending], async_op, finish)
 

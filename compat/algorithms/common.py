@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.types import Handle, ReduceOp, Work
-
-if TYPE_CHECKING:
-    pass
+from compat.transport import scratch
 
 
 def _complete(
@@ -144,3 +141,31 @@ def _cut(adapter: Adapter, tensor: Tensor, group: GroupHandle) -> Parts:
     """``tensor`` in one equal dim-0 part per rank of ``group``."""
     count = len(adapter.group_ranks(group))
     return Parts(adapter.parts(tensor, [adapter.shape(tensor)[0] // count] * count), tensor)
+
+
+#: The scratch buffers one call has taken, with their keys (compat.transport.scratch).
+Taken = list[tuple[Tensor, scratch.Key]]
+
+
+def joined_or_copied(adapter: Adapter, tensors: Sequence[Tensor], taken: Taken) -> Tensor:
+    """One buffer holding ``tensors`` (dim-0 parts of one dtype and trailing shape) back to
+    back: the tensor a tensor form cut them from or the buffer they tile, without a copy; else
+    a scratch buffer they are copied into (added to ``taken``)."""
+    whole = whole_of(tensors)
+    if whole is None:
+        whole = adapter.joined(tensors)
+    if whole is None:
+        sizes = [adapter.shape(item)[0] for item in tensors]
+        shape = (sum(sizes), *adapter.shape(tensors[0])[1:])
+        whole, key = scratch.pool(adapter).take(shape, tensors[0])
+        taken.append((whole, key))
+        for part, item in zip(adapter.split(whole, sizes), tensors, strict=True):
+            adapter.copy_(part, item)
+    return whole
+
+
+def give_back(adapter: Adapter, taken: Taken) -> None:
+    """Give the scratch buffers of ``taken`` back to ``adapter``'s pool."""
+    pool = scratch.pool(adapter)
+    for buffer, key in taken:
+        pool.give(buffer, key)

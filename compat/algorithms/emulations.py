@@ -3,21 +3,19 @@ list all_gathers, through a gather or a scatter, or as one all_to_all_single."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from compat.algorithms.common import (
+    Taken,
     _complete,
     _gathered_then_reduced,
     _padded,
     _rows,
+    give_back,
+    joined_or_copied,
     tensor_form,
 )
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.types import Handle, ReduceOp
 from compat.transport import scratch
-
-if TYPE_CHECKING:
-    pass
 
 
 def padded_all_gather(
@@ -136,8 +134,7 @@ def gather_reduce_to_dst(
 
     def finish() -> None:
         adapter.copy_(tensor, adapter.reduce_local(gathered, op))
-        for buffer, key in taken:
-            scratch.pool(adapter).give(buffer, key)
+        give_back(adapter, taken)
 
     return _complete([pending], async_op, finish)
 
@@ -203,19 +200,14 @@ def concat_all_to_all(
     tile, else a scratch buffer copied out). Any dim-0 size per pair."""
     in_sizes = [adapter.shape(item)[0] for item in input_tensor_list]
     out_sizes = [adapter.shape(item)[0] for item in output_tensor_list]
-    trailing = adapter.shape(input_tensor_list[0])[1:]
     like = input_tensor_list[0]
-    taken = []
-    whole = adapter.joined(input_tensor_list)
-    if whole is None:
-        whole, key = scratch.pool(adapter).take((sum(in_sizes), *trailing), like)
-        taken.append((whole, key))
-        for part, item in zip(adapter.split(whole, in_sizes), input_tensor_list, strict=True):
-            adapter.copy_(part, item)
+    taken: Taken = []
+    whole = joined_or_copied(adapter, input_tensor_list, taken)
     received = adapter.joined(output_tensor_list)
     copy_out = received is None
     if received is None:
-        received, key = scratch.pool(adapter).take((sum(out_sizes), *trailing), like)
+        shape = (sum(out_sizes), *adapter.shape(like)[1:])
+        received, key = scratch.pool(adapter).take(shape, like)
         taken.append((received, key))
     pending = adapter.all_to_all_single(received, whole, out_sizes, in_sizes, group, async_op)
 
@@ -224,7 +216,6 @@ def concat_all_to_all(
             parts = adapter.split(received, out_sizes)
             for out, part in zip(output_tensor_list, parts, strict=True):
                 adapter.copy_(out, part)
-        for buffer, buffer_key in taken:
-            scratch.pool(adapter).give(buffer, buffer_key)
+        give_back(adapter, taken)
 
     return _complete([pending], async_op, finish)

@@ -6,18 +6,13 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from compat.algorithms.common import ARRIVAL_TAG
 from compat.algorithms.shared_memory import _window
-from compat.base.adapter import Adapter, GroupHandle
+from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.errors import CollectiveTimeout
 from compat.transport import shared_memory
 from compat.transport.backoff import Backoff
-
-if TYPE_CHECKING:
-    pass
-
 
 #: Seconds a rank still waits for a peer's arrival once the deadline has passed (an arrival
 #: already there is received in well under this).
@@ -62,13 +57,12 @@ def reported_barrier_in_memory(
     (Gloo): every send and every receive issued at once, the received bytes watched in memory
     until they have all arrived or the deadline has passed, then each receive and send waited
     for (all complete: every peer issued its receives right after its sends). No thread per
-    wait: on Gloo's transport reported_barrier took 3.3-4.2x torch's monitored_barrier at 2
-    ranks and 4.1-4.3x at 3-4 (a thread's start and hand-back cost 0.1-0.2 ms on two busy
-    cores), this 1.16-1.26x and 1.96-2.38x (capabilities.toml). It names the same ranks: every
-    rank that waited raises naming the peers it did not hear from by the deadline. A silent
-    peer's send and receive, left pending, are held by the adapter until destroy()
-    (:meth:`compat.base.adapter.Adapter.keep_pending`). Where the bytes would not be in host memory
-    (a GPU home device), :func:`reported_barrier` runs instead."""
+    wait, as :func:`reported_barrier`'s waits take on Gloo: starting and handing back a thread
+    costs more than the barrier itself (the figures are in capabilities.toml). It names the
+    same ranks: every rank that waited raises naming the peers it did not hear from by the
+    deadline. A silent peer's send and receive, left pending, are held by the adapter until
+    destroy() (:meth:`compat.base.adapter.Adapter.keep_pending`). Where the bytes would not be
+    in host memory (a GPU home device), :func:`reported_barrier` runs instead."""
     ranks = adapter.group_ranks(group)
     me = adapter.rank()
     peers = [rank for rank in ranks if rank != me]
@@ -85,21 +79,28 @@ def reported_barrier_in_memory(
         adapter.irecv(flag, peer, group, ARRIVAL_TAG)
         for flag, peer in zip(adapter.parts(heard, [1] * len(peers)), peers, strict=True)
     ]
-    flags = (ctypes.c_ubyte * len(peers)).from_address(adapter.host_address(heard))
-    with Backoff(shared_memory.yields_for(len(ranks))) as backoff:
-        while not all(flags) and time.monotonic() < deadline:
-            backoff.pause()
-    heard_from = [bool(flag) for flag in flags]  # one reading: a byte arriving now is too late
+    heard_from = _arrived_by(adapter, heard, len(peers), len(ranks), deadline)
     for came, receive, send in zip(heard_from, receives, sends, strict=True):
         if came:
             receive.wait()
             send.wait()
     silent = [index for index, came in enumerate(heard_from) if not came]
     if silent:
-        adapter.keep_pending(
-            [sends[index] for index in silent] + [receives[index] for index in silent]
-        )
+        adapter.keep_pending([sends[i] for i in silent] + [receives[i] for i in silent])
         raise _not_arrived([peers[index] for index in silent], timeout, started)
+
+
+def _arrived_by(
+    adapter: Adapter, heard: Tensor, peers: int, ranks: int, deadline: float
+) -> list[bool]:
+    """Which of the ``peers`` bytes of ``heard`` (in host memory) a receive has set by
+    ``deadline``: watched, backing off as a group of ``ranks`` waits, then read once (a byte
+    arriving after that reading is too late)."""
+    flags = (ctypes.c_ubyte * peers).from_address(adapter.host_address(heard))
+    with Backoff(shared_memory.yields_for(ranks)) as backoff:
+        while not all(flags) and time.monotonic() < deadline:
+            backoff.pause()
+    return [bool(flag) for flag in flags]
 
 
 def shared_memory_monitored_barrier(

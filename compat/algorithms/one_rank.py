@@ -8,14 +8,9 @@ more ranks.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.errors import UnsupportedError
 from compat.base.types import Handle, ReduceOp, Work
-
-if TYPE_CHECKING:
-    pass
 
 
 def _alone(adapter: Adapter, group: GroupHandle, algorithm: str) -> None:

@@ -4,14 +4,10 @@ the output (Gloo)."""
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
 
 from compat.algorithms.common import ALGORITHM_TAG, _gathered_then_reduced, tensor_form
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.types import Handle, ReduceOp, Work
-
-if TYPE_CHECKING:
-    pass
 
 
 def _exchange(
@@ -53,9 +49,8 @@ def pairwise_all_to_all(
     Pairs are served in rank order, the lower rank sending first, so blocking calls never wait on
     each other in a cycle. It completes before returning: with ``async_op`` the Work is already
     complete (recorded as async = "completed" in the capability table). The parts come from
-    ``adapter.parts``: on MCCL, views made by slicing plus a buffer per part took 1.2-2x the time
-    of the same exchange on views made once, at 1 KB to 1 MB per rank (2 ranks, measured), each
-    new view waiting on MindSpore's PyNative queue.
+    ``adapter.parts``, made once: on MindSpore each view made by slicing waits on the PyNative
+    queue.
     """
     ranks = adapter.group_ranks(group)
     me = ranks.index(adapter.rank())

@@ -9,7 +9,6 @@ runs AllReduce (sum of float32/float16), AllGather and Broadcast (capabilities.t
 from __future__ import annotations
 
 from array import array
-from typing import TYPE_CHECKING
 
 from compat.algorithms.common import (
     _complete,
@@ -21,9 +20,6 @@ from compat.algorithms.common import (
 )
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.types import Handle, ReduceOp, Work
-
-if TYPE_CHECKING:
-    pass
 
 
 def _gathered_parts(

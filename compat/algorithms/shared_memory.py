@@ -8,17 +8,12 @@ memory. Each completes before returning: with ``async_op`` the Work is already c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from compat.algorithms.common import tensor_form
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.errors import UnsupportedError
 from compat.base.types import Handle, ReduceOp, Work
 from compat.transport import shared_memory
 from compat.transport.shared_memory import SharedWindow
-
-if TYPE_CHECKING:
-    pass
 
 
 def _window(adapter: Adapter, group: GroupHandle, doing: str) -> SharedWindow:
@@ -394,10 +389,10 @@ def shared_memory_scatter(
     ``tensor``'s size, so every rank counts the same rounds (as broadcast's). The rounds are
     one-way, as broadcast's: ``src`` waits for no rank, the others for ``src``."""
     window = _window(adapter, group, "scatter")
-    count, root = window.size, adapter.group_ranks(group).index(src)
+    root = adapter.group_ranks(group).index(src)
     views = _FlatViews(adapter)
     target = views.target(tensor)
-    region = window.region_bytes(count)
+    region = window.region_bytes(window.size)
     step = _step(adapter, target, region)
     pieces = _chunks(adapter, target, step)
     if window.me != root:
@@ -405,19 +400,32 @@ def shared_memory_scatter(
             slots = window.publish(wait_for=(root,))
             numel = adapter.numel(piece)
             adapter.copy_(piece, window.read(slots[root], numel, piece, window.me * region))
-        return views.done(async_op)
-    assert scatter_list is not None  # the root's list, checked by compat.scatter
-    parts = [views.source(item) for item in scatter_list]
+    else:
+        assert scatter_list is not None  # the root's list, checked by compat.scatter
+        parts = [views.source(item) for item in scatter_list]
+        _scatter_from_root(adapter, window, parts, step, region, len(pieces))
+        if pieces:
+            adapter.copy_(target, parts[root])
+    return views.done(async_op)
+
+
+def _scatter_from_root(
+    adapter: Adapter,
+    window: SharedWindow,
+    parts: list[Tensor],
+    step: int,
+    region: int,
+    rounds: int,
+) -> None:
+    """The root's rounds of :func:`shared_memory_scatter`: in each, a piece of every other rank's
+    1-d part (``step`` elements) written into that rank's region of its slot; nobody waited for."""
     sent = [_chunks(adapter, part, step) for part in parts]
-    for index in range(len(pieces)):
+    for index in range(rounds):
         for peer, chunks in enumerate(sent):
-            if peer != root:
+            if peer != window.me:
                 piece = chunks[index]
                 adapter.copy_(window.own(adapter.numel(piece), piece, peer * region), piece)
         window.publish(wait_for=())
-    if pieces:
-        adapter.copy_(target, parts[root])
-    return views.done(async_op)
 
 
 def shared_memory_gather(
@@ -443,28 +451,35 @@ def shared_memory_gather(
         for piece in pieces:
             adapter.copy_(window.own(adapter.numel(piece), piece), piece)
             window.publish(wait_for=())
-        return views.done(async_op)
-    assert gather_list is not None  # the root's list, checked by compat.gather
-    targets = [views.target(item) for item in gather_list]
+    else:
+        assert gather_list is not None  # the root's list, checked by compat.gather
+        targets = [views.target(item) for item in gather_list]
+        _gather_at_root(adapter, window, targets, step, len(pieces))
+        if pieces:
+            adapter.copy_(targets[root], source)
+    return views.done(async_op)
+
+
+def _gather_at_root(
+    adapter: Adapter, window: SharedWindow, targets: list[Tensor], step: int, rounds: int
+) -> None:
+    """The root's rounds of :func:`shared_memory_gather`: in each, once every rank has written
+    its slot, a piece (``step`` elements) of every other rank's 1-d part copied from there."""
     received = [_chunks(adapter, target, step) for target in targets]
-    for index in range(len(pieces)):
+    for index in range(rounds):
         slots = window.publish()
         for peer, chunks in enumerate(received):
-            if peer != root:
+            if peer != window.me:
                 piece = chunks[index]
-                numel = adapter.numel(piece)
-                adapter.copy_(piece, window.read(slots[peer], numel, piece))
-    if pieces:
-        adapter.copy_(targets[root], source)
-    return views.done(async_op)
+                adapter.copy_(piece, window.read(slots[peer], adapter.numel(piece), piece))
 
 
 def shared_memory_barrier(
     adapter: Adapter, group: GroupHandle, async_op: bool, device_ids: list[int] | None = None
 ) -> Handle | None:
     """barrier through shared memory: one round of the group's window with nothing written;
-    every rank counts its arrival and waits for every peer's (microseconds, against 0.1 ms for
-    Gloo's barrier and milliseconds for MCCL's)."""
+    every rank counts its arrival and waits for every peer's, in memory: no message, so far
+    cheaper than the backend's barrier."""
     del device_ids  # compat.barrier passes them to the backend's own call instead
     _window(adapter, group, "barrier").publish()
     return Work() if async_op else None

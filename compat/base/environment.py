@@ -12,16 +12,14 @@ def environment() -> dict[str, str]:
 
     Never start one with none (``env=None``): the child then reads this process's live
     ``environ`` as it starts, and another thread that sets a variable meanwhile may free it
-    under the child, whose ``execve`` fails with EFAULT ("Bad address"; measured on Python
-    3.11, which starts children with vfork: 860 of 914 starts in 20 s while another thread set
-    and removed variables, none with a copy)."""
+    under the child, whose ``execve`` fails with EFAULT ("Bad address"; Python 3.11 starts
+    children with vfork, and most starts failed while another thread changed variables)."""
     while True:
         try:
             return dict(os.environ)
         except KeyError:
             # Another thread removed a variable between the copy's listing of the names and
-            # its read of that one (1.2 % of copies while a thread changes variables without
-            # pause, measured): copy again.
+            # its read of that one: copy again.
             continue
 
 

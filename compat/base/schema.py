@@ -158,7 +158,7 @@ CHOICE = Record(
 )
 
 #: How a capability entry's facts were established (its ``verified`` key): run on this kind of
-#: machine by the test its ``source`` names ("measured", the default), or only read in the
+#: host by the test its ``source`` names (the first value, the default), or only read in the
 #: framework's source or documentation its ``source`` cites (never run here: no GPU or NPU).
 VERIFIED = ("measured", "read")
 
@@ -176,7 +176,7 @@ CAPABILITY = Record(
     },
 )
 
-#: What a measured entry's ``source`` starts with: the test that measures it follows.
+#: What the ``source`` of an entry a test runs starts with: the name of that test follows.
 MEASURED_PREFIX = "measured: "
 
 #: A backend's rule for all_reduce_coalesced as one buffer (compat.collectives._coalesces): up
@@ -437,8 +437,8 @@ def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
 
 
 def _check_verified(where: _Where, key: str, cap: dict[str, Any]) -> None:
-    """A measured entry names its test ("measured: <test>"); a read one names what was read
-    instead, so that no entry passes off reading as running, or the reverse."""
+    """An entry a test runs names that test (after MEASURED_PREFIX); a read one names what was
+    read instead, so that no entry passes off reading as running, or the reverse."""
     measured = cap["source"].startswith(MEASURED_PREFIX)
     if cap.get("verified", "measured") == "measured" and not measured:
         raise where.fail(

@@ -17,7 +17,7 @@ def completes_within(
     Not the backends' own ``wait(timeout)``: when a Gloo point-to-point wait times out, Gloo
     closes every connection of the group ("Application timeout caused pair closure"), so the
     other messages could no longer go; and ``Work.is_completed()`` of a Gloo send/recv stays
-    False until waited on (both measured). MindSpore's calls take no timeout at all.
+    False until waited on (both seen on torch 2.13). MindSpore's calls take no timeout at all.
     """
     event = threading.Event() if done is None else done
 

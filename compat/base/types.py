@@ -171,8 +171,7 @@ class Work:
                 timeout = timedelta(seconds=timeout)
             # A handle leaves the list once its wait returned: after a later handle's timeout
             # or error the next wait() does not wait for it again (torch's Gloo send handle,
-            # waited for twice, waits for another message: measured, rank case
-            # p2p_waited_again).
+            # waited for twice, waits for another message: rank case p2p_waited_again).
             pending = self._pending
             try:
                 while pending:

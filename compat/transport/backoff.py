@@ -13,16 +13,16 @@ import time
 from collections.abc import Callable
 
 _SHORTEST_SLEEP, _LONGEST_SLEEP = 1e-5, 1e-3
-#: The timer slack (ns) of a thread while its wait sleeps. Linux lets a sleep overrun by the
-#: thread's slack, 50 us by default: time.sleep(1e-5) took 63 us, and 13.5 us at 1 us of slack
-#: (measured). The thread's own slack is put back when the wait ends.
+#: The timer slack (ns) of a thread while its wait sleeps: Linux lets a sleep overrun by the
+#: thread's slack, by default several times the shortest sleep. Put back when the wait ends.
 SLEEP_SLACK_NS = 1000
 
 
 class Backoff:
     """How a rank waits for its peers between two looks at the shared memory: polls that yield
-    the CPU (``yields`` of them), then sleeps ever longer (1e-5 s more each time, up to 1 ms),
-    with the thread's timer slack lowered while it sleeps (put back on leaving the block)."""
+    the CPU (``yields`` of them), then sleeps ever longer (each _SHORTEST_SLEEP more, up to
+    _LONGEST_SLEEP), with the thread's timer slack lowered while it sleeps (put back on leaving
+    the block)."""
 
     __slots__ = ("_polls", "_slack", "_yields")
     _slack: int | None

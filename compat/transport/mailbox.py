@@ -1,11 +1,9 @@
 """Point to point through shared memory: a channel from each rank of a window to each other.
 
 Gloo and MCCL move a point-to-point message through a TCP socket even between two processes of
-one host (2 ranks, 1 KB isend/irecv pair: Gloo 40 us, MCCL about 4 ms, measured). Where a group
-has a shared-memory window (:mod:`compat.transport.shared_memory`) made with the group, each rank's
-file
-also holds one channel to each peer: a ring of :func:`compat.transport.shared_memory.channel_bytes`
-bytes
+one host, which costs far more than a copy through memory. Where a group has a shared-memory
+window (:mod:`compat.transport.shared_memory`) made with the group, each rank's file also holds
+one channel to each peer: a ring of :func:`compat.transport.shared_memory.channel_bytes` bytes
 that only the sender writes, with a count of the bytes written in the sender's file and a count
 of the bytes read in the receiver's. A message is a 64-byte header (its size and tag), then its
 bytes, padded to 64. A sender writes as much of its message as the ring has room for and
@@ -25,8 +23,7 @@ its file; a sender sends directly only to a receiver that counted it. Where the 
 ``ptrace_scope`` 1, Ubuntu's default, does; a sandbox without the call; not Linux) a large message
 streams through the ring instead, as much at a time as there is room, each part copied in by the
 sender and out by the receiver: with more ranks than cores every part waits for two processes to be
-scheduled (4 ranks on 2 cores, Gloo, 64 MB: 199 ms streamed against 79 ms for Gloo's own send and
-recv).
+scheduled, slower than the backend's own send and recv.
 
 Progress is made by the calls themselves, on the calling thread, as an MPI library's is: an
 ``isend`` writes what fits at once (all of a message that fits: it is then complete), an
@@ -89,19 +86,16 @@ _READS_DIRECTLY = 1
 DIRECT_READS = True
 #: Direct reads of at least this many bytes are read in two halves at once, the second by a
 #: helper thread: in a blocking exchange the sender's core is idle while its receiver copies.
-#: 64 MB read in one process: 10.1-12.2 ms in one call, 4.2-6.8 ms in two halves at once
-#: (measured, the fastest of 9).
 SPLIT_READ_BYTES = 32 << 20
-#: How fast a direct read goes (64 MB in 12-13 ms between two ranks, measured, in two halves),
-#: for how long a direct message waits before it is read aside. A direct message that no posted
+#: How fast a direct read goes (in two halves, between two ranks; compat bench send_recv), for
+#: how long a direct message waits before it is read aside. A direct message that no posted
 #: receive takes is read aside (for the receive to come) only once its header has waited as long
 #: as reading it takes, ``nbytes / DIRECT_READ_BYTES_PER_S``. Read aside, it costs a buffer of
 #: its size, that read and a second copy, and the receive most often comes sooner: a blocking
 #: send then recv posts it once the send's wait ends. That wait, seeing its send done and the
-#: peer's header in one poll, read the message aside (send_recv at 64 MB, 2 ranks: 30-48 ms a
-#: call, of which the two reads take 26; 28-30 ms with the wait). A rank whose own direct
-#: message to that peer is unread reads it aside at once: both may be blocked sending to each
-#: other (both send first; with the wait alone that took 1.4-2.2x as long at 16-64 MB). Any
+#: peer's header in one poll, read the message aside: two reads where one does. A rank whose own
+#: direct message to that peer is unread reads it aside at once: both may be blocked sending to
+#: each other (both send first), and waiting would slow both. Any
 #: other rank that must take it in for its peer to go on (a cycle of three that send first)
 #: does, one read's time later at most.
 DIRECT_READ_BYTES_PER_S = 5e9
@@ -149,7 +143,7 @@ class _Message:
         self._mailbox = mailbox
         self.address, self.nbytes, self.peer, self.tag = address, nbytes, peer, tag
         # What owns the memory at address, alive until the message is done (a staged copy
-        # freed mid-message had its memory reused: wrong data, measured on MindSpore).
+        # freed mid-message had its memory reused: wrong data, seen on MindSpore).
         self.keep = keep
         self.offset = 0  # bytes of the padded message moved so far
         self.done = False
@@ -281,8 +275,8 @@ class Mailbox:
         self._lock = threading.RLock()  # calls from several threads, and collective waits
 
         def counter(rank: int, offset: int) -> ctypes.c_int64:
-            # An aligned 8-byte word, read and written whole (one instruction on x86-64); a
-            # tenth of the time numpy's indexing takes (measured), on the path of every message.
+            # An aligned 8-byte word, read and written whole (one instruction on x86-64); far
+            # cheaper than numpy's indexing, on the path of every message.
             return ctypes.c_int64.from_buffer(views[rank], offset)
 
         def ring(rank: int, to: int) -> memoryview:
@@ -732,9 +726,8 @@ class _OpenMailboxes:
     weakly: one a group dropped without closing it is not kept alive, nor taken in.
 
     A tuple of references, replaced whole on each add and discard (a wait in another thread
-    walks the tuple it read), rather than a WeakSet: walking a WeakSet cost 1.6 us with one
-    mailbox open, against 0.10-0.12 for this (its iteration guard runs in Python; measured,
-    the fastest of 30 rounds), and every poll of a wait walks it."""
+    walks the tuple it read), rather than a WeakSet, whose iteration guard runs in Python:
+    every poll of a wait walks it."""
 
     def __init__(self) -> None:
         self.refs: tuple[weakref.ref[Mailbox], ...] = ()

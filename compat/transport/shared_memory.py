@@ -1,8 +1,8 @@
 """Shared memory between the ranks of a group that run on one host: a window of slots.
 
-On CPU the backends move every byte through TCP sockets, even between two processes of one host:
-MCCL's all_reduce took 47.5 ms for 16 MB at 2 ranks here; numpy copies the same bytes through
-memory both processes map in 2-4 ms (measured). So where every rank of a group is on this host,
+On CPU the backends move every byte through TCP sockets, even between two processes of one host,
+many times slower than numpy copies the same bytes through memory both processes map (compat
+bench shows both). So where every rank of a group is on this host,
 compat's shared-memory algorithms (:mod:`compat.algorithms`) write their data into memory the
 other ranks read, and the backend moves nothing.
 
@@ -59,10 +59,9 @@ if TYPE_CHECKING:
     from compat.base.adapter import Adapter, GroupHandle, Tensor
     from compat.base.types import Handle
 
-#: The bytes one rank publishes in one round. 1 MB: rounds cost a few microseconds where ranks
-#: wait in memory, and smaller pieces stay in cache (2 ranks, 64 MB on Gloo: all_reduce 8.2 ms
-#: with 1 MB slots, 9.8 ms with 4 MB; all_gather_into_tensor 8.1 and 11.1 ms); each rank's file
-#: holds two, so a group of n ranks takes 2n MB of /dev/shm for them (its rings: file_bytes).
+#: The bytes one rank publishes in one round: rounds are cheap where ranks wait in memory, and
+#: smaller pieces stay in cache, so larger slots were slower. Each rank's file holds two, so a
+#: group of n ranks takes 2n MB of /dev/shm for them (its rings: file_bytes).
 SLOT_BYTES = 1 * 2**20
 #: Where the files are made: a memory-backed file system on Linux.
 DIRECTORY = "/dev/shm"
@@ -80,15 +79,11 @@ _DESCRIPTION_BYTES = 256
 #: Bytes at the start of a rank's file, before its slots: the count of rounds it has published,
 #: then (at compat.transport.mailbox.MARKER) 8 random bytes fixed when the file is made.
 FLAG_BYTES = 64
-#: Polls that yield the CPU before the waits sleep (1e-5 s more each time, up to 1 ms), where
-#: every rank of the group can have a core of its own.
+#: Polls that yield the CPU before the waits sleep (compat.transport.backoff), where every rank
+#: of the group can have a core of its own.
 _YIELDS = 2000
-#: The same with more ranks than cores: a few. Polling as long took the core of the rank waited
-#: for (4 ranks on 2 cores, Gloo, all_reduce 1K-64M 0.11-0.80 of native against 0.05-0.84
-#: sleeping at once; scatter at 1M 1.42 against 1.33), but a sleep costs 25-45 us of CPU time
-#: here (a VM: time.sleep(1e-5) and sleep(0) alike) against 1 us for a yield, and a rank often
-#: arrives within a few yields: 3 ranks on 2 cores, a loop of 1 KB calls, all_reduce 330 -> 210
-#: us a call, gather 375 -> 234 (4 ranks: 460 -> 224 and 429 -> 218), with 20 of them.
+#: The same with more ranks than cores: a few. Polling as long takes the core of the rank waited
+#: for, but a sleep costs far more CPU time than a yield and a rank often arrives within a few.
 _YIELDS_OVERSUBSCRIBED = 20
 #: Bytes kept at the start of a slot for the word an algorithm publishes
 #: (:meth:`SharedWindow.write_word`), so that what follows stays aligned for any dtype.
@@ -430,8 +425,8 @@ def _cores() -> int:
 
 
 def waits_in_memory() -> bool:
-    """Whether ranks wait for each other on counters in the shared memory (microseconds) rather
-    than on the backend's barrier (0.1 ms on Gloo, 0.7-2 ms on MCCL, measured). Only on x86,
+    """Whether ranks wait for each other on counters in the shared memory rather than on the
+    backend's barrier (messages, far slower). Only on x86,
     whose memory model keeps a slot's stores ahead of the count's for the other ranks (and a
     locked instruction orders glibc's non-temporal copies); elsewhere (ARM) Python has no fence."""
     return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
