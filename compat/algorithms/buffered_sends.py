@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compat.algorithms.common import _members, give_back, tensor_form
+from compat.algorithms.common import give_back, members, tensor_form
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.types import Handle, ReduceOp, Work
 from compat.transport import scratch
@@ -55,7 +55,7 @@ def buffered_send_reduce_scatter(
     receives in the order the messages arrive. It completes before returning: with ``async_op``
     the Work is already complete (async = "completed" in the table).
     """
-    count, me = _members(adapter, group)
+    count, me = members(adapter, group)
     shape = adapter.shape(input_list[me])
     # Every peer's values of this rank's part; while that part is empty nothing is received.
     taken, pieces = [], [input_list[me]] * count
@@ -78,7 +78,7 @@ def buffered_send_all_gather(
 ) -> Handle | None:
     """all_gather as blocking sends of ``tensor`` to every peer, then each peer's tensor received
     straight into its ``tensor_list`` entry (parts of any dim-0 size: the uneven form too)."""
-    _, me = _members(adapter, group)
+    _, me = members(adapter, group)
     _send_then_receive(adapter, [tensor] * len(tensor_list), tensor_list, group)
     if adapter.numel(tensor_list[me]):
         adapter.copy_(tensor_list[me], tensor)
@@ -141,7 +141,7 @@ def buffered_send_all_to_all(
 ) -> Handle | None:
     """all_to_all_single as blocking sends of every peer's part, then each peer's part received
     straight into its place in ``output`` (any split sizes)."""
-    _, me = _members(adapter, group)
+    _, me = members(adapter, group)
     sent = adapter.parts(tensor, input_split_sizes)
     received = adapter.parts(output, output_split_sizes)
     if adapter.numel(received[me]):
@@ -159,7 +159,7 @@ def buffered_send_all_to_all_list(
 ) -> Handle | None:
     """all_to_all as :func:`buffered_send_all_to_all` of separate tensors, each part received
     straight into its output tensor."""
-    _, me = _members(adapter, group)
+    _, me = members(adapter, group)
     if adapter.numel(output_tensor_list[me]):
         adapter.copy_(output_tensor_list[me], input_tensor_list[me])
     _send_then_receive(adapter, input_tensor_list, output_tensor_list, group)

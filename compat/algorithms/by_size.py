@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from compat.algorithms.common import (
     Taken,
-    _complete,
-    _members,
-    _nothing,
+    complete,
     give_back,
     joined_or_copied,
+    members,
+    nothing,
     tensor_form,
     whole_of,
 )
@@ -33,10 +33,10 @@ def all_to_all_reduce(
     go as all_to_all_single's split sizes. Inputs that tile one buffer (``x.chunk(n)``) are sent
     from it without a copy; others are concatenated into a scratch buffer first.
     """
-    count, me = _members(adapter, group)
+    count, me = members(adapter, group)
     if count == 1:
         adapter.copy_(output, input_list[0])
-        return _complete([], async_op, _nothing)
+        return complete([], async_op, nothing)
     sizes = [adapter.shape(item)[0] for item in input_list]
     taken: Taken = []
     whole = joined_or_copied(adapter, input_list, taken)
@@ -49,7 +49,7 @@ def all_to_all_reduce(
         adapter.reduce_into(output, adapter.split(received, [rows] * count), op)
         give_back(adapter, taken)
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)
 
 
 all_to_all_reduce_tensor = tensor_form(all_to_all_reduce)
@@ -68,7 +68,7 @@ def all_reduce_slice(
     It moves about twice the data of the other algorithms, but in one native call: the fastest for
     small inputs on backends whose every call has a high fixed cost (MCCL).
     """
-    _, me = _members(adapter, group)
+    _, me = members(adapter, group)
     pool = scratch.pool(adapter)
     sizes = [adapter.shape(item)[0] for item in input_list]
     whole, key = pool.take((sum(sizes), *adapter.shape(output)[1:]), output)
@@ -84,7 +84,7 @@ def all_reduce_slice(
         adapter.copy_(output, adapter.narrow(whole, sum(sizes[:me]), sizes[me]))
         pool.give(whole, key)
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)
 
 
 all_reduce_slice_tensor = tensor_form(all_reduce_slice)

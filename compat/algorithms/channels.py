@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from compat.algorithms.shared_memory import (
-    _flat_parts,
-    _FlatViews,
-    _window,
+    FlatViews,
+    flat_parts,
+    group_window,
     shared_memory_all_to_all,
     shared_memory_all_to_all_list,
     shared_memory_gather,
@@ -49,13 +49,13 @@ def shared_memory_p2p_all_to_all(
     memory where the host allows it: one copy, every rank reading at once, and no rounds (the
     rounds of :func:`shared_memory_all_to_all` pass 1 MB slots, shared by every peer, through
     all the ranks in step). A group whose window has no channels runs that function."""
-    window = _window(adapter, group, "all_to_all_single")
+    window = group_window(adapter, group, "all_to_all_single")
     if not window.point_to_point:
         return shared_memory_all_to_all(
             adapter, output, tensor, output_split_sizes, input_split_sizes, group, async_op
         )
-    views = _FlatViews(adapter)
-    sources, targets = _flat_parts(
+    views = FlatViews(adapter)
+    sources, targets = flat_parts(
         adapter, views, output, tensor, output_split_sizes, input_split_sizes
     )
     _exchange_through_channels(adapter, sources, targets, window)
@@ -70,12 +70,12 @@ def shared_memory_p2p_all_to_all_list(
     async_op: bool,
 ) -> Handle | None:
     """all_to_all as :func:`shared_memory_p2p_all_to_all`, each part a tensor of its own."""
-    window = _window(adapter, group, "all_to_all")
+    window = group_window(adapter, group, "all_to_all")
     if not window.point_to_point:
         return shared_memory_all_to_all_list(
             adapter, output_tensor_list, input_tensor_list, group, async_op
         )
-    views = _FlatViews(adapter)
+    views = FlatViews(adapter)
     sources = [views.source(item) for item in input_tensor_list]
     targets = [views.target(item) for item in output_tensor_list]
     _exchange_through_channels(adapter, sources, targets, window)
@@ -157,13 +157,13 @@ def _rooted_through_channels(
     the channels: ``tensor`` on a rank other than the root, ``listed[p]`` (one per group rank)
     on the root; toward the root (gather) or from it (scatter). The root's own part is copied
     between ``tensor`` and ``listed[root]``."""
-    window = _window(adapter, group, "gather" if to_root else "scatter")
+    window = group_window(adapter, group, "gather" if to_root else "scatter")
     if not window.point_to_point:
         rounds = shared_memory_gather if to_root else shared_memory_scatter
         return rounds(adapter, tensor, listed, root_rank, group, async_op)
     mailbox = window.mailbox()
     root = mailbox.index[root_rank]
-    views = _FlatViews(adapter)
+    views = FlatViews(adapter)
     mine = views.source(tensor) if to_root else views.target(tensor)
     nbytes = adapter.nbytes(mine)
     if window.me != root:
@@ -188,7 +188,7 @@ def _rooted_through_channels(
 
 
 def _mailbox(adapter: Adapter, group: GroupHandle) -> Mailbox:
-    return _window(adapter, group, "a point-to-point call").mailbox()
+    return group_window(adapter, group, "a point-to-point call").mailbox()
 
 
 def shared_memory_isend(

@@ -11,7 +11,7 @@ from compat.base.types import Handle, ReduceOp, Work
 from compat.transport import scratch
 
 
-def _complete(
+def complete(
     pending: Sequence[Handle | None], async_op: bool, finish: Callable[[], None]
 ) -> Handle | None:
     """Run ``finish`` now (sync) or when the returned Work is waited on (async)."""
@@ -21,32 +21,26 @@ def _complete(
     return None
 
 
-def _rows(adapter: Adapter, tensor: Tensor, rows: int) -> Tensor:
+def first_rows(adapter: Adapter, tensor: Tensor, rows: int) -> Tensor:
     """The first ``rows`` rows of ``tensor`` (a view)."""
     total = adapter.shape(tensor)[0]
     return adapter.split(tensor, [rows, total - rows])[0]
 
 
-def _padded(adapter: Adapter, tensor: Tensor, rows: int) -> Tensor:
+def padded_to(adapter: Adapter, tensor: Tensor, rows: int) -> Tensor:
     """A copy of ``tensor`` with dim 0 grown to ``rows`` (the extra rows are left unset)."""
     padded = adapter.empty((rows, *adapter.shape(tensor)[1:]), tensor)
-    adapter.copy_(_rows(adapter, padded, adapter.shape(tensor)[0]), tensor)
+    adapter.copy_(first_rows(adapter, padded, adapter.shape(tensor)[0]), tensor)
     return padded
 
 
-def _equal_parts(adapter: Adapter, tensor: Tensor, group: GroupHandle) -> list[Tensor]:
-    """Dim 0 of ``tensor`` in one equal part per rank of ``group`` (views)."""
-    count = len(adapter.group_ranks(group))
-    return adapter.split(tensor, [adapter.shape(tensor)[0] // count] * count)
-
-
-def _members(adapter: Adapter, group: GroupHandle) -> tuple[int, int]:
+def members(adapter: Adapter, group: GroupHandle) -> tuple[int, int]:
     """(group size, this rank's index in the group)."""
     ranks = adapter.group_ranks(group)
     return len(ranks), ranks.index(adapter.rank())
 
 
-def _gathered_then_reduced(
+def gathered_then_reduced(
     adapter: Adapter,
     tensor: Tensor,
     op: ReduceOp,
@@ -59,12 +53,12 @@ def _gathered_then_reduced(
     count = len(adapter.group_ranks(group))
     gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
     pending = all_gather(gathered, tensor, group, async_op)
-    return _complete(
+    return complete(
         [pending], async_op, lambda: adapter.copy_(tensor, adapter.reduce_local(gathered, op))
     )
 
 
-def _nothing() -> None:
+def nothing() -> None:
     """The local step of a collective that has none."""
 
 

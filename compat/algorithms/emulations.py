@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from compat.algorithms.common import (
     Taken,
-    _complete,
-    _gathered_then_reduced,
-    _padded,
-    _rows,
+    complete,
+    first_rows,
+    gathered_then_reduced,
     give_back,
     joined_or_copied,
+    padded_to,
     tensor_form,
 )
 from compat.base.adapter import Adapter, GroupHandle, Tensor
@@ -25,15 +25,15 @@ def padded_all_gather(
     equal-sized buffers, copy each rank's rows out."""
     sizes = [adapter.shape(item)[0] for item in tensor_list]
     rows = max(sizes)
-    padded = _padded(adapter, tensor, rows)
+    padded = padded_to(adapter, tensor, rows)
     gathered = [adapter.empty(adapter.shape(padded), tensor) for _ in sizes]
     pending = adapter.all_gather(gathered, padded, group, async_op)
 
     def finish() -> None:
         for out, block, size in zip(tensor_list, gathered, sizes, strict=True):
-            adapter.copy_(out, _rows(adapter, block, size))
+            adapter.copy_(out, first_rows(adapter, block, size))
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)
 
 
 def padded_reduce_scatter(
@@ -70,15 +70,15 @@ def padded_reduce_scatter(
         if size:
             adapter.copy_(part, item)
         if size < rows:
-            adapter.copy_(pad, _rows(adapter, largest, rows - size))
+            adapter.copy_(pad, first_rows(adapter, largest, rows - size))
     received = adapter.empty((rows, *adapter.shape(output)[1:]), output)
     pending = adapter.reduce_scatter_tensor(received, whole, op, group, async_op)
 
     def finish() -> None:
         if sizes[me]:
-            adapter.copy_(output, _rows(adapter, received, sizes[me]))
+            adapter.copy_(output, first_rows(adapter, received, sizes[me]))
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)
 
 
 def all_gather_concat(
@@ -94,14 +94,14 @@ def all_gather_concat(
         for part, piece in zip(parts, gathered, strict=True):
             adapter.copy_(part, piece)
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)
 
 
 def all_gather_reduce(
     adapter: Adapter, tensor: Tensor, op: ReduceOp, group: GroupHandle, async_op: bool
 ) -> Handle | None:
     """all_reduce as all_gather plus a local reduction: exact for every dtype all_gather moves."""
-    return _gathered_then_reduced(adapter, tensor, op, group, async_op, adapter.all_gather)
+    return gathered_then_reduced(adapter, tensor, op, group, async_op, adapter.all_gather)
 
 
 def all_gather_reduce_to_dst(
@@ -116,7 +116,7 @@ def all_gather_reduce_to_dst(
         if adapter.rank() == dst:
             adapter.copy_(tensor, adapter.reduce_local(gathered, op))
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)
 
 
 def gather_reduce_to_dst(
@@ -136,7 +136,7 @@ def gather_reduce_to_dst(
         adapter.copy_(tensor, adapter.reduce_local(gathered, op))
         give_back(adapter, taken)
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)
 
 
 def reduce_keep_input(
@@ -150,7 +150,7 @@ def reduce_keep_input(
     copy, key = pool.take(adapter.shape(tensor), tensor)
     adapter.copy_(copy, tensor)
     pending = adapter.reduce(copy, dst, op, group, async_op)
-    return _complete([pending], async_op, lambda: pool.give(copy, key))
+    return complete([pending], async_op, lambda: pool.give(copy, key))
 
 
 def scatter_reduce(
@@ -171,7 +171,7 @@ def scatter_reduce(
     sizes = [adapter.shape(item)[0] for item in input_list]
     rows = max(sizes)
     even = len(set(sizes)) == 1
-    parts = list(input_list) if even else [_padded(adapter, item, rows) for item in input_list]
+    parts = list(input_list) if even else [padded_to(adapter, item, rows) for item in input_list]
     received = [adapter.empty(adapter.shape(parts[me]), output) for _ in ranks]
     pending = [
         adapter.scatter(buffer, parts if src == ranks[me] else None, src, group, async_op)
@@ -179,10 +179,10 @@ def scatter_reduce(
     ]
 
     def finish() -> None:
-        pieces = received if even else [_rows(adapter, item, sizes[me]) for item in received]
+        pieces = received if even else [first_rows(adapter, item, sizes[me]) for item in received]
         adapter.copy_(output, adapter.reduce_local(pieces, op))
 
-    return _complete(pending, async_op, finish)
+    return complete(pending, async_op, finish)
 
 
 scatter_reduce_tensor = tensor_form(scatter_reduce)
@@ -218,4 +218,4 @@ def concat_all_to_all(
                 adapter.copy_(out, part)
         give_back(adapter, taken)
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 
 from compat.algorithms.common import ARRIVAL_TAG
-from compat.algorithms.shared_memory import _window
+from compat.algorithms.shared_memory import group_window
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.errors import CollectiveTimeout
 from compat.transport import shared_memory
@@ -115,7 +115,7 @@ def shared_memory_monitored_barrier(
     meet in the backend's barrier, which takes no timeout; compat.core.state chooses it only
     there)."""
     del wait_all_ranks  # see reported_barrier
-    window = _window(adapter, group, "monitored_barrier")
+    window = group_window(adapter, group, "monitored_barrier")
     started = time.monotonic()
     missing: list[int] = []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from compat.algorithms.common import ALGORITHM_TAG, _gathered_then_reduced, tensor_form
+from compat.algorithms.common import ALGORITHM_TAG, gathered_then_reduced, tensor_form
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.types import Handle, ReduceOp, Work
 
@@ -138,4 +138,4 @@ def pairwise_all_gather_reduce(
     rank (so every rank ends with the same bits): one step of messages, where Gloo's ring takes
     several."""
     pairwise = partial(pairwise_all_gather, adapter)
-    return _gathered_then_reduced(adapter, tensor, op, group, async_op, pairwise)
+    return gathered_then_reduced(adapter, tensor, op, group, async_op, pairwise)

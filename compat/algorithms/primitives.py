@@ -11,10 +11,10 @@ from __future__ import annotations
 from array import array
 
 from compat.algorithms.common import (
-    _complete,
-    _members,
-    _nothing,
-    _padded,
+    complete,
+    members,
+    nothing,
+    padded_to,
     tensor_form,
     whole_of,
 )
@@ -46,13 +46,13 @@ def all_gather_reduce_scatter(
     if whole is None:
         whole = adapter.cat(input_list, 0)
     gathered, pending = _gathered_parts(adapter, whole, group, async_op)
-    mine = _members(adapter, group)[1]
+    mine = members(adapter, group)[1]
 
     def finish() -> None:
         parts = [adapter.split(item, rows)[mine] for item in gathered]
         adapter.copy_(output, adapter.reduce_local(parts, op))
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)
 
 
 all_gather_reduce_scatter_tensor = tensor_form(all_gather_reduce_scatter)
@@ -74,7 +74,7 @@ def all_gather_to_dst(
             for out, part in zip(gather_list, gathered, strict=True):
                 adapter.copy_(out, part)
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)
 
 
 def broadcast_scatter(
@@ -87,7 +87,7 @@ def broadcast_scatter(
 ) -> Handle | None:
     """scatter as a broadcast of every part (joined on ``src``), of which each rank keeps its
     own: every rank receives the whole list."""
-    count, mine = _members(adapter, group)
+    count, mine = members(adapter, group)
     shape = adapter.shape(tensor)
     if adapter.rank() == src and scatter_list is not None:
         whole = adapter.cat(scatter_list, 0)
@@ -98,7 +98,7 @@ def broadcast_scatter(
     def finish() -> None:
         adapter.copy_(tensor, adapter.split(whole, [shape[0]] * count)[mine])
 
-    return _complete([pending], async_op, finish)
+    return complete([pending], async_op, finish)
 
 
 def all_gather_all_to_all(
@@ -113,7 +113,7 @@ def all_gather_all_to_all(
     """all_to_all_single as two all_gathers: every rank's split sizes (as bytes), then every
     rank's input padded to the longest, of which each rank keeps the rows sent to it. Runs to
     its end before returning: the second all_gather is sized by the first."""
-    count, mine = _members(adapter, group)
+    count, mine = members(adapter, group)
     sizes = adapter.bytes_tensor(array("q", input_split_sizes).tobytes())
     gathered_sizes, _ = _gathered_parts(adapter, sizes, group, False)
     splits = [array("q", adapter.to_bytes(item)).tolist() for item in gathered_sizes]
@@ -121,7 +121,7 @@ def all_gather_all_to_all(
     if longest == 0:  # every rank sends nothing (each computes the same longest)
         return Work([], lambda: None) if async_op else None
     rows = adapter.shape(tensor)[0]
-    padded = tensor if rows == longest else _padded(adapter, tensor, longest)
+    padded = tensor if rows == longest else padded_to(adapter, tensor, longest)
     gathered, _ = _gathered_parts(adapter, padded, group, False)
     outputs = adapter.split(output, output_split_sizes)
     for source in range(count):
@@ -161,4 +161,4 @@ def all_gather_barrier(
     del device_ids  # checked by compat; nothing to choose with it here
     token = adapter.bytes_tensor(bytes(4))
     _, pending = _gathered_parts(adapter, token, group, async_op)
-    return _complete([pending], async_op, _nothing)
+    return complete([pending], async_op, nothing)

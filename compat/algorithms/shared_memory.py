@@ -16,7 +16,7 @@ from compat.transport import shared_memory
 from compat.transport.shared_memory import SharedWindow
 
 
-def _window(adapter: Adapter, group: GroupHandle, doing: str) -> SharedWindow:
+def group_window(adapter: Adapter, group: GroupHandle, doing: str) -> SharedWindow:
     """``group``'s window, named to be ``doing`` a collective (for an error that names it)."""
     found = shared_memory.window(adapter, group)
     if found is not None:
@@ -30,7 +30,7 @@ def _window(adapter: Adapter, group: GroupHandle, doing: str) -> SharedWindow:
     return found
 
 
-class _FlatViews:
+class FlatViews:
     """The 1-d tensors one shared-memory call reads and writes: flat views of the caller's
     tensors, else of dense copies (a view that is not contiguous). The copies live until the
     call is done (a flat view need not hold on to the memory it views: MindSpore's), and those
@@ -97,8 +97,8 @@ def shared_memory_all_reduce(
     into its slot and, once every rank has (a barrier), reduces every rank's piece, in group-rank
     order, into its own tensor. Every rank computes the same reduction in the same order: every
     rank ends with the same bits, for every op (AVG: the sum divided by the group's size)."""
-    window = _window(adapter, group, "all_reduce")
-    views = _FlatViews(adapter)
+    window = group_window(adapter, group, "all_reduce")
+    views = FlatViews(adapter)
     flat = views.target(tensor)
     step = _step(adapter, flat, window.region_bytes())
     for piece in _chunks(adapter, flat, step):
@@ -120,8 +120,8 @@ def shared_memory_all_reduce_in_shares(
     reads n + 2 (it reduces the whole piece on every rank): fewer bytes from 3 ranks up, for a
     second round each piece. Every element is reduced once, by one rank: every rank ends with
     the same bits, for every op (AVG: the sum divided by the group's size)."""
-    window = _window(adapter, group, "all_reduce")
-    views = _FlatViews(adapter)
+    window = group_window(adapter, group, "all_reduce")
+    views = FlatViews(adapter)
     flat = views.target(tensor)
     count = window.size
     step = _step(adapter, flat, window.region_bytes())
@@ -161,8 +161,8 @@ def shared_memory_all_gather(
     into its slot and, once every rank has (a barrier), copies every rank's piece into its output
     (parts of any dim-0 size: the uneven form too; every rank knows every part's size, so all run
     the same rounds)."""
-    window = _window(adapter, group, "all_gather")
-    views = _FlatViews(adapter)
+    window = group_window(adapter, group, "all_gather")
+    views = FlatViews(adapter)
     source = views.source(tensor)
     targets = [views.target(out) for out in tensor_list]
     step = _step(adapter, source, window.region_bytes())
@@ -234,18 +234,18 @@ def shared_memory_all_to_all(
     """all_to_all_single through shared memory (any split sizes): each rank writes every peer's
     part into that peer's region of its slot, round by round, and reads its own part from every
     peer's slot once all have written (a barrier per round)."""
-    window = _window(adapter, group, "all_to_all_single")
-    views = _FlatViews(adapter)
-    sources, targets = _flat_parts(
+    window = group_window(adapter, group, "all_to_all_single")
+    views = FlatViews(adapter)
+    sources, targets = flat_parts(
         adapter, views, output, tensor, output_split_sizes, input_split_sizes
     )
     _shared_memory_exchange(adapter, sources, targets, window)
     return views.done(async_op)
 
 
-def _flat_parts(
+def flat_parts(
     adapter: Adapter,
-    views: _FlatViews,
+    views: FlatViews,
     output: Tensor,
     tensor: Tensor,
     output_split_sizes: list[int],
@@ -272,8 +272,8 @@ def shared_memory_all_to_all_list(
 ) -> Handle | None:
     """all_to_all through shared memory, as :func:`shared_memory_all_to_all` with each part a
     tensor of its own."""
-    window = _window(adapter, group, "all_to_all")
-    views = _FlatViews(adapter)
+    window = group_window(adapter, group, "all_to_all")
+    views = FlatViews(adapter)
     sources = [views.source(item) for item in input_tensor_list]
     targets = [views.target(item) for item in output_tensor_list]
     _shared_memory_exchange(adapter, sources, targets, window)
@@ -323,8 +323,8 @@ def shared_memory_reduce_scatter(
     round by round each rank writes a piece of every part into that part's region of its slot,
     then reduces its own part's pieces from every rank's slot, in group-rank order (every op and
     dtype: a numpy reduction where numpy has the dtype)."""
-    window = _window(adapter, group, "reduce_scatter")
-    views = _FlatViews(adapter)
+    window = group_window(adapter, group, "reduce_scatter")
+    views = FlatViews(adapter)
     parts = [views.source(item) for item in input_list]
     target = views.target(output)
     _shared_memory_reduce_parts(adapter, parts, target, None, op, window)
@@ -340,9 +340,9 @@ def shared_memory_reduce(
     """reduce through shared memory: every rank writes its tensor, round by round, and ``dst``
     reduces every rank's, in group-rank order, into its tensor; the others' are left as they
     were."""
-    window = _window(adapter, group, "reduce")
+    window = group_window(adapter, group, "reduce")
     root = adapter.group_ranks(group).index(dst)
-    views = _FlatViews(adapter)
+    views = FlatViews(adapter)
     if window.me == root:
         source = target = views.target(tensor)
     else:
@@ -358,9 +358,9 @@ def shared_memory_broadcast(
     its slot, and every other rank copies it from there. The rounds are one-way: ``src`` waits
     for no rank (as a backend's broadcast returns on the root once its sends are out), the others
     for ``src``; ``src`` writes a slot again only once every rank has read it."""
-    window = _window(adapter, group, "broadcast")
+    window = group_window(adapter, group, "broadcast")
     root = adapter.group_ranks(group).index(src)
-    views = _FlatViews(adapter)
+    views = FlatViews(adapter)
     if window.me == root:
         flat = views.source(tensor)
     else:
@@ -388,9 +388,9 @@ def shared_memory_scatter(
     its slot, round by round, and each rank copies its own from there. Every part has
     ``tensor``'s size, so every rank counts the same rounds (as broadcast's). The rounds are
     one-way, as broadcast's: ``src`` waits for no rank, the others for ``src``."""
-    window = _window(adapter, group, "scatter")
+    window = group_window(adapter, group, "scatter")
     root = adapter.group_ranks(group).index(src)
-    views = _FlatViews(adapter)
+    views = FlatViews(adapter)
     target = views.target(tensor)
     region = window.region_bytes(window.size)
     step = _step(adapter, target, region)
@@ -441,9 +441,9 @@ def shared_memory_gather(
     counts the same rounds. The rounds are one-way: the ranks other than ``dst`` wait for no
     rank (as a backend's gather returns on them once their send is out), ``dst`` for every
     rank."""
-    window = _window(adapter, group, "gather")
+    window = group_window(adapter, group, "gather")
     root = adapter.group_ranks(group).index(dst)
-    views = _FlatViews(adapter)
+    views = FlatViews(adapter)
     source = views.source(tensor)
     step = _step(adapter, source, window.region_bytes())
     pieces = _chunks(adapter, source, step)
@@ -481,5 +481,5 @@ def shared_memory_barrier(
     every rank counts its arrival and waits for every peer's, in memory: no message, so far
     cheaper than the backend's barrier."""
     del device_ids  # compat.barrier passes them to the backend's own call instead
-    _window(adapter, group, "barrier").publish()
+    group_window(adapter, group, "barrier").publish()
     return Work() if async_op else None

@@ -186,7 +186,7 @@ class SharedWindow:
         #: rank's liveness file, open here, None for this rank or where it has none)
         self.liveness = Liveness(list(descriptors) or [None] * len(maps), self.ranks, me)
         #: what the ranks are doing in the window, for an error that names it (the algorithms
-        #: set it: compat.algorithms._window)
+        #: set it: compat.algorithms.shared_memory.group_window)
         self.doing = "a collective"
 
     @property
