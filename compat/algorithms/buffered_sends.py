@@ -141,13 +141,9 @@ def buffered_send_all_to_all(
 ) -> Handle | None:
     """all_to_all_single as blocking sends of every peer's part, then each peer's part received
     straight into its place in ``output`` (any split sizes)."""
-    _, me = members(adapter, group)
     sent = adapter.parts(tensor, input_split_sizes)
     received = adapter.parts(output, output_split_sizes)
-    if adapter.numel(received[me]):
-        adapter.copy_(received[me], sent[me])
-    _send_then_receive(adapter, sent, received, group)
-    return Work() if async_op else None
+    return buffered_send_all_to_all_list(adapter, received, sent, group, async_op)
 
 
 def buffered_send_all_to_all_list(

@@ -40,19 +40,36 @@ def members(adapter: Adapter, group: GroupHandle) -> tuple[int, int]:
     return len(ranks), ranks.index(adapter.rank())
 
 
+#: An all_gather called as the adapter's: (tensor_list, tensor, group, async_op).
+AllGather = Callable[[list[Tensor], Tensor, GroupHandle, bool], Handle | None]
+
+
+def gathered_parts(
+    adapter: Adapter,
+    tensor: Tensor,
+    group: GroupHandle,
+    async_op: bool,
+    all_gather: AllGather | None = None,
+) -> tuple[list[Tensor], Handle | None]:
+    """An all_gather of ``tensor`` into new tensors, one per rank of ``group``, and its handle:
+    the adapter's, or ``all_gather``."""
+    count = len(adapter.group_ranks(group))
+    gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
+    gather = adapter.all_gather if all_gather is None else all_gather
+    return gathered, gather(gathered, tensor, group, async_op)
+
+
 def gathered_then_reduced(
     adapter: Adapter,
     tensor: Tensor,
     op: ReduceOp,
     group: GroupHandle,
     async_op: bool,
-    all_gather: Callable[[list[Tensor], Tensor, GroupHandle, bool], Handle | None],
+    all_gather: AllGather,
 ) -> Handle | None:
     """all_reduce as ``all_gather`` (called as the adapter's) into new tensors, then each rank
     reduces them in rank order, so every rank ends with the same bits."""
-    count = len(adapter.group_ranks(group))
-    gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
-    pending = all_gather(gathered, tensor, group, async_op)
+    gathered, pending = gathered_parts(adapter, tensor, group, async_op, all_gather)
     return complete(
         [pending], async_op, lambda: adapter.copy_(tensor, adapter.reduce_local(gathered, op))
     )

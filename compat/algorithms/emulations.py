@@ -7,6 +7,7 @@ from compat.algorithms.common import (
     Taken,
     complete,
     first_rows,
+    gathered_parts,
     gathered_then_reduced,
     give_back,
     joined_or_copied,
@@ -85,12 +86,10 @@ def all_gather_concat(
     adapter: Adapter, output: Tensor, tensor: Tensor, group: GroupHandle, async_op: bool
 ) -> Handle | None:
     """all_gather_into_tensor as a list all_gather, then each part copied into ``output``."""
-    count = len(adapter.group_ranks(group))
-    gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
-    pending = adapter.all_gather(gathered, tensor, group, async_op)
+    gathered, pending = gathered_parts(adapter, tensor, group, async_op)
 
     def finish() -> None:
-        parts = adapter.split(output, [adapter.shape(tensor)[0]] * count)
+        parts = adapter.split(output, [adapter.shape(tensor)[0]] * len(gathered))
         for part, piece in zip(parts, gathered, strict=True):
             adapter.copy_(part, piece)
 
@@ -108,9 +107,7 @@ def all_gather_reduce_to_dst(
     adapter: Adapter, tensor: Tensor, dst: int, op: ReduceOp, group: GroupHandle, async_op: bool
 ) -> Handle | None:
     """reduce as all_gather plus a local reduction on ``dst``; the other ranks' tensors stay."""
-    count = len(adapter.group_ranks(group))
-    gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
-    pending = adapter.all_gather(gathered, tensor, group, async_op)
+    gathered, pending = gathered_parts(adapter, tensor, group, async_op)
 
     def finish() -> None:
         if adapter.rank() == dst:

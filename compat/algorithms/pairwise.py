@@ -52,16 +52,9 @@ def pairwise_all_to_all(
     ``adapter.parts``, made once: on MindSpore each view made by slicing waits on the PyNative
     queue.
     """
-    ranks = adapter.group_ranks(group)
-    me = ranks.index(adapter.rank())
     sent = adapter.parts(tensor, input_split_sizes)
     received = adapter.parts(output, output_split_sizes)
-    if adapter.numel(received[me]):
-        adapter.copy_(received[me], sent[me])
-    for peer in range(len(ranks)):
-        if peer != me:
-            _exchange(adapter, me, peer, ranks[peer], sent[peer], received[peer], group)
-    return Work() if async_op else None
+    return pairwise_all_to_all_list(adapter, received, sent, group, async_op)
 
 
 def pairwise_all_to_all_list(
@@ -76,7 +69,7 @@ def pairwise_all_to_all_list(
     completes before returning: with ``async_op`` the Work is already complete."""
     ranks = adapter.group_ranks(group)
     me = ranks.index(adapter.rank())
-    if adapter.shape(output_tensor_list[me])[0]:
+    if adapter.numel(output_tensor_list[me]):
         adapter.copy_(output_tensor_list[me], input_tensor_list[me])
     for peer in range(len(ranks)):
         if peer != me:

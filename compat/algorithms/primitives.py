@@ -12,6 +12,7 @@ from array import array
 
 from compat.algorithms.common import (
     complete,
+    gathered_parts,
     members,
     nothing,
     padded_to,
@@ -20,15 +21,6 @@ from compat.algorithms.common import (
 )
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.types import Handle, ReduceOp, Work
-
-
-def _gathered_parts(
-    adapter: Adapter, tensor: Tensor, group: GroupHandle, async_op: bool
-) -> tuple[list[Tensor], Handle | None]:
-    """An all_gather of ``tensor`` into new tensors, one per rank of ``group``."""
-    count = len(adapter.group_ranks(group))
-    gathered = [adapter.empty(adapter.shape(tensor), tensor) for _ in range(count)]
-    return gathered, adapter.all_gather(gathered, tensor, group, async_op)
 
 
 def all_gather_reduce_scatter(
@@ -45,7 +37,7 @@ def all_gather_reduce_scatter(
     whole = whole_of(input_list)
     if whole is None:
         whole = adapter.cat(input_list, 0)
-    gathered, pending = _gathered_parts(adapter, whole, group, async_op)
+    gathered, pending = gathered_parts(adapter, whole, group, async_op)
     mine = members(adapter, group)[1]
 
     def finish() -> None:
@@ -67,7 +59,7 @@ def all_gather_to_dst(
     async_op: bool,
 ) -> Handle | None:
     """gather as an all_gather whose parts only ``dst`` keeps (into its list)."""
-    gathered, pending = _gathered_parts(adapter, tensor, group, async_op)
+    gathered, pending = gathered_parts(adapter, tensor, group, async_op)
 
     def finish() -> None:
         if adapter.rank() == dst and gather_list is not None:
@@ -115,14 +107,14 @@ def all_gather_all_to_all(
     its end before returning: the second all_gather is sized by the first."""
     count, mine = members(adapter, group)
     sizes = adapter.bytes_tensor(array("q", input_split_sizes).tobytes())
-    gathered_sizes, _ = _gathered_parts(adapter, sizes, group, False)
+    gathered_sizes, _ = gathered_parts(adapter, sizes, group, False)
     splits = [array("q", adapter.to_bytes(item)).tolist() for item in gathered_sizes]
     longest = max(sum(split) for split in splits)
     if longest == 0:  # every rank sends nothing (each computes the same longest)
         return Work([], lambda: None) if async_op else None
     rows = adapter.shape(tensor)[0]
     padded = tensor if rows == longest else padded_to(adapter, tensor, longest)
-    gathered, _ = _gathered_parts(adapter, padded, group, False)
+    gathered, _ = gathered_parts(adapter, padded, group, False)
     outputs = adapter.split(output, output_split_sizes)
     for source in range(count):
         split = splits[source]
@@ -160,5 +152,5 @@ def all_gather_barrier(
     ``group`` has issued its own."""
     del device_ids  # checked by compat; nothing to choose with it here
     token = adapter.bytes_tensor(bytes(4))
-    _, pending = _gathered_parts(adapter, token, group, async_op)
+    _, pending = gathered_parts(adapter, token, group, async_op)
     return complete([pending], async_op, nothing)
