@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compat.algorithms.common import give_back, members, tensor_form
+from compat.algorithms.common import Taken, give_back, members, tensor_form
 from compat.base.adapter import Adapter, GroupHandle, Tensor
 from compat.base.types import Handle, ReduceOp, Work
 from compat.transport import scratch
@@ -37,6 +37,21 @@ def _send_then_receive(
             adapter.recv(incoming[peer], ranks[peer], group)
 
 
+def _peers_pieces(
+    adapter: Adapter, mine: Tensor, count: int, me: int, taken: Taken
+) -> list[Tensor]:
+    """Where each group rank's values of this rank's part ``mine`` go: ``mine`` itself for this
+    rank, a scratch buffer (added to ``taken``) for each peer; ``mine`` for every rank while it
+    is empty (nothing is received then)."""
+    pieces = [mine] * count
+    if adapter.numel(mine):
+        for peer in range(count):
+            if peer != me:
+                pieces[peer], key = scratch.pool(adapter).take(adapter.shape(mine), mine)
+                taken.append((pieces[peer], key))
+    return pieces
+
+
 def buffered_send_reduce_scatter(
     adapter: Adapter,
     output: Tensor,
@@ -56,14 +71,8 @@ def buffered_send_reduce_scatter(
     the Work is already complete (async = "completed" in the table).
     """
     count, me = members(adapter, group)
-    shape = adapter.shape(input_list[me])
-    # Every peer's values of this rank's part; while that part is empty nothing is received.
-    taken, pieces = [], [input_list[me]] * count
-    if adapter.numel(input_list[me]):
-        for peer in range(count):
-            if peer != me:
-                pieces[peer], key = scratch.pool(adapter).take(shape, output)
-                taken.append((pieces[peer], key))
+    taken: Taken = []
+    pieces = _peers_pieces(adapter, input_list[me], count, me, taken)
     _send_then_receive(adapter, input_list, pieces, group)
     adapter.reduce_into(output, pieces, op)
     give_back(adapter, taken)
@@ -110,13 +119,8 @@ def buffered_send_all_reduce(
     total = adapter.shape(whole)[0]
     parts = adapter.parts(whole, [total // count + (rank < total % count) for rank in range(count)])
     mine = parts[me]
-    # What this rank receives in the first step: every peer's values of its own part.
-    taken, pieces = [], [mine] * count
-    if adapter.numel(mine):
-        for peer in range(count):
-            if peer != me:
-                pieces[peer], key = scratch.pool(adapter).take(adapter.shape(mine), mine)
-                taken.append((pieces[peer], key))
+    taken: Taken = []
+    pieces = _peers_pieces(adapter, mine, count, me, taken)
     _send_then_receive(adapter, parts, pieces, group)
     if adapter.numel(mine):
         # Into a buffer of its own: a reduction into one of its inputs could overwrite that input
