@@ -834,10 +834,11 @@ def _line(code: Any, offset: int) -> int:
     return int(code.co_firstlineno)
 
 
-#: compat's own source files: a frame in one is compat's, not the caller's
+#: compat's own source files (the whole package, this module being in compat/core): a frame in
+#: one is compat's, not the caller's
 _COMPAT_CODE = frozenset(
     os.path.join(root, name)
-    for root, _, names in os.walk(os.path.dirname(os.path.abspath(__file__)))
+    for root, _, names in os.walk(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for name in names
     if name.endswith(".py")
 )
