@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,11 @@ SNIPPET_CONTEXT = {
 def _cell(text: str) -> str:
     """Text safe inside a Markdown table cell."""
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _row(cells: Iterable[str]) -> str:
+    """A Markdown table row of ``cells`` (made safe by :func:`_cell` where they need it)."""
+    return "| " + " | ".join(cells) + " |"
 
 
 def _call(path: str, api: Table) -> str:
@@ -169,7 +174,7 @@ def _compat_table(family: Table) -> list[str]:
         note = f" ({entry['note']})" if "note" in entry else ""
         call = f"`compat.{name}{_cell(entry.get('signature', ''))}`{_cell(note)}"
         cells = [call, *(_cell(entry[key]) for key in ("returns", "torch", "mindspore"))]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(_row(cells))
     return lines
 
 
@@ -251,7 +256,7 @@ def _pair_section(pair: Table, family: Table, first: str, second: str) -> list[s
         "|---|---|---|---|---|---|",
     ]
     for cells in rows_of(pair, family, first, second):
-        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+        lines.append(_row(_cell(cell) for cell in cells))
     lines.append("")
     return lines
 
@@ -403,7 +408,7 @@ def _index_line(entry: _Entry, first: str, second: str, columns: list[int]) -> s
         _cell(difference),
         ", ".join(pages),
     ]
-    return "| " + " | ".join(cells) + " |"
+    return _row(cells)
 
 
 def _index_direction(families: list[Table], first: str, second: str) -> list[str]:
@@ -563,7 +568,7 @@ def _matrix_lines(capabilities: Table) -> list[str]:
         "| collective | " + " | ".join(header) + " |",
         "|---" * (len(backends) + 1) + "|",
     ]
-    lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows]
+    lines += [_row(_cell(cell) for cell in row) for row in rows]
     lines.append("")
     return lines
 
@@ -647,7 +652,7 @@ def corrections_page(families: list[Table]) -> str:
                     found.append((label, row["difference"]))
             for where, text in found:
                 cells = [f"`{pair['torch']}`", f"`{pair['mindspore']}`", where, text, page]
-                lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+                lines.append(_row(_cell(cell) for cell in cells))
     return "\n".join(lines).rstrip() + "\n"
 
 
