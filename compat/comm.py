@@ -54,7 +54,7 @@ imports no framework; the adapter of a tensor's framework is loaded on first use
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
@@ -543,7 +543,9 @@ def _view(adapter: Adapter, tensor: Tensor) -> Tensor:
     return tensor.view(adapter.shape(tensor))
 
 
-def _again(adapter: Adapter, items: list[Tensor], home: str, buckets: list[list[int]]) -> Any:
+def _again(
+    adapter: Adapter, items: list[Tensor], home: str, buckets: list[list[int]]
+) -> Callable[[int, Tensor], Tensor]:
     """broadcast_coalesced's result for ``home`` (devices[0]) listed again: a view of the flat
     buffer, which is a view of the tensor when the buffer is the tensor (see _flat_views), else
     of one copy that every such list shares."""
