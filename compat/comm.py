@@ -32,7 +32,7 @@ MindSpore tensors follow the same rules, with no difference: the input itself is
 and a view is a MindSpore view of the input (basic slicing, ``Tensor.view``) over the input's memory
 (``Tensor.data_ptr()``), also where a slice of all of the input would be the input itself. Which
 in-place operations write through a view is MindSpore's behaviour for any view (slice assignment
-does, measured on MindSpore 2.10).
+does).
 
 Differences from torch.cuda.comm, all deliberate:
 
@@ -54,7 +54,7 @@ imports no framework; the adapter of a tensor's framework is loaded on first use
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
@@ -159,12 +159,23 @@ def _check_device(value: object, param: str, framework: str, adapter: Adapter) -
     return name
 
 
+def _check_some(items: list[Any], param: str, what: str) -> list[Any]:
+    """``items``, which must not be empty (``what``: one of them, in words)."""
+    if not items:
+        raise ValueError(f"{param}: expected at least one {what}; got an empty list")
+    return items
+
+
+def _names(param: str, count: int) -> list[str]:
+    return [f"{param}[{index}]" for index in range(count)]
+
+
 def _check_devices(
-    value: object, framework: str, adapter: Adapter, *, allow_empty: bool
+    value: object, framework: str, adapter: Adapter, *, allow_empty: bool = False
 ) -> list[str]:
     items = _check_sequence(value, "devices", "devices")
-    if not items and not allow_empty:
-        raise ValueError("devices: expected at least one device; got an empty list")
+    if not allow_empty:
+        _check_some(items, "devices", "device")
     return [
         _check_device(item, f"devices[{index}]", framework, adapter)
         for index, item in enumerate(items)
@@ -178,6 +189,9 @@ def _exactly_one(devices: object, out: object) -> None:
 
 
 def _check_chunk_sizes(value: object, parts: int, total: int, dim: int) -> list[int]:
+    """scatter's chunk sizes: ``torch.chunk``'s split if None, else one per device."""
+    if value is None:
+        return chunk_split(total, parts)
     items = _check_sequence(value, "chunk_sizes", "ints")
     return check_sizes(
         items,
@@ -269,8 +283,9 @@ def _check_buffer_size(value: object) -> int:
     return size
 
 
-def _check_summands(group: Sequence[Tensor], names: Sequence[str], adapter: Adapter) -> None:
-    """The tensors of one sum (``names`` theirs): ``group[0]``'s framework, dtype and shape."""
+def _check_matching(group: Sequence[Tensor], names: Sequence[str], adapter: Adapter) -> None:
+    """The tensors of ``group`` (``names`` theirs: the summands of one sum, broadcast's input and
+    ``out``) have ``group[0]``'s framework, dtype and shape."""
     framework = str(framework_of(group[0]))
     dtype, shape = adapter.dtype(group[0]), adapter.shape(group[0])
     for item, name in zip(group[1:], names[1:], strict=True):
@@ -278,6 +293,83 @@ def _check_summands(group: Sequence[Tensor], names: Sequence[str], adapter: Adap
         actual = adapter.shape(item)
         if actual != shape:
             raise ValueError(f"{name}: expected shape {shape} ({names[0]}'s shape); got {actual}")
+
+
+def _check_on(
+    items: Sequence[Tensor], param: str, device: str, adapter: Adapter, expected: str
+) -> None:
+    """Each of ``items`` (``param``'s) is on ``device`` (``expected`` says which and why)."""
+    for index, item in enumerate(items):
+        where = adapter.device(item)
+        if where != device:
+            raise ValueError(
+                f"{param}[{index}]: expected a tensor on {expected}; got one on {where}"
+            )
+
+
+def _check_scatter_out(
+    out: object,
+    chunk_sizes: object,
+    tensor: Tensor,
+    dim: int,
+    framework: str,
+    adapter: Adapter,
+) -> tuple[list[Tensor], list[int], list[str]]:
+    """scatter's ``out``, the chunk sizes it gives (its sizes on ``dim``) and its devices."""
+    if chunk_sizes is not None:
+        raise ValueError(
+            "chunk_sizes: expected None when out is given (the chunk sizes are out's sizes "
+            f"on dim {dim}); got {describe(chunk_sizes)}"
+        )
+    outputs = _check_some(_check_sequence(out, "out", "tensors"), "out", "tensor")
+    dtype, shape = adapter.dtype(tensor), adapter.shape(tensor)
+    for index, item in enumerate(outputs):
+        _check_like(item, f"out[{index}]", framework, adapter, dtype, "tensor")
+    sizes = _check_pieces(outputs, "out", shape, dim, adapter, "tensor")
+    if sum(sizes) != shape[dim]:
+        raise ValueError(
+            f"out: expected sizes on dim {dim} summing to {shape[dim]} (the size of dim {dim} "
+            f"of tensor); got {sizes} (sum {sum(sizes)})"
+        )
+    return outputs, sizes, [adapter.device(item) for item in outputs]
+
+
+def _check_gather_out(
+    out: Tensor,
+    destination: object,
+    expected: tuple[int, ...],
+    dim: int,
+    framework: str,
+    adapter: Adapter,
+    dtype: str,
+) -> None:
+    """gather's ``out``: ``expected``'s shape, and no ``destination`` beside it."""
+    if destination is not None:
+        raise ValueError(
+            "destination: expected None when out is given (the result goes to out's "
+            f"device); got {destination!r}"
+        )
+    _check_like(out, "out", framework, adapter, dtype, "tensors")
+    actual = adapter.shape(out)
+    if actual != expected:
+        raise ValueError(
+            f"out: expected shape {expected} (tensors[0]'s shape with the sum of the sizes on "
+            f"dim {dim}); got {actual}"
+        )
+
+
+def _check_lists(inputs: object) -> list[list[Tensor]]:
+    """reduce_add_coalesced's ``inputs``: lists of tensors, all as long as the first."""
+    lists = [
+        _check_sequence(item, f"inputs[{index}]", "tensors")
+        for index, item in enumerate(_check_sequence(inputs, "inputs", "lists of tensors"))
+    ]
+    for index, row in enumerate(lists[1:], start=1):
+        if len(row) != len(lists[0]):
+            raise ValueError(
+                f"inputs[{index}]: expected {len(lists[0])} tensors (as inputs[0]); got {len(row)}"
+            )
+    return lists
 
 
 def _sum_plan(
@@ -314,16 +406,76 @@ def _sum(adapter: Adapter, group: Sequence[Tensor], target: str) -> Tensor:
 def _copy_to(adapter: Adapter, tensor: Tensor, target: str) -> Tensor:
     """A new tensor with ``tensor``'s values on ``target``."""
     copy = adapter.to_device(tensor, target)
-    # MindSpore's Tensor.copy() returns an empty tensor itself (measured, MindSpore 2.10).
+    # MindSpore's Tensor.copy() of an empty tensor returns that tensor itself, not a copy.
     return adapter.empty(adapter.shape(tensor), copy) if copy is tensor else copy
 
 
 def _copy(adapter: Adapter, dst: Tensor, src: Tensor) -> None:
     # Nothing to write into an empty tensor; MindSpore's CPU copy fails on some empty shapes
-    # ("memcpy_s error" for a (3, 0) tensor, measured).
+    # ("memcpy_s error" for a (3, 0) tensor).
     if 0 in adapter.shape(dst):
         return
     adapter.copy_(dst, src)
+
+
+def _finished(adapter: Adapter, results: Sequence[Tensor]) -> tuple[Tensor, ...]:
+    """``results`` once the adapter's copies and sums into them have completed."""
+    adapter.synchronize()
+    return tuple(results)
+
+
+def _written(adapter: Adapter, outputs: list[Tensor], sources: Sequence[Tensor]) -> list[Tensor]:
+    """``outputs``, each with its source's values copied in (the ``out=`` forms)."""
+    for item, source in zip(outputs, sources, strict=True):
+        _copy(adapter, item, source)
+    return outputs
+
+
+def _scattered(
+    adapter: Adapter,
+    tensor: Tensor,
+    chunks: list[Tensor],
+    targets: list[str],
+    outputs: list[Tensor] | None,
+) -> tuple[Tensor, ...]:
+    """scatter by the adapter: ``chunks`` copied into ``outputs``, or as comm.cpp scatter:
+    chunks[i] stays the view tensor.chunk/split_with_sizes gives when devices[i] is the tensor's
+    own device, else is moved there. The default split can give fewer chunks than devices: the
+    last devices get none."""
+    if outputs is not None:
+        return _finished(adapter, _written(adapter, outputs, chunks))
+    own = adapter.device(tensor)
+    placed = [
+        # A MindSpore slice of all of a tensor is the tensor itself: a view instead.
+        (_view(adapter, chunk) if chunk is tensor else chunk)
+        if target == own
+        else _copy_to(adapter, chunk, target)
+        for chunk, target in zip(chunks, targets, strict=False)
+    ]
+    return _finished(adapter, placed)
+
+
+def _gathered(
+    adapter: Adapter,
+    items: list[Tensor],
+    sources: list[str],
+    dim: int,
+    target: str | None,
+    out: Tensor | None,
+) -> Tensor:
+    """gather by the adapter: ``items`` joined on ``target`` (or its default), or into ``out``."""
+    if out is not None:
+        target = adapter.device(out)
+    elif target is None:
+        target = _default_destination(adapter, sources)
+    pieces = [
+        item if source == target else adapter.to_device(item, str(target))
+        for item, source in zip(items, sources, strict=True)
+    ]
+    result = adapter.cat(pieces, dim)  # new, as comm.cpp gather's at::empty
+    if out is not None:
+        return _finished(adapter, _written(adapter, [out], [result]))[0]
+    return _finished(adapter, [result])[0]
 
 
 # -- torch.cuda.comm's flat buffers ------------------------------------------------------------
@@ -391,6 +543,25 @@ def _view(adapter: Adapter, tensor: Tensor) -> Tensor:
     return tensor.view(adapter.shape(tensor))
 
 
+def _again(
+    adapter: Adapter, items: list[Tensor], home: str, buckets: list[list[int]]
+) -> Callable[[int, Tensor], Tensor]:
+    """broadcast_coalesced's result for ``home`` (devices[0]) listed again: a view of the flat
+    buffer, which is a view of the tensor when the buffer is the tensor (see _flat_views), else
+    of one copy that every such list shares."""
+    views = _flat_views(adapter, items, buckets)
+    shared: dict[int, Tensor] = {}
+
+    def again(index: int, item: Tensor) -> Tensor:
+        if not adapter.numel(item):
+            return adapter.empty(adapter.shape(item), item)  # unflatten: a new empty tensor
+        if index not in shared:
+            shared[index] = item if views[index] else _copy_to(adapter, item, home)
+        return _view(adapter, shared[index])
+
+    return again
+
+
 # -- the API -----------------------------------------------------------------------------------
 
 
@@ -453,67 +624,26 @@ def scatter(
 
         >>> a, b = compat.comm.scatter(ms.Tensor([0.0, 1.0, 2.0, 3.0]), ["CPU", "CPU"])
     """
+
     framework, adapter = _check_tensor(tensor, "tensor")
     shape = adapter.shape(tensor)
     _exactly_one(devices, out)
     dim = _check_dim(dim, shape, "tensor")
     if out is None:
-        targets = _check_devices(devices, framework, adapter, allow_empty=False)
-        if chunk_sizes is None:
-            sizes = chunk_split(shape[dim], len(targets))
-        else:
-            sizes = _check_chunk_sizes(chunk_sizes, len(targets), shape[dim], dim)
-        outputs: list[Tensor] = []
+        targets = _check_devices(devices, framework, adapter)
+        sizes = _check_chunk_sizes(chunk_sizes, len(targets), shape[dim], dim)
+        outputs: list[Tensor] | None = None
     else:
-        if chunk_sizes is not None:
-            raise ValueError(
-                "chunk_sizes: expected None when out is given (the chunk sizes are out's sizes "
-                f"on dim {dim}); got {describe(chunk_sizes)}"
-            )
-        outputs = _check_sequence(out, "out", "tensors")
-        if not outputs:
-            raise ValueError("out: expected at least one tensor; got an empty list")
-        dtype = adapter.dtype(tensor)
-        for index, item in enumerate(outputs):
-            _check_like(item, f"out[{index}]", framework, adapter, dtype, "tensor")
-        sizes = _check_pieces(outputs, "out", shape, dim, adapter, "tensor")
-        if sum(sizes) != shape[dim]:
-            raise ValueError(
-                f"out: expected sizes on dim {dim} summing to {shape[dim]} (the size of dim {dim} "
-                f"of tensor); got {sizes} (sum {sum(sizes)})"
-            )
-        targets = [adapter.device(item) for item in outputs]
+        outputs, sizes, targets = _check_scatter_out(
+            out, chunk_sizes, tensor, dim, framework, adapter
+        )
     native = _native_comm(framework, targets)
     if native is not None:
-        result = native.scatter(
-            tensor,
-            None if out is not None else targets,
-            None if chunk_sizes is None else sizes,
-            dim,
-            streams,
-            out=None if out is None else outputs,
-        )
-        return tuple(result)
+        given = None if chunk_sizes is None else sizes
+        places = targets if outputs is None else None
+        return tuple(native.scatter(tensor, places, given, dim, streams, out=outputs))
     _check_streams(streams, targets)
-    chunks = adapter.split(tensor, sizes, dim)
-    if out is None:
-        # comm.cpp scatter: chunks[i] stays the view tensor.chunk/split_with_sizes gives when
-        # devices[i] is the tensor's own device, else is moved there. The default split can give
-        # fewer chunks than devices: the last devices get none.
-        own = adapter.device(tensor)
-        result = [
-            # A MindSpore slice of all of a tensor is the tensor itself: a view instead.
-            (_view(adapter, chunk) if chunk is tensor else chunk)
-            if target == own
-            else _copy_to(adapter, chunk, target)
-            for chunk, target in zip(chunks, targets, strict=False)
-        ]
-    else:
-        for item, chunk in zip(outputs, chunks, strict=True):
-            _copy(adapter, item, chunk)
-        result = outputs
-    adapter.synchronize()
-    return tuple(result)
+    return _scattered(adapter, tensor, adapter.split(tensor, sizes, dim), targets, outputs)
 
 
 def gather(
@@ -562,9 +692,8 @@ def gather(
         >>> compat.comm.gather([ms.Tensor([1, 2]), ms.Tensor([3])], destination="CPU")
         Tensor(shape=[3], dtype=Int64, value= [1, 2, 3])
     """
-    items = _check_sequence(tensors, "tensors", "tensors")
-    if not items:
-        raise ValueError("tensors: expected at least one tensor; got an empty list")
+
+    items = _check_some(_check_sequence(tensors, "tensors", "tensors"), "tensors", "tensor")
     framework, adapter = _check_tensor(items[0], "tensors[0]")
     dtype = adapter.dtype(items[0])
     for index, item in enumerate(items[1:], start=1):
@@ -576,37 +705,13 @@ def gather(
     sources = [adapter.device(item) for item in items]
     target: str | None = None  # None: torch.cuda.comm's default, the current CUDA device
     if out is not None:
-        if destination is not None:
-            raise ValueError(
-                "destination: expected None when out is given (the result goes to out's "
-                f"device); got {destination!r}"
-            )
-        _check_like(out, "out", framework, adapter, dtype, "tensors")
-        actual = adapter.shape(out)
-        if actual != expected:
-            raise ValueError(
-                f"out: expected shape {expected} (tensors[0]'s shape with the sum of the sizes on "
-                f"dim {dim}); got {actual}"
-            )
+        _check_gather_out(out, destination, expected, dim, framework, adapter, dtype)
     else:
         target = _check_destination(destination, framework, adapter)
     native = _native_comm(framework, sources)
     if native is not None:
         return native.gather(items, dim, target, out=out)
-    if out is not None:
-        target = adapter.device(out)
-    elif target is None:
-        target = _default_destination(adapter, sources)
-    pieces = [
-        item if source == target else adapter.to_device(item, str(target))
-        for item, source in zip(items, sources, strict=True)
-    ]
-    result = adapter.cat(pieces, dim)  # new, as comm.cpp gather's at::empty
-    if out is not None:
-        _copy(adapter, out, result)
-        result = out
-    adapter.synchronize()
-    return result
+    return _gathered(adapter, items, sources, dim, target, out)
 
 
 def broadcast(
@@ -650,6 +755,7 @@ def broadcast(
         >>> compat.comm.broadcast(y, ["CPU"])[0] is y
         True
     """
+
     framework, adapter = _check_tensor(tensor, "tensor")
     _exactly_one(devices, out)
     if out is None:
@@ -657,15 +763,7 @@ def broadcast(
         outputs: list[Tensor] = []
     else:
         outputs = _check_sequence(out, "out", "tensors")
-        dtype = adapter.dtype(tensor)
-        shape = adapter.shape(tensor)
-        for index, item in enumerate(outputs):
-            _check_like(item, f"out[{index}]", framework, adapter, dtype, "tensor")
-            actual = adapter.shape(item)
-            if actual != shape:
-                raise ValueError(
-                    f"out[{index}]: expected shape {shape} (tensor's shape); got {actual}"
-                )
+        _check_matching([tensor, *outputs], ["tensor", *_names("out", len(outputs))], adapter)
         targets = [adapter.device(item) for item in outputs]
     if not targets:
         return ()
@@ -680,12 +778,8 @@ def broadcast(
         result = [
             tensor if target == own else _copy_to(adapter, tensor, target) for target in targets
         ]
-    else:
-        for item in outputs:
-            _copy(adapter, item, tensor)
-        result = outputs
-    adapter.synchronize()
-    return tuple(result)
+        return _finished(adapter, result)
+    return _finished(adapter, _written(adapter, outputs, [tensor] * len(outputs)))
 
 
 def broadcast_coalesced(
@@ -739,41 +833,25 @@ def broadcast_coalesced(
 
         >>> mine, again = compat.comm.broadcast_coalesced([ms.Tensor([1.0])], ["CPU", "CPU"])
     """
+
     items = _check_sequence(tensors, "tensors", "tensors")
     if not items:
-        places = _check_sequence(devices, "devices", "devices")
-        if not places:
-            raise ValueError("devices: expected at least one device; got an empty list")
+        places = _check_some(_check_sequence(devices, "devices", "devices"), "devices", "device")
         _check_buffer_size(buffer_size)
         return [[] for _ in places]
     framework, adapter = _check_tensor(items[0], "tensors[0]")
     for index, item in enumerate(items[1:], start=1):
         _check_framework(item, f"tensors[{index}]", framework, "tensors[0]")
-    targets = _check_devices(devices, framework, adapter, allow_empty=False)
-    for index, item in enumerate(items):
-        where = adapter.device(item)
-        if where != targets[0]:
-            raise ValueError(
-                f"tensors[{index}]: expected a tensor on devices[0] ({targets[0]}), as every "
-                f"tensor (torch.cuda.comm's rule); got one on {where}"
-            )
+    targets = _check_devices(devices, framework, adapter)
+    rule = f"devices[0] ({targets[0]}), as every tensor (torch.cuda.comm's rule)"
+    _check_on(items, "tensors", targets[0], adapter, rule)
     size = _check_buffer_size(buffer_size)
     native = _native_comm(framework, targets)
     if native is not None:
         return [list(row) for row in native.broadcast_coalesced(items, targets, size)]
     # comm.cpp broadcast_coalesced: outputs[0] is `tensors`; each bucket's flat buffer is
-    # broadcast, which leaves it as it is for devices[0] listed again: the views of it there
-    # are views of the tensor when the buffer is the tensor (see _flat_views).
-    views = _flat_views(adapter, items, _broadcast_buckets(adapter, items, size))
-    shared: dict[int, Tensor] = {}  # per tensor, what the lists for devices[0] again view
-
-    def again(index: int, item: Tensor) -> Tensor:
-        if not adapter.numel(item):
-            return adapter.empty(adapter.shape(item), item)  # unflatten: a new empty tensor
-        if index not in shared:
-            shared[index] = item if views[index] else _copy_to(adapter, item, targets[0])
-        return _view(adapter, shared[index])
-
+    # broadcast, which leaves it as it is for devices[0] listed again (_again).
+    again = _again(adapter, items, targets[0], _broadcast_buckets(adapter, items, size))
     result = [list(items)]
     for target in targets[1:]:
         if target == targets[0]:
@@ -822,20 +900,17 @@ def reduce_add(inputs: Iterable[Tensor], destination: Any = None) -> Tensor:
         >>> compat.comm.reduce_add([ms.Tensor([1, 2]), ms.Tensor([10, 20])], "CPU")
         Tensor(shape=[2], dtype=Int64, value= [11, 22])
     """
-    items = _check_sequence(inputs, "inputs", "tensors")
-    if not items:
-        raise ValueError("inputs: expected at least one tensor; got an empty list")
+
+    items = _check_some(_check_sequence(inputs, "inputs", "tensors"), "inputs", "tensor")
     framework, adapter = _check_tensor(items[0], "inputs[0]")
-    _check_summands(items, [f"inputs[{index}]" for index in range(len(items))], adapter)
+    _check_matching(items, _names("inputs", len(items)), adapter)
     sources = [adapter.device(item) for item in items]
     native, target = _sum_plan(destination, framework, adapter, sources)
     if native is not None:
         return native.reduce_add(items, target)
     if len(items) == 1 and sources[0] == target:
         return items[0]  # nn/parallel/comm.py reduce_add: `if len(inputs) == 1: return inputs[0]`
-    result = _sum(adapter, items, target)
-    adapter.synchronize()
-    return result
+    return _finished(adapter, [_sum(adapter, items, target)])[0]
 
 
 def reduce_add_coalesced(
@@ -887,15 +962,8 @@ def reduce_add_coalesced(
         >>> compat.comm.reduce_add_coalesced([[ms.Tensor([1, 2])], [ms.Tensor([10, 20])]], "CPU")
         (Tensor(shape=[2], dtype=Int64, value= [11, 22]),)
     """
-    lists = [
-        _check_sequence(item, f"inputs[{index}]", "tensors")
-        for index, item in enumerate(_check_sequence(inputs, "inputs", "lists of tensors"))
-    ]
-    for index, row in enumerate(lists[1:], start=1):
-        if len(row) != len(lists[0]):
-            raise ValueError(
-                f"inputs[{index}]: expected {len(lists[0])} tensors (as inputs[0]); got {len(row)}"
-            )
+
+    lists = _check_lists(inputs)
     if not lists or not lists[0]:
         _check_buffer_size(buffer_size)
         return ()
@@ -903,16 +971,11 @@ def reduce_add_coalesced(
     groups = [[row[j] for row in lists] for j in range(len(lists[0]))]
     for j, group in enumerate(groups):
         _check_framework(group[0], f"inputs[0][{j}]", framework, "inputs[0][0]")
-        _check_summands(group, [f"inputs[{i}][{j}]" for i in range(len(group))], adapter)
+        _check_matching(group, [f"inputs[{i}][{j}]" for i in range(len(group))], adapter)
     sources = [adapter.device(row[0]) for row in lists]
     for i, row in enumerate(lists):
-        for j, item in enumerate(row):
-            where = adapter.device(item)
-            if where != sources[i]:
-                raise ValueError(
-                    f"inputs[{i}][{j}]: expected a tensor on {sources[i]}, as inputs[{i}][0] (each "
-                    f"list holds one device's tensors); got one on {where}"
-                )
+        why = f"{sources[i]}, as inputs[{i}][0] (each list holds one device's tensors)"
+        _check_on(row, f"inputs[{i}]", sources[i], adapter, why)
     native, target = _sum_plan(destination, framework, adapter, sources)
     size = _check_buffer_size(buffer_size)
     if native is not None:
@@ -921,11 +984,10 @@ def reduce_add_coalesced(
         # nn/parallel/comm.py reduce_add_coalesced: reduce_add of one flat buffer returns it, and
         # the results are views of it (see _flat_views).
         views = _flat_views(adapter, lists[0], _reduce_buckets(adapter, lists[0], size))
-        result = tuple(
+        result = [
             _view(adapter, item) if view else _copy_to(adapter, item, target)
             for item, view in zip(lists[0], views, strict=True)
-        )
+        ]
     else:
-        result = tuple(_sum(adapter, group, target) for group in groups)
-    adapter.synchronize()
-    return result
+        result = [_sum(adapter, group, target) for group in groups]
+    return _finished(adapter, result)

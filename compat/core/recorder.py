@@ -45,8 +45,8 @@ from compat.base.errors import CollectiveMismatchError, CollectiveTimeout, PeerL
 VERSION = "2.10"
 DEFAULT_ENTRIES = 2000
 #: Python frames kept per call (the caller's first ones outside compat): none by default, since
-#: taking them costs more than the rest of a record (a frame object made per level, 1-2 us). A
-#: dump gives the call in progress the stack it is waiting in instead (:func:`_live_frames`).
+#: taking them (a frame object made per level) costs more than the rest of a record. A dump
+#: gives the call in progress the stack it is waiting in instead (:func:`_live_frames`).
 DEFAULT_FRAMES = 0
 #: The errors that write a dump: a hang's or a desync's (the analysis needs every rank's).
 FAILURES = (CollectiveTimeout, CollectiveMismatchError, PeerLostError)
@@ -99,8 +99,8 @@ def _shapes(tensors: Sequence[Any] | None) -> list[Shape]:
 
 
 #: collective -> what a call keeps of its arguments (the adapter method's): one tensor's shape
-#: where the others' follow from it (reading one costs 0.1-0.3 us), a list's where its parts
-#: may differ; never a tensor.
+#: where the others' follow from it (each shape read costs time on every call), a list's where
+#: its parts may differ; never a tensor.
 TAKE: dict[str, Callable[[tuple[Any, ...]], Any]] = {
     "all_reduce": lambda a: a[0].shape,
     "broadcast": lambda a: a[0].shape,
@@ -291,9 +291,25 @@ class Recorder:
         hint = [None] if hint is None else hint
         if method == "batch_isend_irecv":
             return self._wrap_batch(run, dtype, algorithm, how)
-        take = TAKE[collective]
+        fixed = (collective, dtype, algorithm, how)
+        # The sequence ids are not kept per entry: a dump counts them back from the group's
+        # latest (Recorder.snapshot), which saves work on every call.
+        if method in ARITY and not self.frames and self.log is None:
+            return self._wrap_fixed(run, fixed, method, TAKE[collective], hint)
+        return self._wrap_any(run, fixed, method, hint)
+
+    def _wrap_any(
+        self,
+        run: Callable[..., Any],
+        fixed: tuple[str, str, str, str],
+        method: str,
+        hint: list[Any],
+    ) -> Callable[..., Any]:
+        """:meth:`wrap` for any call: arguments forwarded as ``*args``, the caller's frames kept
+        if asked, the comms log fed if on (it makes every choice anew)."""
+        take = TAKE[fixed[0]]
         group_at = GROUP_AT.get(method, -2)
-        p2p = collective in POINT_TO_POINT
+        p2p = fixed[0] in POINT_TO_POINT
         # Whether a call returns a handle to wait for: async_op, the last argument, or always.
         waits_at = -1 if method not in GROUP_AT else 1 if method == "barrier" else None
         always_waits = method in ("isend", "irecv")
@@ -302,15 +318,8 @@ class Recorder:
         groups, group_of = self.groups, self.group
         time_ns = time.time_ns
         user_frames = _user_frames
-        fixed = (collective, dtype, algorithm, how)
-        logs = self.log is not None  # compat.trace.comms_log() makes every choice anew
+        logs = self.log is not None
         ended, failed = self._ended, self._failed
-
-        # The sequence ids are not kept: a dump counts them back from the group's
-        # (compat.core.recorder
-        # Recorder.snapshot), which saves work on every call.
-        if method in ARITY and not frames and not logs:
-            return self._wrap_fixed(run, fixed, method, take, hint)
 
         def recorded(*args: Any) -> Any:
             hint[0] = None
@@ -360,9 +369,9 @@ class Recorder:
         hint: list[Any],
     ) -> Callable[..., Any]:
         """:meth:`wrap` for the common calls (4 or 5 arguments, no frames kept, no comms log),
-        with their arguments named: forwarding ``*args`` cost 0.5 us a call here (measured), more
-        than the record. The shape the checks read (``hint``) is taken where the first tensor's
-        shape is every size (all_reduce, broadcast, reduce)."""
+        with their arguments named: forwarding ``*args`` costs more than the record itself
+        (docs/flight_recorder.md). The shape the checks read (``hint``) is taken where the first
+        tensor's shape is every size (all_reduce, broadcast, reduce)."""
         entries, outcomes, groups, group_of = self.entries, self.outcomes, self.groups, self.group
         ring = len(entries)
         time_ns = time.time_ns
@@ -371,7 +380,7 @@ class Recorder:
         always_waits = method in ("isend", "irecv")
         same = method in ("all_reduce", "broadcast", "reduce")
 
-        # The record is written inline in each (a nested call cost 0.1-0.2 us, measured).
+        # The record is written inline in each: a nested call would add to every collective.
         if ARITY[method] == 4:
 
             def recorded4(a: Any, b: Any, group: Any, d: Any) -> Any:
@@ -543,7 +552,35 @@ class Recorder:
     # -- dumps -------------------------------------------------------------------------------
     def snapshot(self, reason: str) -> dict[str, Any]:
         """The ring in torch's flight-recorder dump format (and compat's fields besides)."""
-        count, ring = self.count, len(self.entries)
+        count = self.count
+        kept = self._kept(count)
+        waiting = max(
+            (index for index, (_, outcome) in enumerate(kept) if not isinstance(outcome, int)),
+            default=None,
+        )
+        entries = []
+        status: dict[str, dict[str, int]] = {}
+        for index, ((entry, outcome), seq_ids) in enumerate(
+            zip(kept, self._seq_ids(kept), strict=True)
+        ):
+            entries.append(self._torch_entry(entry, outcome, *seq_ids))
+            if index == waiting and not entries[-1]["frames"]:
+                entries[-1]["frames"] = _live_frames()
+            if entry[2][0] not in POINT_TO_POINT:
+                _note_status(status, entry[1].name, seq_ids[0], isinstance(outcome, int))
+        return {
+            "version": VERSION,
+            "comm_lib_version": f"compat on {self.framework} {self.backend}",
+            "pg_config": self._pg_config(),
+            "pg_status": status,
+            "entries": entries,
+            "compat": self._own_fields(reason, count),
+        }
+
+    def _kept(self, count: int) -> list[tuple[tuple[Any, ...], int | str | None]]:
+        """(entry, outcome) of each of the first ``count`` calls still in the ring, oldest
+        first."""
+        ring = len(self.entries)
         first = max(0, count - ring) if self.recording else count
         kept = []
         for record_id in range(first, count):
@@ -551,7 +588,13 @@ class Recorder:
             entry, outcome = self.entries[slot], self.outcomes[slot]
             if entry is not None and entry[0] == record_id:
                 kept.append((entry, outcome))
-        # Each entry's sequence ids, counted back from its group's latest.
+        return kept
+
+    def _seq_ids(
+        self, kept: list[tuple[tuple[Any, ...], int | str | None]]
+    ) -> list[tuple[int, int]]:
+        """Each kept entry's (collective, p2p) sequence ids, counted back from its group's
+        latest (calls do not store them)."""
         latest = {
             id(group): [group.collective_seq, group.p2p_seq] for group in self.groups.values()
         }
@@ -561,31 +604,10 @@ class Recorder:
             seq_ids.append((counts[0], counts[1]))
             counts[entry[2][0] in POINT_TO_POINT] -= 1
         seq_ids.reverse()
-        entries = []
-        status: dict[str, dict[str, int]] = {}
-        waiting = max(
-            (index for index, (_, outcome) in enumerate(kept) if not isinstance(outcome, int)),
-            default=None,
-        )
-        for index, ((entry, outcome), (collective_seq, p2p_seq)) in enumerate(
-            zip(kept, seq_ids, strict=True)
-        ):
-            entries.append(self._torch_entry(entry, outcome, collective_seq, p2p_seq))
-            if index == waiting and not entries[-1]["frames"]:
-                entries[-1]["frames"] = _live_frames()
-            if entry[2][0] not in POINT_TO_POINT:
-                seen = status.setdefault(
-                    entry[1].name,
-                    {
-                        "last_enqueued_collective": -1,
-                        "last_started_collective": -1,
-                        "last_completed_collective": -1,
-                    },
-                )
-                seen["last_enqueued_collective"] = collective_seq
-                seen["last_started_collective"] = collective_seq
-                if isinstance(outcome, int):
-                    seen["last_completed_collective"] = collective_seq
+        return seq_ids
+
+    def _pg_config(self) -> dict[str, dict[str, str]]:
+        """Each group's name, description and ranks; the default group always."""
         pg_config = {
             group.name: {"name": group.name, "desc": group.desc, "ranks": str(group.ranks)}
             for group in self.groups.values()
@@ -593,24 +615,21 @@ class Recorder:
         if "0" not in pg_config:
             ranks = str(list(range(self.world_size)))
             pg_config["0"] = {"name": "0", "desc": "default_pg", "ranks": ranks}
+        return pg_config
+
+    def _own_fields(self, reason: str, count: int) -> dict[str, Any]:
+        """What compat adds to a dump: the rank, the run, why it was written, the stack now."""
         return {
-            "version": VERSION,
-            "comm_lib_version": f"compat on {self.framework} {self.backend}",
-            "pg_config": pg_config,
-            "pg_status": status,
-            "entries": entries,
-            "compat": {
-                "rank": self.rank,
-                "world_size": self.world_size,
-                "framework": self.framework,
-                "backend": self.backend,
-                "reason": reason,
-                "time_ns": time.time_ns(),
-                "capacity": self.capacity,
-                "calls": count,
-                "pid": os.getpid(),
-                "stack": _live_frames(),
-            },
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "framework": self.framework,
+            "backend": self.backend,
+            "reason": reason,
+            "time_ns": time.time_ns(),
+            "capacity": self.capacity,
+            "calls": count,
+            "pid": os.getpid(),
+            "stack": _live_frames(),
         }
 
     def _torch_entry(
@@ -694,6 +713,25 @@ def _standing_in(wrapper: Callable[..., Any], run: Callable[..., Any]) -> Callab
         if hasattr(run, name):
             setattr(wrapper, name, getattr(run, name))
     return wrapper
+
+
+def _note_status(
+    status: dict[str, dict[str, int]], group: str, collective_seq: int, completed: bool
+) -> None:
+    """Advance ``group``'s last enqueued/started (and, if ``completed``, completed) collective
+    in a dump's ``pg_status`` to ``collective_seq``."""
+    seen = status.setdefault(
+        group,
+        {
+            "last_enqueued_collective": -1,
+            "last_started_collective": -1,
+            "last_completed_collective": -1,
+        },
+    )
+    seen["last_enqueued_collective"] = collective_seq
+    seen["last_started_collective"] = collective_seq
+    if completed:
+        seen["last_completed_collective"] = collective_seq
 
 
 def _joined(shapes: list[Shape]) -> list[Shape]:
@@ -796,10 +834,11 @@ def _line(code: Any, offset: int) -> int:
     return int(code.co_firstlineno)
 
 
-#: compat's own source files: a frame in one is compat's, not the caller's
+#: compat's own source files (the whole package, this module being in compat/core): a frame in
+#: one is compat's, not the caller's
 _COMPAT_CODE = frozenset(
     os.path.join(root, name)
-    for root, _, names in os.walk(os.path.dirname(os.path.abspath(__file__)))
+    for root, _, names in os.walk(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for name in names
     if name.endswith(".py")
 )

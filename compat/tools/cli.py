@@ -13,9 +13,9 @@ import shutil
 import signal
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 from compat.base import tables
 from compat.base.errors import TableError, UnsupportedError
@@ -337,192 +337,259 @@ def _port(args: argparse.Namespace) -> int:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class _Option:
+    """One ``add_argument`` call: its flags (or positional name) and keyword arguments."""
+
+    flags: tuple[str, ...]
+    settings: dict[str, Any]
+
+
+def _option(*flags: str, **settings: Any) -> _Option:
+    return _Option(flags, settings)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Command:
+    """One subcommand: its help, its options, the function that runs it, and the parsers whose
+    options it takes as well (bench's rank-side options)."""
+
+    name: str
+    help: str
+    description: str
+    run: Callable[[argparse.Namespace], int]
+    options: tuple[_Option, ...]
+    parents: Callable[[], list[argparse.ArgumentParser]] | None = None
+
+
+def _bench_options() -> list[argparse.ArgumentParser]:
+    from compat.tools import bench
+
+    return [bench.build_parser()]
+
+
+def _commands() -> tuple[_Command, ...]:
+    """The subcommands, in ``compat --help``'s order (built when the parser is: the framework
+    choices come from the tables)."""
+    return (
+        _Command(
+            "launch",
+            "start N local ranks of a script",
+            "Start N local ranks of SCRIPT with the environment its framework's own "
+            "launcher sets. torch (as torchrun): MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK, "
+            "WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_NAME, ROLE_RANK, "
+            "ROLE_WORLD_SIZE. MindSpore (as msrun): a scheduler process plus N workers with "
+            "MS_ROLE, MS_NODE_ID, MS_SCHED_HOST, MS_SCHED_PORT, MS_WORKER_NUM, RANK_ID, "
+            "RANK_SIZE, DEVICE_ID (and LOCAL_RANK). Both: COMPAT_FRAMEWORK. Where the framework "
+            "sees devices (GPUs, NPUs) the ranks run on them, one each: N may not exceed their "
+            "number (exit code 2). A SCRIPT that is not a file, or a MODULE Python cannot find, "
+            "is refused before any rank starts (exit code 2). Output is prefixed by rank; if a "
+            "rank fails the others are stopped and the exit code is non-zero. Ctrl-C (SIGINT), "
+            "SIGTERM or SIGHUP to the launcher is passed on to every rank, which is killed if "
+            "still running 3 s later, and ends the scheduler; the exit code is then 128 + the "
+            "signal's number (130, 143, 129).",
+            _launch,
+            (
+                _option(
+                    "-n",
+                    "--nprocs",
+                    type=int,
+                    help="number of ranks (torchrun's --nproc-per-node too)",
+                ),
+                # torchrun's spellings, taken as they are (hidden: -n/--nprocs names the option
+                # in messages).
+                _option("--nproc-per-node", dest="nprocs", type=int, help=argparse.SUPPRESS),
+                _option("--nproc_per_node", dest="nprocs", type=int, help=argparse.SUPPRESS),
+                _option(
+                    "--devices",
+                    type=_devices,
+                    default=None,
+                    metavar="I,J,...",
+                    help="device indexes on this node (as the framework counts them, after "
+                    "CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES): rank i runs on the i-th; "
+                    "at least N, each once. torch: every rank gets CUDA_VISIBLE_DEVICES=the "
+                    "ranks' devices, so LOCAL_RANK i is the i-th; MindSpore: DEVICE_ID=the i-th. "
+                    "Default: rank i runs on device i",
+                ),
+                _option("--framework", choices=frameworks(), help=_FRAMEWORK_DEFAULT),
+                _option(
+                    "--timeout",
+                    type=float,
+                    default=None,
+                    help="stop the job after this many seconds (exit code 124)",
+                ),
+                _option(
+                    "--verbose",
+                    action="store_true",
+                    help="let the framework log at its own default level (MindSpore: warnings "
+                    "too); without it the ranks log errors only, unless GLOG_v or "
+                    "GLOG_minloglevel is set",
+                ),
+                # An option that takes the rest of the line: as a positional, `-m` would be
+                # taken for an unknown option of compat launch's.
+                _option(
+                    "-m",
+                    dest="module",
+                    nargs=argparse.REMAINDER,
+                    metavar="MODULE [ARGS]",
+                    help="run a module as python -m does (instead of SCRIPT)",
+                ),
+                _option("command", nargs=argparse.REMAINDER, help="SCRIPT [ARGS]"),
+            ),
+        ),
+        _Command(
+            "bench",
+            "time compat's collectives against the native ones (like nccl-tests)",
+            "Start N ranks (through compat launch) that time compat's collectives and the "
+            "framework's own, alternating, per op and size: time per call, algbw and busbw "
+            "(nccl-tests' formulas), the algorithm compat chose, and the ratio compat/native. "
+            "Rank 0 prints a row per size as it completes. Where the backend has no native call "
+            "(MCCL's reduce_scatter), native is the best-known plain approach, named in the "
+            "header. Every collective of compat's API, isend/irecv pairs and barrier (--op); "
+            "--framework both runs torch/Gloo and MindSpore/MCCL on the same sizes and prints "
+            "them side by side. The default sweep of every op takes a few minutes per framework "
+            "(5 rounds of 0.02 s per size); a full one: --rounds 10 --budget 0.1 --control.",
+            _bench,
+            (
+                _option("-n", "--nprocs", type=int, default=2, help="number of ranks (2)"),
+                _option(
+                    "--framework",
+                    choices=[*frameworks(), "both"],
+                    help=f"{_FRAMEWORK_DEFAULT}; 'both': every installed framework in turn, the "
+                    "same sizes (those all sweep by default), then their times side by side",
+                ),
+                _option(
+                    "--timeout",
+                    type=float,
+                    default=None,
+                    help="stop the job after this many seconds",
+                ),
+            ),
+            parents=_bench_options,
+        ),
+        _Command(
+            "diff",
+            "print one API family's torch/MindSpore differences",
+            "Print the parameter-difference table of an API family, e.g. "
+            "`compat diff reduce_scatter` (a compat function or torch/MindSpore API name works "
+            "too).",
+            _diff,
+            (
+                _option("name", help="family, compat function, or torch/MindSpore API name"),
+                _option(
+                    "--full",
+                    action="store_true",
+                    help="every pair with every row (default: what differs)",
+                ),
+            ),
+        ),
+        _Command(
+            "docs",
+            "generate the diff docs from the mapping tables",
+            "Write docs/api_diff/ from mapping_tables/; with --check, exit 1 if the pages there "
+            "differ from what the tables generate.",
+            _docs,
+            (
+                _option(
+                    "--out",
+                    default=_DOCS_OUT,
+                    help=f"output folder (default: {_DOCS_OUT}, which must exist: a checkout of "
+                    "compat)",
+                ),
+                _option("--check", action="store_true", help="only compare; exit 1 when stale"),
+            ),
+        ),
+        _Command(
+            "port",
+            "find torch.distributed calls and rewrite them to compat",
+            "Report every torch.distributed and torch.cuda.comm call in the Python files "
+            "(folders: their *.py files) with its compat and MindSpore counterparts and the "
+            "parameter differences from the mapping tables; --write rewrites the calls compat "
+            "can take to compat calls (formatting and comments kept), --diff prints the rewrite "
+            "as a unified diff instead. Needs libcst (pip install 'collective-compat[port]').",
+            _port,
+            (
+                _option("paths", nargs="+", metavar="PATH", help="Python files or folders"),
+                _option("--write", action="store_true", help="rewrite the files in place"),
+                _option("--diff", action="store_true", help="print a unified diff; write nothing"),
+                _option(
+                    "--check",
+                    action="store_true",
+                    help="write nothing; exit 1 if a file would change or a use is left on torch "
+                    "(for CI)",
+                ),
+                _option("--json", action="store_true", help="the report as JSON, for tools"),
+                _option(
+                    "--verbose",
+                    action="store_true",
+                    help="list every use, not only those left on torch",
+                ),
+            ),
+        ),
+        _Command(
+            "info",
+            "installed frameworks, backends and the capability matrix",
+            "Print the installed frameworks and versions (a framework that is not installed is "
+            "not imported), their backends and the capability matrix: per backend and "
+            "collective native, emulated or unsupported, in 100 columns.",
+            _info,
+            (
+                _option(
+                    "--wide",
+                    action="store_true",
+                    help="the matrix with every algorithm and size or dtype choice (wider than "
+                    "100 columns)",
+                ),
+                _option(
+                    "--json",
+                    action="store_true",
+                    help="everything as JSON, for tools: versions, backends and capabilities.toml",
+                ),
+            ),
+        ),
+        _Command(
+            "trace",
+            "find where the ranks of a job parted, from their flight-recorder dumps",
+            "Read every rank's flight-recorder dump in DIR (rank_<N>: what compat writes on "
+            "CollectiveTimeout, CollectiveMismatchError, PeerLostError, a stop signal through "
+            "compat launch, or compat.trace.dump_trace(); torch's own dumps too) and say in a "
+            "few lines the first call on a group that some ranks never reached, or that the "
+            "ranks made differently, or that did not complete, with each rank's last calls side "
+            "by side. Exit code 0 where the dumps agree, 1 where the ranks parted.",
+            _trace,
+            (
+                _option(
+                    "dir",
+                    metavar="DIR",
+                    nargs="?",
+                    default=None,
+                    help="the dumps' folder (default: COMPAT_TRACE_DIR, else compat_trace in the "
+                    "system's temporary folder)",
+                ),
+            ),
+        ),
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """``compat``'s parser: a subparser per entry of :func:`_commands`."""
     parser: argparse.ArgumentParser = _Parser(
         prog="compat", description="One API for collective communication on PyTorch and MindSpore."
     )
     from compat import __version__
 
     parser.add_argument("--version", action="version", version=f"compat {__version__}")
-    commands = parser.add_subparsers(dest="subcommand", required=True)
-
-    launch = commands.add_parser(
-        "launch",
-        help="start N local ranks of a script",
-        description="Start N local ranks of SCRIPT with the environment its framework's own "
-        "launcher sets. torch (as torchrun): MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK, "
-        "WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_NAME, ROLE_RANK, "
-        "ROLE_WORLD_SIZE. MindSpore (as msrun): a scheduler process plus N workers with MS_ROLE, "
-        "MS_NODE_ID, MS_SCHED_HOST, MS_SCHED_PORT, MS_WORKER_NUM, RANK_ID, RANK_SIZE, DEVICE_ID "
-        "(and LOCAL_RANK). Both: COMPAT_FRAMEWORK. Where the framework sees devices (GPUs, "
-        "NPUs) the ranks run on them, one each: N may not exceed their number (exit code 2). "
-        "A SCRIPT that is not a file, or a MODULE Python cannot find, is refused before any rank "
-        "starts (exit code 2). "
-        "Output is prefixed by rank; if a rank fails the others are stopped and the exit code is "
-        "non-zero. Ctrl-C (SIGINT), SIGTERM or SIGHUP to the launcher is passed on to every rank, "
-        "which is killed if still running 3 s later, and ends the scheduler; the exit code is then "
-        "128 + the signal's number (130, 143, 129).",
-    )
-    launch.add_argument(
-        "-n", "--nprocs", type=int, help="number of ranks (torchrun's --nproc-per-node too)"
-    )
-    # torchrun's spellings, taken as they are (hidden: -n/--nprocs names the option in messages).
-    for spelling in ("--nproc-per-node", "--nproc_per_node"):
-        launch.add_argument(spelling, dest="nprocs", type=int, help=argparse.SUPPRESS)
-    launch.add_argument(
-        "--devices",
-        type=_devices,
-        default=None,
-        metavar="I,J,...",
-        help="device indexes on this node (as the framework counts them, after "
-        "CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES): rank i runs on the i-th; at least N, "
-        "each once. torch: every rank gets CUDA_VISIBLE_DEVICES=the ranks' devices, so LOCAL_RANK "
-        "i is the i-th; MindSpore: DEVICE_ID=the i-th. Default: rank i runs on device i",
-    )
-    launch.add_argument(
-        "--framework",
-        choices=frameworks(),
-        help=_FRAMEWORK_DEFAULT,
-    )
-    launch.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        help="stop the job after this many seconds (exit code 124)",
-    )
-    launch.add_argument(
-        "--verbose",
-        action="store_true",
-        help="let the framework log at its own default level (MindSpore: warnings too); without "
-        "it the ranks log errors only, unless GLOG_v or GLOG_minloglevel is set",
-    )
-    # An option that takes the rest of the line: as a positional, `-m` would be taken for an
-    # unknown option of compat launch's.
-    launch.add_argument(
-        "-m",
-        dest="module",
-        nargs=argparse.REMAINDER,
-        metavar="MODULE [ARGS]",
-        help="run a module as python -m does (instead of SCRIPT)",
-    )
-    launch.add_argument("command", nargs=argparse.REMAINDER, help="SCRIPT [ARGS]")
-    launch.set_defaults(run=_launch)
-
-    from compat.tools import bench as bench_module
-
-    bench = commands.add_parser(
-        "bench",
-        parents=[bench_module.build_parser()],
-        help="time compat's collectives against the native ones (like nccl-tests)",
-        description="Start N ranks (through compat launch) that time compat's collectives and "
-        "the framework's own, alternating, per op and size: time per call, algbw and busbw "
-        "(nccl-tests' formulas), the algorithm compat chose, and the ratio compat/native. Rank 0 "
-        "prints a row per size as it completes. Where the backend has no native call (MCCL's "
-        "reduce_scatter), native is the best-known plain approach, named in the header. Every "
-        "collective of compat's API, isend/irecv pairs and barrier (--op); --framework both "
-        "runs torch/Gloo and MindSpore/MCCL on the same sizes and prints them side by side. "
-        "The default sweep of every op takes a few minutes per framework (5 rounds of 0.02 s "
-        "per size); a full one: --rounds 10 --budget 0.1 --control.",
-    )
-    bench.add_argument("-n", "--nprocs", type=int, default=2, help="number of ranks (2)")
-    bench.add_argument(
-        "--framework",
-        choices=[*frameworks(), "both"],
-        help=f"{_FRAMEWORK_DEFAULT}; 'both': every installed framework in turn, the same "
-        "sizes (those all sweep by default), then their times side by side",
-    )
-    bench.add_argument(
-        "--timeout", type=float, default=None, help="stop the job after this many seconds"
-    )
-    bench.set_defaults(run=_bench, subparser=bench)
-
-    diff = commands.add_parser(
-        "diff",
-        help="print one API family's torch/MindSpore differences",
-        description="Print the parameter-difference table of an API family, e.g. "
-        "`compat diff reduce_scatter` (a compat function or torch/MindSpore API name works too).",
-    )
-    diff.add_argument("name", help="family, compat function, or torch/MindSpore API name")
-    diff.add_argument(
-        "--full", action="store_true", help="every pair with every row (default: what differs)"
-    )
-    diff.set_defaults(run=_diff)
-
-    docs = commands.add_parser(
-        "docs",
-        help="generate the diff docs from the mapping tables",
-        description="Write docs/api_diff/ from mapping_tables/; with --check, exit 1 if the "
-        "pages there differ from what the tables generate.",
-    )
-    docs.add_argument(
-        "--out",
-        default=_DOCS_OUT,
-        help=f"output folder (default: {_DOCS_OUT}, which must exist: a checkout of compat)",
-    )
-    docs.add_argument("--check", action="store_true", help="only compare; exit 1 when stale")
-    docs.set_defaults(run=_docs)
-
-    port = commands.add_parser(
-        "port",
-        help="find torch.distributed calls and rewrite them to compat",
-        description="Report every torch.distributed and torch.cuda.comm call in the Python files "
-        "(folders: their *.py files) with its compat and MindSpore counterparts and the parameter "
-        "differences from the mapping tables; --write rewrites the calls compat can take to "
-        "compat calls (formatting and comments kept), --diff prints the rewrite as a unified diff "
-        "instead. Needs libcst (pip install 'collective-compat[port]').",
-    )
-    port.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders")
-    port.add_argument("--write", action="store_true", help="rewrite the files in place")
-    port.add_argument("--diff", action="store_true", help="print a unified diff; write nothing")
-    port.add_argument(
-        "--check",
-        action="store_true",
-        help="write nothing; exit 1 if a file would change or a use is left on torch (for CI)",
-    )
-    port.add_argument("--json", action="store_true", help="the report as JSON, for tools")
-    port.add_argument(
-        "--verbose", action="store_true", help="list every use, not only those left on torch"
-    )
-    port.set_defaults(run=_port)
-
-    info = commands.add_parser(
-        "info",
-        help="installed frameworks, backends and the capability matrix",
-        description="Print the installed frameworks and versions (a framework that is not "
-        "installed is not imported), their backends and the capability matrix: per backend and "
-        "collective native, emulated or unsupported, in 100 columns.",
-    )
-    info.add_argument(
-        "--wide",
-        action="store_true",
-        help="the matrix with every algorithm and size or dtype choice (wider than 100 columns)",
-    )
-    info.add_argument(
-        "--json",
-        action="store_true",
-        help="everything as JSON, for tools: versions, backends and capabilities.toml",
-    )
-    info.set_defaults(run=_info)
-
-    trace = commands.add_parser(
-        "trace",
-        help="find where the ranks of a job parted, from their flight-recorder dumps",
-        description="Read every rank's flight-recorder dump in DIR (rank_<N>: what compat writes "
-        "on CollectiveTimeout, CollectiveMismatchError, PeerLostError, a stop signal through "
-        "compat launch, or compat.trace.dump_trace(); torch's own dumps too) and say in a few "
-        "lines the first call on a group that some ranks never reached, or that the ranks made "
-        "differently, or that did not complete, with each rank's last calls side by side. Exit "
-        "code 0 where the dumps agree, 1 where the ranks parted.",
-    )
-    trace.add_argument(
-        "dir",
-        metavar="DIR",
-        nargs="?",
-        default=None,
-        help="the dumps' folder (default: COMPAT_TRACE_DIR, else compat_trace in the system's "
-        "temporary folder)",
-    )
-    trace.set_defaults(run=_trace)
+    subparsers = parser.add_subparsers(dest="subcommand", required=True)
+    for command in _commands():
+        subparser = subparsers.add_parser(
+            command.name,
+            parents=command.parents() if command.parents is not None else [],
+            help=command.help,
+            description=command.description,
+        )
+        for option in command.options:
+            subparser.add_argument(*option.flags, **option.settings)
+        subparser.set_defaults(run=command.run)
     return parser
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,11 @@ SNIPPET_CONTEXT = {
 def _cell(text: str) -> str:
     """Text safe inside a Markdown table cell."""
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _row(cells: Iterable[str]) -> str:
+    """A Markdown table row of ``cells`` (made safe by :func:`_cell` where they need it)."""
+    return "| " + " | ".join(cells) + " |"
 
 
 def _call(path: str, api: Table) -> str:
@@ -169,7 +174,7 @@ def _compat_table(family: Table) -> list[str]:
         note = f" ({entry['note']})" if "note" in entry else ""
         call = f"`compat.{name}{_cell(entry.get('signature', ''))}`{_cell(note)}"
         cells = [call, *(_cell(entry[key]) for key in ("returns", "torch", "mindspore"))]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(_row(cells))
     return lines
 
 
@@ -235,6 +240,27 @@ def _unpaired_lines(family: Table, first: str, paired_in: Mapping[str, list[str]
     return lines
 
 
+def _pair_section(pair: Table, family: Table, first: str, second: str) -> list[str]:
+    """A family page's section of one pair: both signatures, the differences, the rows."""
+    lines = [f"## `{pair[first]}` → `{pair[second]}`", ""]
+    for side in (first, second):
+        lines += _api_lines(pair[side], family["apis"][pair[side]])
+    compat = f" compat: `compat.{pair['compat']}`." if "compat" in pair else ""
+    if pair.get("port"):
+        compat += f" `compat port` rewrites `{pair['torch']}` to it."
+    lines += [f"**Differences**: {pair['note']}{compat}", ""]
+    if "result" in pair:
+        lines += [f"**compat's result differs from PyTorch's**: {pair['result']}", ""]
+    lines += [
+        f"| Class | Sub-class | {LABELS[first]} | {LABELS[second]} | Difference | compat |",
+        "|---|---|---|---|---|---|",
+    ]
+    for cells in rows_of(pair, family, first, second):
+        lines.append(_row(_cell(cell) for cell in cells))
+    lines.append("")
+    return lines
+
+
 def family_page(
     family: Table, direction: str, paired_in: Mapping[str, list[str]] | None = None
 ) -> str:
@@ -251,23 +277,7 @@ def family_page(
         "",
     ]
     for pair in family["pairs"]:
-        apis = family["apis"]
-        lines += [f"## `{pair[first]}` → `{pair[second]}`", ""]
-        for side in (first, second):
-            lines += _api_lines(pair[side], apis[pair[side]])
-        compat = f" compat: `compat.{pair['compat']}`." if "compat" in pair else ""
-        if pair.get("port"):
-            compat += f" `compat port` rewrites `{pair['torch']}` to it."
-        lines += [f"**Differences**: {pair['note']}{compat}", ""]
-        if "result" in pair:
-            lines += [f"**compat's result differs from PyTorch's**: {pair['result']}", ""]
-        lines += [
-            f"| Class | Sub-class | {LABELS[first]} | {LABELS[second]} | Difference | compat |",
-            "|---|---|---|---|---|---|",
-        ]
-        for cells in rows_of(pair, family, first, second):
-            lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
-        lines.append("")
+        lines += _pair_section(pair, family, first, second)
     lines += _unpaired_lines(family, first, paired_in or {})
     lines += _snippet(family, first, second)
     return "\n".join(lines).rstrip() + "\n"
@@ -398,7 +408,7 @@ def _index_line(entry: _Entry, first: str, second: str, columns: list[int]) -> s
         _cell(difference),
         ", ".join(pages),
     ]
-    return "| " + " | ".join(cells) + " |"
+    return _row(cells)
 
 
 def _index_direction(families: list[Table], first: str, second: str) -> list[str]:
@@ -529,7 +539,16 @@ def _choice_text(choice: Table) -> str:
 
 
 def capabilities_page() -> str:
+    """The capability matrix page: the matrix, then each backend's entry in words."""
     capabilities = tables.load("capabilities")
+    lines = _matrix_lines(capabilities)
+    for name, entry in capabilities.items():
+        lines += _backend_lines(name, entry)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _matrix_lines(capabilities: Table) -> list[str]:
+    """The capability page's header, legend and matrix."""
     backends, rows = capability_matrix()
     header = [
         f"{name} ({capabilities[name]['framework']}, {capabilities[name]['device']})"
@@ -549,34 +568,41 @@ def capabilities_page() -> str:
         "| collective | " + " | ".join(header) + " |",
         "|---" * (len(backends) + 1) + "|",
     ]
-    lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows]
+    lines += [_row(_cell(cell) for cell in row) for row in rows]
     lines.append("")
-    for name, entry in capabilities.items():
-        lines += [f"## {name}", ""]
-        where = f"{entry['framework']}, device: {entry['device']}"
-        lines += [f"- framework: {where} ([source]({entry['source']}))"]
-        lines += [f"- dtypes: {', '.join(entry['dtypes'])} ({entry['dtypes_source']})"]
-        lines += [f"- reduce ops: {', '.join(entry['reduce_ops'])} ({entry['reduce_ops_source']})"]
-        lines += [f"- views and non-contiguous tensors: {entry['views']}"]
-        if "coalesce" in entry:
-            rule = entry["coalesce"]
-            bound = rule["max_bytes"]
-            how = f"one buffer up to {bound} bytes" if bound else "one all_reduce per tensor"
-            if "one_host_min_tensors" in rule:
-                how += (
-                    f"; through shared memory from {rule['one_host_min_tensors']} tensors of up "
-                    f"to {rule['one_host_max_mean_bytes']} bytes each on average"
-                )
-            lines += [f"- all_reduce_coalesced: {how}. {rule['reason']}"]
-        for op, cap in entry["ops"].items():
-            if "reason" in cap:
-                lines.append(f"- {op}: {_capability_cell(cap)}. {cap['reason']} ({cap['source']})")
-            elif "choose" in cap:
-                lines.append(f"- {op}: {_capability_cell(cap)} ({cap['source']})")
-            for choice in cap.get("choose", []):
-                lines.append(f"  - {_choice_text(choice)}: {choice['reason']}")
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
+
+
+def _backend_lines(name: str, entry: Table) -> list[str]:
+    """One backend's section of the capability page: its sources, dtypes, ops and choices."""
+    where = f"{entry['framework']}, device: {entry['device']}"
+    lines = [f"## {name}", "", f"- framework: {where} ([source]({entry['source']}))"]
+    lines += [f"- dtypes: {', '.join(entry['dtypes'])} ({entry['dtypes_source']})"]
+    lines += [f"- reduce ops: {', '.join(entry['reduce_ops'])} ({entry['reduce_ops_source']})"]
+    lines += [f"- views and non-contiguous tensors: {entry['views']}"]
+    if "coalesce" in entry:
+        lines += [f"- all_reduce_coalesced: {_coalesce_text(entry['coalesce'])}"]
+    for op, cap in entry["ops"].items():
+        if "reason" in cap:
+            lines.append(f"- {op}: {_capability_cell(cap)}. {cap['reason']} ({cap['source']})")
+        elif "choose" in cap:
+            lines.append(f"- {op}: {_capability_cell(cap)} ({cap['source']})")
+        for choice in cap.get("choose", []):
+            lines.append(f"  - {_choice_text(choice)}: {choice['reason']}")
+    lines.append("")
+    return lines
+
+
+def _coalesce_text(rule: Table) -> str:
+    """How a backend coalesces all_reduce_coalesced's tensors, and why."""
+    bound = rule["max_bytes"]
+    how = f"one buffer up to {bound} bytes" if bound else "one all_reduce per tensor"
+    if "one_host_min_tensors" in rule:
+        how += (
+            f"; through shared memory from {rule['one_host_min_tensors']} tensors of up "
+            f"to {rule['one_host_max_mean_bytes']} bytes each on average"
+        )
+    return f"{how}. {rule['reason']}"
 
 
 def reduce_op_section() -> list[str]:
@@ -626,7 +652,7 @@ def corrections_page(families: list[Table]) -> str:
                     found.append((label, row["difference"]))
             for where, text in found:
                 cells = [f"`{pair['torch']}`", f"`{pair['mindspore']}`", where, text, page]
-                lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+                lines.append(_row(_cell(cell) for cell in cells))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -840,6 +866,22 @@ def _pair_line(pair: Table, width: int) -> list[str]:
     ]
 
 
+def _brief_lines(pairs: list[Table], width: int) -> list[str]:
+    """``pairs`` a line or two each (:func:`_pair_line`), twins (mint.distributed's and
+    ops.communication's: the same torch API and text) as one entry naming both."""
+    brief: list[str] = []
+    brief_start, brief_last = 0, [""]
+    for pair in pairs:
+        line = _pair_line(pair, width)
+        if brief_last[1:] == line[1:] and brief_last[0].startswith(f"{pair['torch']}  ->  "):
+            brief[brief_start] += f", {pair['mindspore']}"
+            brief_last[0] = brief[brief_start]
+            continue
+        brief_start, brief_last = len(brief), line
+        brief += line
+    return brief
+
+
 def diff_text(name: str, width: int = 100, full: bool = False) -> str:
     """The differences of ``name`` (see :func:`find`) for a terminal: the first pair of its first
     family with its signatures and the rows that differ, the family's other pairs a line or two
@@ -851,22 +893,11 @@ def diff_text(name: str, width: int = 100, full: bool = False) -> str:
         other = LABELS["mindspore" if family["apis"][path]["framework"] == "torch" else "torch"]
         out += [f"{path}: no {other} counterpart in the tables", ""]
     shown: set[tuple[str, str]] = set()
-    brief: list[str] = []
-    brief_start, brief_last = 0, [""]
-    for index, pair in enumerate(first.pairs):
+    for pair in first.pairs if full else first.pairs[:1]:
         key = (pair["torch"], pair["mindspore"])
-        if full or index == 0:
-            out += _pair_text(pair, family, width, full, again=key in shown)
-            shown.add(key)
-        else:
-            line = _pair_line(pair, width)
-            if brief_last[1:] == line[1:] and brief_last[0].startswith(f"{pair['torch']}  ->  "):
-                # a twin (mint.distributed's and ops.communication's): one entry for both
-                brief[brief_start] += f", {pair['mindspore']}"
-                brief_last[0] = brief[brief_start]
-                continue
-            brief_start, brief_last = len(brief), line
-            brief += line
+        out += _pair_text(pair, family, width, full, again=key in shown)
+        shown.add(key)
+    brief = [] if full else _brief_lines(first.pairs[1:], width)
     if brief:
         out += ["Its other pairs (compat diff <API> for one; --full for every row):", *brief, ""]
     if len(first.pairs) < len(family["pairs"]):

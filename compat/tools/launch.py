@@ -206,18 +206,7 @@ def assign_devices(
     """
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
         raise LaunchError("nprocs", f"expected an int >= 1; got {nprocs!r}")
-    if devices is not None:
-        listed = list(devices)
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in listed):
-            raise LaunchError("devices", f"expected device indexes (ints >= 0); got {listed!r}")
-        if len(set(listed)) != len(listed):
-            raise LaunchError("devices", f"expected each device once; got {listed!r}")
-        if len(listed) < nprocs:
-            raise LaunchError(
-                "devices",
-                f"expected a device for each of the {nprocs} ranks (rank i runs on the i-th); "
-                f"got {len(listed)}: {listed!r}",
-            )
+    listed = None if devices is None else _check_device_list(devices, nprocs)
     if available is None:
         available = available_devices(framework)
     if available is None:
@@ -228,7 +217,13 @@ def assign_devices(
                 f"got {list(devices)!r}",
             )
         return None
-    if devices is None:
+    return _check_available(nprocs, listed, available)
+
+
+def _check_available(nprocs: int, listed: list[int] | None, available: Devices) -> list[int] | None:
+    """The ranks' devices among those ``available``: one each (``listed[:nprocs]``, or the first
+    ``nprocs`` where ``listed`` is None, which gives None)."""
+    if listed is None:
         if nprocs > available.count:
             raise LaunchError(
                 "nprocs",
@@ -243,6 +238,22 @@ def assign_devices(
             f"expected indexes below {available.count}: {available.describe()}; got {listed!r}",
         )
     return listed[:nprocs]
+
+
+def _check_device_list(devices: Sequence[int], nprocs: int) -> list[int]:
+    """``devices`` as a list: distinct ints >= 0, at least one per rank."""
+    listed = list(devices)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in listed):
+        raise LaunchError("devices", f"expected device indexes (ints >= 0); got {listed!r}")
+    if len(set(listed)) != len(listed):
+        raise LaunchError("devices", f"expected each device once; got {listed!r}")
+    if len(listed) < nprocs:
+        raise LaunchError(
+            "devices",
+            f"expected a device for each of the {nprocs} ranks (rank i runs on the i-th); "
+            f"got {len(listed)}: {listed!r}",
+        )
+    return listed
 
 
 def _fill(templates: Mapping[str, str], **fields: object) -> dict[str, str]:
@@ -264,6 +275,27 @@ def _through(variable: str, devices: Sequence[int], environ: Mapping[str, str]) 
             f"got {list(devices)!r}",
         )
     return ",".join(entries[d] for d in devices)
+
+
+def _rank_variables(
+    spec: Mapping[str, Any], rank: int, device: int, nprocs: int, port: int
+) -> dict[str, str]:
+    """``rank_env`` of a framework's launch ``spec``, for ``rank`` on local ``device``."""
+    fields = {"rank": rank, "local_rank": rank, "world": nprocs, "port": port, "device": device}
+    return _fill(spec["rank_env"], **fields)
+
+
+def _devices_environment(
+    spec: Mapping[str, Any], devices: Sequence[int] | None, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """``devices_env`` of a framework's launch ``spec``, filled with ``devices`` as ``environ``
+    names them (none where ``devices`` is None)."""
+    if devices is None:
+        return {}
+    return {
+        name: value.format(devices=_through(name, devices, environ))
+        for name, value in spec.get("devices_env", {}).items()
+    }
 
 
 def rank_environments(
@@ -298,27 +330,11 @@ def rank_environments(
         raise ValueError(f"devices: expected one per rank ({nprocs}); got {list(devices)!r}")
     spec = tables.lookup("frameworks", framework, "launch")
     common = _fill(spec["env"], world=nprocs, port=port)
-    extra: dict[str, str] = {}
-    if devices is not None:
-        inherited = os.environ if environ is None else environ
-        extra = {
-            name: value.format(devices=_through(name, devices, inherited))
-            for name, value in spec.get("devices_env", {}).items()
-        }
+    extra = _devices_environment(spec, devices, os.environ if environ is None else environ)
+    homes = range(nprocs) if devices is None else devices
     envs = [
-        {
-            **common,
-            **_fill(
-                spec["rank_env"],
-                rank=rank,
-                local_rank=rank,
-                world=nprocs,
-                port=port,
-                device=rank if devices is None else devices[rank],
-            ),
-            **extra,
-        }
-        for rank in range(nprocs)
+        {**common, **_rank_variables(spec, rank, home, nprocs, port), **extra}
+        for rank, home in enumerate(homes)
     ]
     if "scheduler" in spec:
         envs.append({**common, **_fill(spec["scheduler"]["env"], world=nprocs, port=port)})
@@ -439,6 +455,150 @@ def sets_omp_threads(nprocs: int, env: Mapping[str, str]) -> bool:
     return nprocs > 1 and "OMP_NUM_THREADS" not in env
 
 
+def _job_environment(
+    framework: str, nprocs: int, requested: Mapping[str, str], verbose: bool
+) -> dict[str, str]:
+    """What every process of the job inherits: ``requested`` (the launcher's environment and
+    the caller's ``env``), the framework's quiet logging unless ``verbose``, unbuffered output,
+    one OpenMP thread where torchrun sets it, and a flight-recorder dump on stop."""
+    quiet = {} if verbose else quiet_environment(framework, requested)
+    base_env = {**quiet, **requested, "PYTHONUNBUFFERED": "1"}
+    if sets_omp_threads(nprocs, requested):
+        base_env["OMP_NUM_THREADS"] = "1"
+    # Each rank writes its flight-recorder dump when the launcher stops it (compat.core.recorder).
+    base_env.setdefault("COMPAT_TRACE_ON_STOP", "1")
+    return base_env
+
+
+def _plan(
+    framework: str,
+    nprocs: int,
+    devices: Sequence[int] | None,
+    rank_argv: list[str],
+    python: str,
+    env: Mapping[str, str],
+    verbose: bool,
+) -> list[tuple[list[str], dict[str, str]]]:
+    """Each process's command line and environment, checked before any starts: the ranks',
+    then the scheduler's if the framework has one."""
+    # Counting the devices may import the framework, and importing MindSpore edits os.environ
+    # (LD_LIBRARY_PATH, HCCL_CONNECT_TIMEOUT, ...): the ranks get the environment from before.
+    inherited = environment()
+    assigned = assign_devices(framework, nprocs, devices)
+    port = free_port()
+    base_env = _job_environment(framework, nprocs, {**inherited, **env}, verbose)
+    environments = rank_environments(framework, nprocs, port, assigned, base_env)
+    scheduler = _scheduler_code(framework)
+    return [
+        (
+            rank_argv if index < nprocs or scheduler is None else [python, "-c", scheduler],
+            {**base_env, **rank_env},
+        )
+        for index, rank_env in enumerate(environments)
+    ]
+
+
+@dataclass
+class _Job:
+    """A launch in progress: its processes, where their prefixed output goes, and the stop
+    signal the launcher got, if any."""
+
+    out: TextIO
+    stop: _StopSignals
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    processes: list[_Process] = field(default_factory=list)
+
+    def start(self, is_rank: bool, index: int, argv: list[str], env: dict[str, str]) -> None:
+        popen = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        process = _Process(f"rank {index}" if is_rank else "scheduler", popen, is_rank)
+        process.pump = threading.Thread(
+            target=_pump, args=(process, self.out, self.lock, not is_rank), daemon=True
+        )
+        process.pump.start()
+        self.processes.append(process)
+
+    def say(self, text: str) -> None:
+        with self.lock:
+            self.out.write(text)
+            self.out.flush()
+
+    def ranks(self) -> list[_Process]:
+        return [process for process in self.processes if process.is_rank]
+
+
+def _watch(job: _Job, deadline: float | None, timeout: float | None) -> tuple[int, bool]:
+    """Wait for the ranks: (exit code, whether every rank exited 0), on the first failure, the
+    timeout, or a stop signal (its code is :func:`_wind_down`'s)."""
+    ranks = job.ranks()
+    while job.stop.received is None:
+        if any(p.popen.poll() not in (None, 0) for p in ranks):
+            return _first_failure(job, ranks), False
+        if all(p.popen.poll() == 0 for p in ranks):
+            return 0, True
+        if deadline is not None and time.monotonic() > deadline:
+            running = [p.label for p in ranks if p.popen.poll() is None]
+            job.say(
+                f"compat launch: timed out after {timeout:g} s; still running: "
+                f"{', '.join(running)}; stopping the job\n"
+            )
+            return TIMEOUT_EXIT_CODE, False
+        time.sleep(0.05)
+    return 0, False
+
+
+def _first_failure(job: _Job, ranks: list[_Process]) -> int:
+    """The exit code of the rank that failed first, said on the output."""
+    # The rank that failed first may still be tearing down while the ones its failure broke
+    # have exited: let them all finish failing, briefly.
+    _wait_while(job, time.monotonic() + FAILURE_GRACE_SECONDS, ranks)
+    failed = [p for p in ranks if p.popen.poll() not in (None, 0)]
+    for process in failed:
+        process.pump.join(1)  # its output is complete
+    first = min(failed, key=lambda p: p.last_words)
+    returned = first.popen.returncode
+    how = (
+        f"exited with code {returned}"
+        if returned > 0
+        else f"was killed by signal {signal.Signals(-returned).name}"
+    )
+    job.say(f"compat launch: {first.label} {how}; stopping the other ranks\n")
+    return returned if returned > 0 else 128 - returned
+
+
+def _wait_while(job: _Job, until: float, processes: list[_Process]) -> None:
+    """Wait until ``until`` (time.monotonic()), a stop signal, or ``processes`` all ended."""
+    while (
+        time.monotonic() < until
+        and job.stop.received is None
+        and any(p.popen.poll() is None for p in processes)
+    ):
+        time.sleep(0.05)
+
+
+def _wind_down(job: _Job, finished: bool, code: int) -> int:
+    """Stop whatever still runs and return the job's exit code: ``code``, unless a stop signal
+    came (it wins over what the ranks did meanwhile: the user stopped the job)."""
+    if finished:
+        # A scheduler (MindSpore's) ends by itself once the workers have; give it a moment.
+        _wait_while(job, time.monotonic() + 10, job.processes)
+    if job.stop.received is not None:
+        code = 128 + job.stop.received
+        job.say(f"compat launch: got {signal.Signals(job.stop.received).name}; stopping the job\n")
+    _stop(job.processes, how=job.stop.received or signal.SIGTERM)
+    for process in job.processes:
+        process.pump.join(5)
+    return code
+
+
 def launch(
     nprocs: int,
     command: Sequence[str],
@@ -496,113 +656,17 @@ def launch(
     if not command:
         raise LaunchError("command", "expected a script (and its arguments); got nothing")
     framework = choose_framework(framework, first_if_several=True)
-    # Counting the devices may import the framework, and importing MindSpore edits os.environ
-    # (LD_LIBRARY_PATH, HCCL_CONNECT_TIMEOUT, ...): the ranks get the environment from before.
-    inherited = environment()
-    assigned = assign_devices(framework, nprocs, devices)
-    port = free_port()
-    requested = {**inherited, **(env or {})}
-    quiet = {} if verbose else quiet_environment(framework, requested)
-    base_env = {**quiet, **requested, "PYTHONUNBUFFERED": "1"}
-    if sets_omp_threads(nprocs, requested):
-        base_env["OMP_NUM_THREADS"] = "1"
-    # Each rank writes its flight-recorder dump when the launcher stops it (compat.core.recorder).
-    base_env.setdefault("COMPAT_TRACE_ON_STOP", "1")
-    environments = rank_environments(framework, nprocs, port, assigned, base_env)
-    out = sink if sink is not None else sys.stdout
-    lock = threading.Lock()
-    processes: list[_Process] = []
-    scheduler = _scheduler_code(framework)
+    planned = _plan(framework, nprocs, devices, [python, *command], python, env or {}, verbose)
     deadline = None if timeout is None else time.monotonic() + timeout
-    code = 0
-    finished = False  # every rank exited 0
     with _StopSignals() as stop:
+        job = _Job(sink if sink is not None else sys.stdout, stop)
+        code, finished = 0, False  # finished: every rank exited 0
         try:
-            for index, rank_env in enumerate(environments):
+            for index, (argv, process_env) in enumerate(planned):
                 if stop.received is not None:
                     break  # the ranks started so far are stopped below
-                is_rank = index < nprocs
-                argv = (
-                    [python, *command]
-                    if is_rank or scheduler is None
-                    else [python, "-c", scheduler]
-                )
-                popen = subprocess.Popen(
-                    argv,
-                    env={**base_env, **rank_env},
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    text=True,
-                    errors="replace",
-                    start_new_session=True,
-                )
-                process = _Process(f"rank {index}" if is_rank else "scheduler", popen, is_rank)
-                process.pump = threading.Thread(
-                    target=_pump, args=(process, out, lock, not is_rank), daemon=True
-                )
-                process.pump.start()
-                processes.append(process)
-            ranks = [process for process in processes if process.is_rank]
-            while stop.received is None:
-                failed = [p for p in ranks if p.popen.poll() not in (None, 0)]
-                if failed:
-                    # The rank that failed first may still be tearing down while the ones its
-                    # failure broke have exited: let them all finish failing, briefly.
-                    settle = time.monotonic() + FAILURE_GRACE_SECONDS
-                    while (
-                        time.monotonic() < settle
-                        and stop.received is None
-                        and any(p.popen.poll() is None for p in ranks)
-                    ):
-                        time.sleep(0.05)
-                    failed = [p for p in ranks if p.popen.poll() not in (None, 0)]
-                    for process in failed:
-                        process.pump.join(1)  # its output is complete
-                    first = min(failed, key=lambda p: p.last_words)
-                    returned = first.popen.returncode
-                    code = returned if returned > 0 else 128 - returned
-                    how = (
-                        f"exited with code {returned}"
-                        if returned > 0
-                        else f"was killed by signal {signal.Signals(-returned).name}"
-                    )
-                    with lock:
-                        out.write(f"compat launch: {first.label} {how}; stopping the other ranks\n")
-                    break
-                if all(p.popen.poll() == 0 for p in ranks):
-                    finished = True
-                    break
-                if deadline is not None and time.monotonic() > deadline:
-                    running = [p.label for p in ranks if p.popen.poll() is None]
-                    with lock:
-                        out.write(
-                            f"compat launch: timed out after {timeout:g} s; still running: "
-                            f"{', '.join(running)}; stopping the job\n"
-                        )
-                    code = TIMEOUT_EXIT_CODE
-                    break
-                time.sleep(0.05)
+                job.start(index < nprocs, index, argv, process_env)
+            code, finished = _watch(job, deadline, timeout)
         finally:
-            # A scheduler (MindSpore's) ends by itself once the workers have; give it a moment.
-            if finished:
-                waited = time.monotonic() + 10
-                while (
-                    stop.received is None
-                    and time.monotonic() < waited
-                    and any(p.popen.poll() is None for p in processes)
-                ):
-                    time.sleep(0.05)
-            if stop.received is not None:
-                # A signal wins over what the ranks did meanwhile: the user stopped the job.
-                code = 128 + stop.received
-                with lock:
-                    out.write(
-                        f"compat launch: got {signal.Signals(stop.received).name}; "
-                        "stopping the job\n"
-                    )
-                    out.flush()
-            _stop(processes, how=stop.received or signal.SIGTERM)
-            for process in processes:
-                process.pump.join(5)
+            code = _wind_down(job, finished, code)
     return code

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from compat.base.environment import environment
@@ -53,32 +53,58 @@ def run(
         from compat.tools.launch import launch
 
         return launch(nprocs, ["-m", module, *args], framework, timeout=timeout, sink=sink)
+    processes = _PROCESSES.get(style)
+    if processes is None:
+        raise ValueError(f"--launch: expected one of {list(STYLES)}; got {style!r}")
     env = environment()
     env["COMPAT_FRAMEWORK"] = framework
-    port = free_port()
-    if style == "torchrun":
-        command = [
-            "-m", "torch.distributed.run", f"--nproc-per-node={nprocs}",
-            "--master-addr=127.0.0.1", f"--master-port={port}", "-m", module, *args,
-        ]  # fmt: skip
-        return _wait([_start(command, env)], timeout)
-    if style == "spawn":
-        command = ["-m", __name__, module, str(nprocs), str(port), *args]
-        return _wait([_start(command, env)], timeout)
-    if style == "env":
-        ranks = []
-        for rank in range(nprocs):
-            rank_env = {
+    planned = processes(nprocs, module, list(args), env, free_port())
+    return _wait([_start(command, process_env) for command, process_env in planned], timeout)
+
+
+_Planned = list[tuple[list[str], dict[str, str]]]
+
+
+def _torchrun(
+    nprocs: int, module: str, args: list[str], env: dict[str, str], port: int
+) -> _Planned:
+    """One torchrun process, which starts the ranks."""
+    command = [
+        "-m", "torch.distributed.run", f"--nproc-per-node={nprocs}",
+        "--master-addr=127.0.0.1", f"--master-port={port}", "-m", module, *args,
+    ]  # fmt: skip
+    return [(command, env)]
+
+
+def _spawner(nprocs: int, module: str, args: list[str], env: dict[str, str], port: int) -> _Planned:
+    """One process that spawns the ranks (this module's ``__main__``)."""
+    return [(["-m", __name__, module, str(nprocs), str(port), *args], env)]
+
+
+def _plain(nprocs: int, module: str, args: list[str], env: dict[str, str], port: int) -> _Planned:
+    """A process per rank, with the variables a Slurm script sets."""
+    return [
+        (
+            ["-m", module, *args],
+            {
                 **env,
                 "RANK": str(rank),
                 "WORLD_SIZE": str(nprocs),
                 "LOCAL_RANK": str(rank),
                 "MASTER_ADDR": "127.0.0.1",
                 "MASTER_PORT": str(port),
-            }
-            ranks.append(_start(["-m", module, *args], rank_env))
-        return _wait(ranks, timeout)
-    raise ValueError(f"--launch: expected one of {list(STYLES)}; got {style!r}")
+            },
+        )
+        for rank in range(nprocs)
+    ]
+
+
+#: The processes each style but ``compat`` starts: (command line, environment) each.
+_PROCESSES: dict[str, Callable[[int, str, list[str], dict[str, str], int], _Planned]] = {
+    "torchrun": _torchrun,
+    "spawn": _spawner,
+    "env": _plain,
+}
 
 
 def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -86,6 +86,19 @@ def analyse(dumps: dict[int, dict[str, Any]]) -> list[Finding]:
     """The first place the ranks part, per group (empty where they agree)."""
     world = max(int(d.get("compat", {}).get("world_size", 0)) for d in dumps.values())
     world = max(world, max(dumps) + 1)
+    findings = []
+    for name, ranks in sorted(_groups(dumps, world).items()):
+        found = _group_finding(dumps, name, ranks)
+        if found is not None:
+            findings.append(found)
+    silent = sorted(set(range(world)) - set(dumps))
+    if silent:
+        findings.insert(0, _silent_finding(dumps, silent))
+    return findings
+
+
+def _groups(dumps: dict[int, dict[str, Any]], world: int) -> dict[str, list[int]]:
+    """Every group the dumps name, with its ranks."""
     groups: dict[str, list[int]] = {}
     for dump in dumps.values():
         for name, config in dump["pg_config"].items():
@@ -94,29 +107,25 @@ def analyse(dumps: dict[int, dict[str, Any]]) -> list[Finding]:
         # torch's own dumps can name a group in their entries that pg_config keys otherwise
         for entry in dump["entries"]:
             groups.setdefault(entry["process_group"][0], list(range(world)))
-    findings = []
-    for name, ranks in sorted(groups.items()):
-        found = _group_finding(dumps, name, ranks)
-        if found is not None:
-            findings.append(found)
-    silent = sorted(set(range(world)) - set(dumps))
-    if silent:
-        lines = [
-            f"rank {', '.join(map(str, silent))} left no dump: its process ended without "
-            "writing one (killed, or it ended before the others failed)"
-        ]
-        for rank, dump in sorted(dumps.items()):
-            reason = str(dump.get("compat", {}).get("reason", ""))
-            named = [r for r in silent if re.search(rf"\brank {r}\b", reason)]
-            if named and reason.startswith("PeerLostError"):
-                waiting = [e for e in dump["entries"] if e["state"] != "completed"]
-                call = f" in call {describe(waiting[-1]).rsplit(' ', 1)[0]}" if waiting else ""
-                lines.append(
-                    f"  rank {rank} found rank {', '.join(map(str, named))} gone (PeerLostError)"
-                    f"{call}"
-                )
-        findings.insert(0, Finding("silent", culprits=silent, lines=lines))
-    return findings
+    return groups
+
+
+def _silent_finding(dumps: dict[int, dict[str, Any]], silent: list[int]) -> Finding:
+    """The ranks that left no dump, and which ranks found them gone, in which call."""
+    lines = [
+        f"rank {', '.join(map(str, silent))} left no dump: its process ended without "
+        "writing one (killed, or it ended before the others failed)"
+    ]
+    for rank, dump in sorted(dumps.items()):
+        reason = str(dump.get("compat", {}).get("reason", ""))
+        named = [r for r in silent if re.search(rf"\brank {r}\b", reason)]
+        if named and reason.startswith("PeerLostError"):
+            waiting = [e for e in dump["entries"] if e["state"] != "completed"]
+            call = f" in call {describe(waiting[-1]).rsplit(' ', 1)[0]}" if waiting else ""
+            lines.append(
+                f"  rank {rank} found rank {', '.join(map(str, named))} gone (PeerLostError){call}"
+            )
+    return Finding("silent", culprits=silent, lines=lines)
 
 
 def _group_finding(

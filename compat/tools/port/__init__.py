@@ -77,15 +77,10 @@ def run(
     Exit status: 0; 1 with ``check`` when a file would change or a use is left on torch; 2 when
     a file cannot be read or parsed.
     """
-    results: list[FileResult] = []
-    errors: list[str] = []
-    for path in python_files(paths):
-        try:
-            results.append(port_file(path))
-        except (OSError, UnicodeDecodeError, PortError) as exc:
-            errors.append(str(exc))
+    results, errors = _port_all(paths)
+    writes = write and not (diff or check)
     for result in results:
-        if result.changed and write and not (diff or check):
+        if result.changed and writes:
             Path(result.path).write_text(result.rewritten, encoding="utf-8")
     if as_json:
         print(json.dumps(report_json(results, errors), indent=1))
@@ -95,12 +90,24 @@ def run(
         for result in results:
             if diff and result.changed:
                 print(result.diff(), end="")
-        print(report_text(results, [], written=write and not (diff or check), verbose=verbose))
+        print(report_text(results, [], written=writes, verbose=verbose))
     if errors:
         return 2
     if check and any(r.changed or any(not f.rewritten for f in r.findings) for r in results):
         return 1
     return 0
+
+
+def _port_all(paths: Sequence[str]) -> tuple[list[FileResult], list[str]]:
+    """Each Python file's result, and the files that could not be read or parsed."""
+    results: list[FileResult] = []
+    errors: list[str] = []
+    for path in python_files(paths):
+        try:
+            results.append(port_file(path))
+        except (OSError, UnicodeDecodeError, PortError) as exc:
+            errors.append(str(exc))
+    return results, errors
 
 
 def _counts(findings: Sequence[Finding]) -> tuple[int, int, int]:
@@ -112,23 +119,21 @@ def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
+def _left_by_reason(findings: Sequence[Finding]) -> list[tuple[str | None, int]]:
+    """The uses left on torch, counted per reason, the most frequent first."""
+    return Counter(f.category for f in findings if not f.rewritten).most_common()
+
+
 def report_text(
     results: Sequence[FileResult], errors: Sequence[str], written: bool, verbose: bool = False
 ) -> str:
     """Per file: its counts and each use left on torch (every use with ``verbose``); then the
     totals and the reasons grouped, each with what to do by hand."""
     lines: list[str] = [f"compat port: {error}" for error in errors]
-    everything: list[Finding] = []
     for result in results:
-        if not result.findings:
-            continue
-        everything += result.findings
-        uses, rewritten, left = _counts(result.findings)
-        lines.append(f"{result.path}: {uses} uses, {rewritten} rewritten, {left} left")
-        for found in result.findings:
-            if verbose or not found.rewritten:
-                lines.append("  " + found.text())
-        lines += [f"  note: {note}" for note in result.notes]
+        if result.findings:
+            lines += _file_lines(result, verbose)
+    everything = [f for r in results for f in r.findings]
     uses, rewritten, left = _counts(everything)
     calls, calls_rewritten, _ = _counts([f for f in everything if f.call])
     changed = sum(r.changed for r in results)
@@ -142,11 +147,20 @@ def report_text(
         f"  of them {calls} call sites: {calls_rewritten} rewritten "
         f"({_share(calls_rewritten, calls)})"
     )
-    reasons = Counter(f.category for f in everything if not f.rewritten)
-    for category, count in reasons.most_common():
+    for category, count in _left_by_reason(everything):
         hint = HINTS.get(category or "", "")
         lines.append(f"  {count:4d} left: {category}: {hint}")
     return "\n".join(lines)
+
+
+def _file_lines(result: FileResult, verbose: bool) -> list[str]:
+    """One file's part of the report: its counts, the uses left on torch (every use with
+    ``verbose``) and its notes."""
+    uses, rewritten, left = _counts(result.findings)
+    lines = [f"{result.path}: {uses} uses, {rewritten} rewritten, {left} left"]
+    lines += ["  " + found.text() for found in result.findings if verbose or not found.rewritten]
+    lines += [f"  note: {note}" for note in result.notes]
+    return lines
 
 
 def report_json(results: Sequence[FileResult], errors: Sequence[str]) -> dict[str, object]:
@@ -167,11 +181,10 @@ def report_json(results: Sequence[FileResult], errors: Sequence[str]) -> dict[st
                 "findings": [f.as_json() for f in result.findings],
             }
         )
-    reasons = Counter(f.category for f in everything if not f.rewritten)
     return {
         "files": files,
         "errors": list(errors),
         "total": {"files": len(results), "uses": uses, "rewritten": rewritten, "left": left},
         "call_sites": {"calls": calls, "rewritten": calls_rewritten, "left": calls_left},
-        "left_by_reason": dict(reasons.most_common()),
+        "left_by_reason": dict(_left_by_reason(everything)),
     }
