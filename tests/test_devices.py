@@ -251,15 +251,18 @@ def test_a_tensor_compat_made_over_host_memory_is_read_through_its_own_array() -
 
 
 def test_bench_makes_its_buffers_on_the_home_device(clean_env: pytest.MonkeyPatch) -> None:
-    """compat bench's native and compat calls share buffers made by the adapter: on the home
+    """compat bench's native and compat calls share buffers made for the adapter: on the home
     device (``meta`` standing in for a GPU), never the CPU."""
+    from compat.tools import bench_cases
+
     clean_env.setattr(torch_adapter.dist, "get_world_size", lambda: 2)
+    clean_env.setattr(torch_adapter.dist, "get_rank", lambda: 0)
     adapter = torch_adapter.TorchAdapter()
     adapter._home = torch.device("meta")
     for op in ("reduce_scatter_tensor", "reduce_scatter", "all_reduce", "all_gather_into_tensor"):
-        x, out, _, _ = adapter.bench_native(op, 4, "float32")
-        assert x.device.type == "meta", op
-        assert out is None or out.device.type == "meta", op
+        case = bench_cases.native_case(adapter, op, 4, "float32")
+        assert case.input.device.type == "meta", op
+        assert case.output is None or case.output.device.type == "meta", op
 
 
 class _StubBackend:

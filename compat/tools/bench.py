@@ -75,7 +75,7 @@ from compat.base import tables
 from compat.base.adapter import Adapter
 from compat.collectives import BARRIER_DTYPE
 from compat.core import capabilities, recorder, state
-from compat.tools import launch_styles
+from compat.tools import bench_cases, launch_styles
 from compat.tools._sizes import format_size
 
 # -- the ops -----------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def check_algorithm(
 def adapter_joins(adapter: Adapter, dtype: str) -> bool:
     """Whether the adapter joins the equal parts of one buffer into one tensor (asked, not
     assumed: it depends on the device), on a buffer such as the timed calls use."""
-    sample = adapter.bench_native("all_reduce", 2, dtype)[0]
+    sample = bench_cases.native_case(adapter, "all_reduce", 2, dtype).input
     total = adapter.shape(sample)[0]
     return adapter.joined(adapter.split(sample, [total // 2, total - total // 2])) is not None
 
@@ -439,8 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 @dataclass
 class Case:
-    """One op at one size: the buffers (made by the adapter's
-    :meth:`~compat.base.adapter.Adapter.bench_native`), the native call on them, and the ranks."""
+    """One op at one size: the buffers (made by :func:`compat.tools.bench_cases.native_case`),
+    the native call on them, and the ranks."""
 
     op: str
     input: Any
@@ -537,11 +537,11 @@ class Pair:
 
 def make_case(adapter: Adapter, op: str, rows: int, dtype: str) -> Case:
     """The buffers and native call of ``op`` with ``rows`` elements per rank."""
-    x, out, native, description = adapter.bench_native(op, rows, dtype)
+    native = bench_cases.native_case(adapter, op, rows, dtype)
     rank, world = compat.get_rank(), compat.get_world_size()
-    case = Case(op, x, out, native, description, rank, world)
+    case = Case(op, native.input, native.output, native.call, native.description, rank, world)
     if op == "reduce_scatter":  # the list form on the parts of one buffer (x.chunk(n))
-        case.parts = adapter.split(x, [rows] * world)
+        case.parts = adapter.split(native.input, [rows] * world)
     return case
 
 
