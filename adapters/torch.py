@@ -97,7 +97,7 @@ def _member_work(work: Any) -> Handle:
 
 #: How long destroy() waits on a pending timed send or recv before closing its connections.
 _ENDING_WAIT = timedelta(milliseconds=10)
-#: How long destroy() then waits for each of their threads to return (measured: 0.05 s).
+#: How long destroy() then waits for each of their threads to return (they return at once).
 _ENDED_WITHIN_SECONDS = 5.0
 
 
@@ -133,6 +133,25 @@ def home_index(rendezvous: Rendezvous, visible: int) -> int:
     return local % visible
 
 
+def _meeting(rendezvous: Rendezvous) -> dict[str, Any]:
+    """init_process_group's arguments for where the ranks meet: a store, an init_method (or
+    rank and world size, through env://), a launcher's env://, else a world of one process."""
+    if rendezvous.store is not None:
+        return {
+            "store": rendezvous.store,
+            "rank": rendezvous.rank,
+            "world_size": rendezvous.world_size,
+        }
+    if rendezvous.init_method is not None or rendezvous.rank is not None:
+        given = {"rank": rendezvous.rank, "world_size": rendezvous.world_size}
+        meeting = {name: value for name, value in given.items() if value is not None}
+        return {"init_method": rendezvous.init_method or "env://", **meeting}
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return {"init_method": "env://"}
+    # Not started by a launcher: a world of one process.
+    return {"init_method": f"tcp://127.0.0.1:{free_port()}", "rank": 0, "world_size": 1}
+
+
 class _Differentiable(torch.autograd.Function):
     """Runs a collective forward; its backward is the collective compat.autograd pairs with it."""
 
@@ -160,9 +179,8 @@ class TorchAdapter(Adapter):
         self._adopted = False
         self._rank: int | None = None  # read once the process group is up: see rank()
         self._home = torch.device("cpu")  # this rank's device: see init
-        # Whether it is the CPU: tensor.is_cpu then tells a tensor on it, without the device
-        # object tensor.device builds (3 of dense_facts' 13 us right after a collective,
-        # measured on Gloo).
+        # Whether it is the CPU: tensor.is_cpu then tells a tensor on it, without building the
+        # device object tensor.device returns (a large part of dense_facts' cost).
         self._home_is_cpu = True
         self._timeout = DEFAULT_TIMEOUT_SECONDS  # a collective's bound: see init
         #: timed point to point still pending, with the event its waiting thread sets when the
@@ -194,24 +212,10 @@ class TorchAdapter(Adapter):
             return adopted
         if backend is None:
             backend = tables.default_backend(self.framework, self.device_kinds())
-        kwargs: dict[str, Any] = {"backend": backend}
+        kwargs: dict[str, Any] = {"backend": backend, **_meeting(rendezvous)}
         if timeout is not None:
             kwargs["timeout"] = timeout
             self._timeout = timeout.total_seconds()
-        if rendezvous.store is not None:
-            kwargs.update(store=rendezvous.store, rank=rendezvous.rank)
-            kwargs["world_size"] = rendezvous.world_size
-        elif rendezvous.init_method is not None or rendezvous.rank is not None:
-            kwargs["init_method"] = rendezvous.init_method or "env://"
-            if rendezvous.rank is not None:
-                kwargs["rank"] = rendezvous.rank
-            if rendezvous.world_size is not None:
-                kwargs["world_size"] = rendezvous.world_size
-        elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-            kwargs["init_method"] = "env://"
-        else:
-            # Not started by a launcher: a world of one process.
-            kwargs.update(init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
         for option in ("device_id", "pg_options"):
             if getattr(rendezvous, option) is not None:
                 kwargs[option] = getattr(rendezvous, option)
@@ -229,10 +233,9 @@ class TorchAdapter(Adapter):
         # A timed send or recv whose peer never came (monitored_barrier past its timeout) is
         # still pending in Gloo, its wait on a thread of its own (reported_barrier) or on none
         # (keep_pending). Left so, the wait returns during the interpreter's shutdown, when the
-        # group is torn down, and aborts the process ("terminate called without an active
-        # exception": 9 of 20 3-rank jobs, measured; aborting the group does not end the wait).
-        # A timed-out wait closes the group's connections, which ends every pending wait at
-        # once; the threads are then joined.
+        # group is torn down, and can abort the process ("terminate called without an active
+        # exception"; aborting the group does not end the wait). A timed-out wait closes the
+        # group's connections, which ends every pending wait at once; the threads are then joined.
         pending = [entry for entry in self._pending if not _ended(entry)]
         self._pending.clear()
         for work, _ in pending:
@@ -247,8 +250,7 @@ class TorchAdapter(Adapter):
 
     def rank(self) -> int:
         # Fixed while the process group lives, and asked on every call of a shared-memory
-        # choice: read once (dist.get_rank() took 0.6 us back to back, 6.4 us right after a
-        # collective; measured).
+        # choice: read once (dist.get_rank() is a slow call right after a collective).
         if self._rank is None:
             self._rank = dist.get_rank()
         return self._rank
@@ -329,7 +331,7 @@ class TorchAdapter(Adapter):
         return self._timeout
 
     def in_host_memory(self, tensor: torch.Tensor) -> bool:
-        return tensor.is_cpu  # what device.type == "cpu" says, in a sixth of the time (measured)
+        return tensor.is_cpu  # what device.type == "cpu" says, without building a device
 
     def host_tensor(
         self, memory: memoryview, offset: int, numel: int, like: torch.Tensor
@@ -360,8 +362,8 @@ class TorchAdapter(Adapter):
         return name if name is not None else self.dtype(tensor)
 
     def dense_facts(self, tensor: torch.Tensor) -> TensorFacts | None:
-        # Four reads of the tensor, each a call into torch: right after a collective each costs
-        # 2-4 us (cold caches), so numel() is not read where the shape says it (0 in it).
+        # Four reads of the tensor, each a call into torch, slow right after a collective (cold
+        # caches): numel() is not read where the shape says it (0 in it).
         if not (tensor.is_cpu if self._home_is_cpu else tensor.device == self._home):
             return None
         if not tensor.is_contiguous():
@@ -384,9 +386,8 @@ class TorchAdapter(Adapter):
         return tensor.numel()
 
     def split(self, tensor: torch.Tensor, sizes: Sequence[int], dim: int = 0) -> list[torch.Tensor]:
-        # The op torch.split calls for a list of sizes: its Python wrapper cost 3 us a call more
-        # (4.4 against 1.5 us, measured); a tensor subclass's override still applies (the
-        # method's binding dispatches it).
+        # The op torch.split calls for a list of sizes, without its Python wrapper's cost; a
+        # tensor subclass's override still applies (the method's binding dispatches it).
         return list(tensor.split_with_sizes(list(sizes), dim))
 
     def movedim(self, tensor: torch.Tensor, source: int, destination: int) -> torch.Tensor:
@@ -479,25 +480,8 @@ class TorchAdapter(Adapter):
             and self.shares_memory(pieces, base)
         ):
             return base  # the common case, x.chunk(n): the buffer they were cut from
-        trailing = first.shape[1:]
-        storage = first.untyped_storage().data_ptr()
-        for piece in pieces:
-            if (
-                piece.dtype != first.dtype
-                or piece.shape[1:] != trailing
-                or piece.untyped_storage().data_ptr() != storage
-            ):
-                return None
-        shape = (sum(piece.shape[0] for piece in pieces), *trailing)
-        strides, step = [], 1
-        for size in reversed(shape):
-            strides.append(step)
-            step *= size
-        needed = (first.storage_offset() + step) * first.element_size()
-        if first.untyped_storage().nbytes() < needed:
-            return None
-        whole = first.as_strided(shape, tuple(reversed(strides)))
-        return whole if self.shares_memory(pieces, whole) else None
+        whole = _span(pieces)
+        return whole if whole is not None and self.shares_memory(pieces, whole) else None
 
     def flat_view(self, tensor: torch.Tensor) -> torch.Tensor | None:
         return tensor.view(-1) if tensor.is_contiguous() else None
@@ -544,9 +528,8 @@ class TorchAdapter(Adapter):
     # -- collectives -------------------------------------------------------------------------
     # Each collective calls the process group's own method, as torch's function does once its
     # checks have passed: compat has made those checks (and more) before it gets here, and
-    # torch's repeat them in Python at 4-21 us a call on this machine (world size 1, Gloo:
-    # scatter 50 us through dist.scatter, 29 us direct; all_reduce 30 against 26), which is more
-    # than compat's own work. The options are those torch's function sets, made anew per call.
+    # torch's repeat them in Python at more than compat's own work costs (docs/performance.md).
+    # The options are those torch's function sets, made anew per call.
     # torch's function runs instead where it does more than check (_direct says when). Its
     # rewrites of complex tensors (as real pairs) and of float8 for NCCL broadcast on GPUs
     # before sm90 are not needed: the capability table gives Gloo and NCCL neither dtype.
@@ -733,8 +716,7 @@ class TorchAdapter(Adapter):
         return _returned(work, async_op)
 
     # Point to point goes to the process group's own send/recv, as torch's isend/irecv do after
-    # their argument checks (compat has made them): those checks cost about a fifth of a 1 KB
-    # isend/irecv pair on Gloo (measured: 49 us a pair through dist, 40 us direct). torch's
+    # their argument checks (compat has made them), a large part of a small pair's time. torch's
     # isend/irecv also send complex tensors as real pairs; the capability table gives Gloo and
     # NCCL no complex dtype, so compat never passes one.
     def send(self, tensor: torch.Tensor, dst: int, group: GroupHandle, tag: int = 0) -> None:
@@ -753,14 +735,14 @@ class TorchAdapter(Adapter):
             return _member_work(dist.isend(tensor, dst, group=group, tag=tag))
         if group is None:
             # torch's world, looked up each call (a script may re-create it behind compat),
-            # through one property where dist.group.WORLD takes two: right after a collective
-            # each Python call or property costs 1.5 us or more (measured).
+            # through one property where dist.group.WORLD takes two (each is slow right after a
+            # collective).
             process_group: Any = _c10d._world.default_pg
             peer = dst
         else:
             process_group, peer = self._peer(group, dst)
-        # The group's own method returns a Work, never None: no _member_work call, which costs
-        # about 1.5 us right after a collective (as every Python call then, measured).
+        # The group's own method returns a Work, never None: no _member_work call (every Python
+        # call is slow right after a collective).
         sent: Any = process_group.send([tensor], peer, tag)  # a torch Work: a Handle
         return sent
 
@@ -855,9 +837,34 @@ class TorchAdapter(Adapter):
         return {"cuda"} if torch.cuda.is_available() else set()
 
 
+def _span(pieces: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    """One contiguous tensor from the first piece's start over as many rows as the pieces hold
+    (same dtype, trailing shape and storage), or None where their storage is too short: whether
+    it is exactly the pieces is the caller's check."""
+    first = pieces[0]
+    trailing = first.shape[1:]
+    storage = first.untyped_storage().data_ptr()
+    for piece in pieces:
+        if (
+            piece.dtype != first.dtype
+            or piece.shape[1:] != trailing
+            or piece.untyped_storage().data_ptr() != storage
+        ):
+            return None
+    shape = (sum(piece.shape[0] for piece in pieces), *trailing)
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    needed = (first.storage_offset() + step) * first.element_size()
+    if first.untyped_storage().nbytes() < needed:
+        return None
+    return first.as_strided(shape, tuple(reversed(strides)))
+
+
 # Gloo's words for a collective that ran out of time, and for every later call on the pairs it
-# then closed (measured: "Timed out waiting 3000ms for recv operation to complete", then
-# "Application timeout caused pair closure"). NCCL's watchdog says "Watchdog caught collective
+# then closed ("Timed out waiting <N>ms for recv operation to complete", then "Application
+# timeout caused pair closure"). NCCL's watchdog says "Watchdog caught collective
 # operation timeout".
 _TIMEOUT_MARKERS = ("Timed out", "timeout caused pair closure", "operation timeout")
 

@@ -53,8 +53,8 @@ class _CommHandle:
 
     On CPU the wait is the PyNative queue's sync, not ``CommHandle.wait()``: that calls
     ``mindspore.runtime.synchronize()``, which on CPU only logs "[ERROR] ... CPU device is not
-    supported" and returns. A waited async barrier then returned at once while its peer was 2 s
-    away (measured, MindSpore 2.10, MCCL); the sync waits for the barrier as for every queued op.
+    supported" and returns: a waited async barrier then returns before its peers arrive. The
+    sync waits for the barrier as for every queued op.
     """
 
     def __init__(self, handle: Any, writebacks: list[Writeback], on_cpu: bool) -> None:
@@ -105,8 +105,8 @@ class MindSporeAdapter(MindSporeTensors):
     framework = "mindspore"
     native_group_names = "a MindSpore group name (str)"
     # mint.distributed's send/recv/isend/irecv take tag=0, "a reserved parameter currently"
-    # (their docstrings, MindSpore 2.10): on MCCL, after sends with tag=1 then tag=2, a recv with
-    # tag=2 received the tag-1 message (measured; api_send_recv.toml).
+    # (their docstrings, MindSpore 2.10): on MCCL a recv takes the next message whatever its tag
+    # (api_send_recv.toml).
     p2p_tag_unsupported = (
         "MindSpore's send/recv/isend/irecv take tag as a reserved parameter (MindSpore 2.10): "
         "messages from one rank match in the order they were sent, whatever their tag"
@@ -131,28 +131,12 @@ class MindSporeAdapter(MindSporeTensors):
 
     # -- lifecycle -------------------------------------------------------------------------
     def init(self, backend: str | None, timeout: timedelta | None, rendezvous: Rendezvous) -> str:
-        if timeout is not None:
-            raise UnsupportedError(
-                "timeout: MindSpore bounds each collective itself (30 s on MCCL) and takes no "
-                f"per-job timeout; expected None on mindspore, got {timeout}"
-            )
+        device_id = _checked_device_id(timeout, rendezvous)
         backends = {
             entry.get("backend", key): entry["device_target"]
             for key, entry in tables.load("capabilities").items()
             if entry["framework"] == "mindspore"
         }
-        for option, why in _NOT_TAKEN_AT_INIT.items():
-            if getattr(rendezvous, option) is not None:
-                raise UnsupportedError(
-                    f"{option}: {why}; expected None on mindspore, got "
-                    f"{getattr(rendezvous, option)!r}"
-                )
-        device_id = rendezvous.device_id
-        if device_id is not None and not isinstance(device_id, int):
-            raise TypeError(
-                f"device_id: expected None or a device index (int) on mindspore; got "
-                f"{type(device_id).__name__} {device_id!r}"
-            )
         self._adopted = bool(dist.is_initialized())
         if self._adopted:
             # The script called mindspore.communication.init itself: adopt its world.
@@ -209,19 +193,15 @@ class MindSporeAdapter(MindSporeTensors):
     def destroy(self) -> None:
         if self._adopted:
             return  # the script's own communication: it ends it
-        # An MCCL send waits for its receiver's acknowledgement, and a receiver that exits right
-        # after its last recv can leave that sender waiting until MCCL's 30 s bound, then failing
-        # with "Send failed." (a 32-128 MB send as the last operation: 10 of 19 runs failed;
-        # with this barrier, 0 of 11; measured). The barrier keeps every rank until all have
-        # finished, and the pause after it lets the barrier's own acknowledgements leave
-        # (ACK_FLUSH_SECONDS). A process leaving on an uncaught exception skips both: its peers
-        # are not coming.
+        # An MCCL send waits for its receiver's acknowledgement: a receiver that exits right
+        # after its last recv can leave that sender failing ("Send failed.") at MCCL's bound.
+        # The barrier keeps every rank until all have finished, and the pause after it lets the
+        # barrier's own acknowledgements leave (ACK_FLUSH_SECONDS). A process leaving on an
+        # uncaught exception skips both: its peers are not coming.
         # A timed recv still waiting for a rank that never sent (monitored_barrier after its
         # timeout) holds the PyNative queue: the barrier would queue behind it and then meet
         # peers that left, so it is skipped. Leaving still waits for that recv until MCCL's
-        # 30 s bound ("Recv failed."): destroy_process_group syncs the queue, and without it
-        # _finalize_collective, and without that MindSpore's own exit, wait the same (measured:
-        # a rank left 26-28 s after raising each way).
+        # bound ("Recv failed."), whichever way the process ends.
         if not hasattr(sys, "last_value") and not self._blocked_recv():
             try:
                 # Issued async and waited for by the queue's sync: a synchronous barrier (or its
@@ -235,16 +215,14 @@ class MindSporeAdapter(MindSporeTensors):
         dist.destroy_process_group()
         # The scheduler this rank started (rank 0 of a tcp:// or env:// init) is not waited for:
         # it ends once every worker's node has left the cluster, this one's included, which
-        # MindSpore does at the process's exit, not in destroy_process_group. Waited for here,
-        # it never ended (rank 0 sat out the whole wait, 10 s, and then killed it, and its node
-        # logged "Failed to unregister from the meta server node" at exit; measured). It ends
-        # with this process at the latest (_END_WITH_PARENT), reaped by the thread that started
-        # it.
+        # MindSpore does at the process's exit, not in destroy_process_group: waited for here, it
+        # would never end. It ends with this process at the latest (_END_WITH_PARENT), reaped by
+        # the thread that started it.
         self._scheduler = None
 
     def rank(self) -> int:
         # Read in init: it is asked on every call of a shared-memory choice, and
-        # communication.get_rank() takes 4 us (measured).
+        # communication.get_rank() is a slow call.
         return self._rank
 
     def world_size(self) -> int:
@@ -267,7 +245,7 @@ class MindSporeAdapter(MindSporeTensors):
                 )
         # Only the members create the group, as create_group's own docstring does: when every
         # rank calls it, a non-member can block in it and leave the members blocked in their next
-        # collective (3 ranks, groups [0, 1] then [1, 2]: measured). mint.distributed.new_group is
+        # collective (3 ranks, groups [0, 1] then [1, 2]). mint.distributed.new_group is
         # not used: it names a group after its ranks (a second group of the same ranks collides)
         # and turns a failure into the name "", which the collectives read as the world group.
         if self._rank not in ranks:
@@ -292,7 +270,7 @@ class MindSporeAdapter(MindSporeTensors):
         return False
 
     # process_group_alive: the base's True. mint.distributed.is_initialized() answers False for a
-    # job that mindspore.communication.init() started (measured), so it cannot tell a teardown.
+    # job that mindspore.communication.init() started, so it cannot tell a teardown.
 
     def framework_group(self, group: GroupHandle, member: bool) -> object:
         if group is not None:
@@ -359,12 +337,10 @@ class MindSporeAdapter(MindSporeTensors):
         ``tensor`` afterwards: they do not write into a tensor that was ever slice-assigned.
 
         For a synchronous call on CPU it lies over a new numpy array's memory: mint.empty is an
-        operation queued on the PyNative pipeline, and with the sync that follows it took
-        0.7-1.2 ms at world size 1, as long as the collective itself; this takes 4 us (measured,
-        MindSpore 2.10, 1 KB). Only there: MindSpore's queue does not keep the array alive (an
-        asynchronous all_reduce of such a tensor, the tensor then dropped: the array was freed
-        before the sync, measured), so the tensor of an asynchronous call, which a user may
-        drop with its Work unwaited, is MindSpore's own (:meth:`_allocate`)."""
+        operation queued on the PyNative pipeline, whose sync costs as much as a small
+        collective. Only there: MindSpore's queue does not keep the array alive (the array of a
+        dropped tensor can be freed before the sync), so the tensor of an asynchronous call,
+        which a user may drop with its Work unwaited, is MindSpore's own (:meth:`_allocate`)."""
         shape, dtype = tuple(shape_of(tensor)), dtype_of(tensor)
         numpy_dtype = None if async_op else self._from_numpy_as(shape, dtype)
         if numpy_dtype is None:
@@ -411,7 +387,7 @@ class MindSporeAdapter(MindSporeTensors):
         if self.primitives and self._on_cpu:
             # A sub-group on CPU keeps mint.distributed (_on_primitives), whose
             # all_gather_into_tensor has no CPU kernel ("The kernel DistCommAllGatherIntoTensor
-            # unregistered", measured): its list all_gather, into the output's parts.
+            # unregistered"): its list all_gather, into the output's parts.
             shape = self.shape(tensor)
             gathered = [self.empty(shape, tensor) for _ in self.group_ranks(group)]
             staged = self._stage_in(tensor)
@@ -484,7 +460,7 @@ class MindSporeAdapter(MindSporeTensors):
     ) -> Handle | None:
         writebacks: list[Writeback] = []
         staged = self._receive(tensor, writebacks, async_op)
-        # mint.distributed.scatter wants [] (not None) on the other ranks (measured).
+        # mint.distributed.scatter wants [] (not None) on the other ranks.
         parts = [self._stage_in(item) for item in scatter_list or []]
         handle = dist.scatter(staged, parts, src=src, group=group, async_op=async_op)
         return self._finish(handle, async_op, writebacks)
@@ -549,7 +525,7 @@ class MindSporeAdapter(MindSporeTensors):
     # -- the primitives path: mindspore.ops' AllReduce, AllGather and Broadcast ---------------
     # MindSpore's GPU (NCCL) kernels are those of the ops primitives, not mint.distributed's
     # (capabilities.toml, [mindspore_nccl.ops]). Each primitive returns a new tensor and leaves
-    # its input as it is (measured on CPU, 2 ranks), so the result is copied into the caller's
+    # its input as it is (on CPU), so the result is copied into the caller's
     # tensor once the queue has run it (on wait() for an asynchronous call).
     def _primitive(self, name: str, method: str, *arguments: Any) -> Any:
         self.primitive_calls[method] = f"mindspore.ops.{name}"
@@ -557,9 +533,8 @@ class MindSporeAdapter(MindSporeTensors):
 
     def _on_primitives(self, group: GroupHandle) -> bool:
         """Whether a call on ``group`` takes the primitives path. On CPU only the world group's:
-        "AllGather only support mccl_world_group on CPU, but got compat_group_1" (measured,
-        MindSpore 2.10), so a sub-group there keeps mint.distributed (and says so in
-        primitive_calls)."""
+        "AllGather only support mccl_world_group on CPU, but got compat_group_1" (MindSpore
+        2.10), so a sub-group there keeps mint.distributed (and says so in primitive_calls)."""
         if not self.primitives:
             return False
         if self._on_cpu and group is not None and group not in _WORLD_GROUP_NAMES:
@@ -575,10 +550,10 @@ class MindSporeAdapter(MindSporeTensors):
     def _carried(self, tensor: ms.Tensor) -> tuple[ms.Tensor, Any]:
         """``tensor`` in a dtype the CPU kernels of AllGather and Broadcast take, and the dtype
         to turn the result back into (None: as it is). MindSpore 2.10 refuses bfloat16, int8,
-        uint8 and bool there (measured): each travels widened (bfloat16 as float32, the others
-        as int16), exact both ways. A view as int16 bits is not used: the view of a tensor that
-        lies over a larger buffer took the whole buffer (broadcast[bfloat16] got 8 elements for
-        4, measured). On GPU the table's dtypes are those the NCCL kernels take (PRIMITIVES)."""
+        uint8 and bool there: each travels widened (bfloat16 as float32, the others as int16),
+        exact both ways. A view as int16 bits is not used: the view of a tensor that lies over a
+        larger buffer takes the whole buffer. On GPU the table's dtypes are those the NCCL
+        kernels take (PRIMITIVES)."""
         dtype = dtype_of(tensor)
         if not self._on_cpu or dtype not in _CPU_CARRIED:
             return tensor, None
@@ -590,7 +565,7 @@ class MindSporeAdapter(MindSporeTensors):
 
     def _holds_nothing(self, tensor: ms.Tensor) -> bool:
         """Whether ``tensor`` has no elements: the primitives refuse it ("For 'AllGather', input
-        x_shape[0] is invalid: 0", measured), and every rank's tensor has that same shape in
+        x_shape[0] is invalid: 0"), and every rank's tensor has that same shape in
         these calls, so there is nothing to move."""
         return 0 in self.shape(tensor)
 
@@ -604,7 +579,7 @@ class MindSporeAdapter(MindSporeTensors):
     ) -> Handle | None:
         # ops.AllReduce has no average (its ops: sum, prod, min, max): AVG is its sum divided by
         # the group's size, as MindSpore's own mean gradients are (floating dtypes only, which
-        # compat checks). On CPU its kernel takes sum on float32 and float16 only (measured);
+        # compat checks). On CPU its kernel takes sum on float32 and float16 only;
         # capabilities.toml [mccl_primitives] reduces there through AllGather instead.
         if self._holds_nothing(tensor):
             return self._primitive_finish(async_op, [])
@@ -685,8 +660,7 @@ class MindSporeAdapter(MindSporeTensors):
 
     def isend(self, tensor: ms.Tensor, dst: int, group: GroupHandle, tag: int = 0) -> Handle:
         # On MCCL the send completes once the receiver's server thread has stored the message,
-        # before any matching recv (16 MB: completed in 119 ms while the receiver posted its recv
-        # 2 s later; measured).
+        # before any matching recv.
         handle = dist.isend(self._stage_in(tensor), dst=dst, group=group, tag=tag)
         return _CommHandle(handle, [], self._on_cpu)
 
@@ -699,7 +673,7 @@ class MindSporeAdapter(MindSporeTensors):
         )
 
     def batch_isend_irecv(self, p2p_ops: list[P2PSpec], group: GroupHandle) -> list[Handle]:
-        # Not used on MCCL ('The kernel DistCommBatchIsendIrecv unregistered', measured).
+        # Not used on MCCL ('The kernel DistCommBatchIsendIrecv unregistered').
         writebacks: list[Writeback] = []
         functions = {"isend": dist.isend, "irecv": dist.irecv}
         ops = [
@@ -730,7 +704,7 @@ class MindSporeAdapter(MindSporeTensors):
 
     # MCCL's send and recv take no timeout (a fixed 30 s): the timed forms issue the operation
     # here, in call order on the PyNative queue, and wait for it on a daemon thread at most
-    # ``seconds`` (measured: a recv that timed out receives a later message). A recv still
+    # ``seconds`` (a recv that timed out receives a later message). A recv still
     # waiting blocks every later operation of this process, destroy's barrier too: it is
     # remembered, and destroy then skips that barrier (_blocked_recv).
     def send_within(self, tensor: ms.Tensor, dst: int, group: GroupHandle, seconds: float) -> bool:
@@ -774,8 +748,8 @@ _PRIMITIVE_OPS = {
     ReduceOp.SUM: "sum", ReduceOp.PRODUCT: "prod", ReduceOp.MIN: "min", ReduceOp.MAX: "max"
 }  # fmt: skip
 
-#: dtypes the CPU kernels of ops.AllGather and ops.Broadcast refuse (MindSpore 2.10, measured:
-#: "must be a type of ..."), and the dtype each travels as there (MindSporeAdapter._carried)
+#: dtypes the CPU kernels of ops.AllGather and ops.Broadcast refuse (MindSpore 2.10: "must be a
+#: type of ..."), and the dtype each travels as there (MindSporeAdapter._carried)
 _CPU_CARRIED = {ms.bfloat16: ms.float32, ms.int8: ms.int16, ms.uint8: ms.int16, ms.bool_: ms.int16}
 
 
@@ -832,9 +806,8 @@ _WORLD_GROUP_NAMES = frozenset({"hccl_world_group", "nccl_world_group", "mccl_wo
 #: acknowledges a message by echoing it back, queued on its connection (the ps/core AbstractNode's
 #: ProcessCollectiveSendData) before the message is handed over; the barrier's last receive can
 #: therefore return while that echo is still queued, and a finalise that stops the event loop
-#: then drops it: the peer waits 30 s in the barrier ("RingAllReduce wait sending 8 failed."), and
-#: a scheduler started by init(init_method="tcp://...") is gone by then. Measured with 6-8 jobs
-#: at once: 4 of 36 jobs without this pause, 0 of 84 with it.
+#: then drops it: the peer waits out MCCL's bound in the barrier ("RingAllReduce wait sending 8
+#: failed."), and a scheduler started by init(init_method="tcp://...") is gone by then.
 ACK_FLUSH_SECONDS = 0.2
 
 #: init_process_group arguments MindSpore cannot take, and why.
@@ -844,6 +817,28 @@ _NOT_TAKEN_AT_INIT = {
     "pg_options": "MindSpore's backends take no options (mint.distributed's pg_options is "
     "reserved)",
 }
+
+
+def _checked_device_id(timeout: timedelta | None, rendezvous: Rendezvous) -> int | None:
+    """The device index asked for, after refusing what MindSpore's init cannot take, before
+    anything starts."""
+    if timeout is not None:
+        raise UnsupportedError(
+            "timeout: MindSpore bounds each collective itself (30 s on MCCL) and takes no "
+            f"per-job timeout; expected None on mindspore, got {timeout}"
+        )
+    for option, why in _NOT_TAKEN_AT_INIT.items():
+        if getattr(rendezvous, option) is not None:
+            raise UnsupportedError(
+                f"{option}: {why}; expected None on mindspore, got {getattr(rendezvous, option)!r}"
+            )
+    device_id = rendezvous.device_id
+    if device_id is not None and not isinstance(device_id, int):
+        raise TypeError(
+            f"device_id: expected None or a device index (int) on mindspore; got "
+            f"{type(device_id).__name__} {device_id!r}"
+        )
+    return device_id
 
 
 def _check_made(name: str, ranks: list[int], size: int) -> None:
@@ -857,8 +852,8 @@ def _check_made(name: str, ranks: list[int], size: int) -> None:
         )
 
 
-# MCCL gives up on a collective after a fixed 30 s with "<Op> failed." (measured; no setting
-# changes it). Those words alone also mean other failures, so only a failure that took that long
+# MCCL gives up on a collective after a fixed 30 s with "<Op> failed." (no setting changes
+# it). Those words alone also mean other failures, so only a failure that took that long
 # is a timeout. HCCL's bound is HCCL_EXEC_TIMEOUT (1836 s by default) and whether the process
 # survives it is not documented: its errors pass unchanged (README, "What each backend does").
 MCCL_TIMEOUT_SECONDS = 30.0

@@ -100,9 +100,8 @@ def torch_meeting(rendezvous: Rendezvous) -> tuple[str, int, int, int] | None:
     world = world if world is not None else int(os.environ["WORLD_SIZE"])
     master_port = int(os.environ["MASTER_PORT"])
     if "TORCHELASTIC_RUN_ID" in os.environ:
-        # torchrun's agent serves its own store on MASTER_PORT (the scheduler could not bind
-        # it, and the workers waited: measured, see check_scheduler_port); the scheduler takes
-        # the next port.
+        # torchrun's agent serves its own store on MASTER_PORT, which the scheduler cannot bind
+        # (see check_scheduler_port): the scheduler takes the next port.
         master_port += 1
     return os.environ["MASTER_ADDR"], master_port, rank, world
 
@@ -110,15 +109,12 @@ def torch_meeting(rendezvous: Rendezvous) -> tuple[str, int, int, int] | None:
 def check_scheduler_port(address: str, port: int) -> None:
     """Raise where another process holds ``port`` at ``address``, so that MindSpore's scheduler
     could not listen there. Its output is not shown, and every rank would then wait in
-    mindspore.communication.init, retrying to reach it, for MS_TOPO_TIMEOUT seconds: 1800
-    unless set (MindSpore's default, which it logs at INFO as "Cluster topo timeout is 1800
-    seconds"; measured on 2.10: a port held by a listening socket, 2 ranks still waiting after
-    120 s, with no error; a worker with no scheduler and MS_TOPO_TIMEOUT=5 raised RuntimeError
-    after 7.6 s). Raised here, rank 0 ends at once; the other ranks, which cannot know, wait
-    those 30 minutes, as torch's ranks wait for a missing master for init_process_group's
-    timeout (30 minutes by default on Gloo, 2.13). A launcher's free port can be taken before
-    rank 0 gets here: by another job, or as the local port of any outgoing connection (both
-    draw from the same range)."""
+    mindspore.communication.init, silently retrying to reach it, for MS_TOPO_TIMEOUT seconds
+    (MindSpore's default: 30 minutes). Raised here, rank 0 ends at once; the other ranks, which
+    cannot know, wait those 30 minutes, as torch's ranks wait for a missing master for
+    init_process_group's timeout (30 minutes by default on Gloo, 2.13). A launcher's free port
+    can be taken before rank 0 gets here: by another job, or as the local port of any outgoing
+    connection (both draw from the same range)."""
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -138,8 +134,8 @@ def check_scheduler_port(address: str, port: int) -> None:
 #: scheduler when rank 0 ends, however it ends. Rank 0 ended by a signal Python does not turn into
 #: an exception (SIGTERM, as torch.multiprocessing.spawn and torchrun stop ranks; SIGKILL; or
 #: MindSpore's own exit on Ctrl-C) runs neither atexit nor destroy(), and its scheduler outlived
-#: it by 30-35 s (measured). Not a thread polling getppid(): the scheduler's init() holds the GIL
-#: until the job ends, so no other Python thread runs (measured). Linux only (prctl).
+#: it. Not a thread polling getppid(): the scheduler's init() holds the GIL until the job ends,
+#: so no other Python thread runs. Linux only (prctl).
 _END_WITH_PARENT = """
 import ctypes, os, signal, sys
 if sys.platform.startswith("linux"):

@@ -39,16 +39,15 @@ Array = np.ndarray[Any, Any]
 
 def _getter(private: str, public: str) -> Callable[[ms.Tensor], Any]:
     """Tensor's shape, dtype and nbytes are Python properties that return TensorPy's getters
-    (_shape, _dtype, _nbytes): read directly they skip the property's frame, 0.1-0.7 us a read
-    (measured, 2.10; more on a tensor an op made), and the common case of a collective reads
-    several. The public name where a MindSpore lacks the getter."""
+    (_shape, _dtype, _nbytes): read directly they skip the property's frame, and the common case
+    of a collective reads several. The public name where a MindSpore lacks the getter."""
     return operator.attrgetter(private if hasattr(TensorPy, private) else public)
 
 
 shape_of = _getter("_shape", "shape")
 dtype_of = _getter("_dtype", "dtype")
 _nbytes_of = _getter("_nbytes", "nbytes")
-#: Tensor.is_contiguous calls this (0.6 against 0.9 us on a tensor an op made, measured).
+#: Tensor.is_contiguous calls this (without the method's frame).
 _is_contiguous: Callable[[ms.Tensor], bool] = getattr(
     TensorPy, "is_contiguous", ms.Tensor.is_contiguous
 )
@@ -76,8 +75,8 @@ def _array_at(address: int, nbytes: int, dtype: np.dtype[Any], owner: object) ->
 
 
 #: The attribute of a tensor :meth:`MindSporeAdapter._over` made: (the numpy array, its memory's
-#: address), which _host_view returns while the tensor still lies over that memory. A shared-memory
-#: gather on 3 ranks made 10 host views a call on the root, 6-10 us each (measured).
+#: address), which _host_view returns while the tensor still lies over that memory, instead of
+#: making a view again (shared-memory algorithms ask for many a call).
 _MADE_OVER = "_compat_made_over"
 
 #: The largest new tensor made from numpy rather than by mint.empty (MindSporeAdapter._allocate).
@@ -128,8 +127,7 @@ class MindSporeTensors(Adapter):
         return tuple(shape_of(tensor))
 
     def dtype(self, tensor: ms.Tensor) -> str:
-        # Called several times per collective: the fallback string is built only when needed
-        # (as the default of dict.get it cost 1.5 us a call, measured).
+        # Called several times per collective: the fallback string is built only when needed.
         dtype = dtype_of(tensor)
         name = self._dtype_names_by_id.get(id(dtype))
         if name is None:
@@ -153,11 +151,10 @@ class MindSporeTensors(Adapter):
 
     def _allocate(self, shape: tuple[int, ...], dtype: Any) -> ms.Tensor:
         """A new tensor of MindSpore's own. mint.empty is an operation queued on the PyNative
-        pipeline: the first read of its storage, or a sync, then waits for the queue, 0.8-1.6
-        ms on CPU whatever the size. On CPU, up to _HOST_ALLOCATION_MAX bytes, a tensor made
-        from an uninitialised numpy array (MindSpore copies it into memory of its own, which
-        its queue keeps alive like any) takes 20-260 us instead (measured, MindSpore 2.10,
-        1 KB-1 MB; 4 MB took 4 ms, the copy's page faults)."""
+        pipeline: the first read of its storage, or a sync, then waits for the queue. On CPU, up
+        to _HOST_ALLOCATION_MAX bytes (above it the copy's page faults cost more), a tensor made
+        from an uninitialised numpy array is faster (MindSpore copies it into memory of its own,
+        which its queue keeps alive like any)."""
         numpy_dtype = self._from_numpy_as(shape, dtype)
         if numpy_dtype is None or math.prod(shape) * numpy_dtype.itemsize > _HOST_ALLOCATION_MAX:
             return mint.empty(shape, dtype=dtype)
@@ -165,8 +162,8 @@ class MindSporeTensors(Adapter):
 
     def _from_numpy_as(self, shape: tuple[int, ...], dtype: Any) -> np.dtype[Any] | None:
         """``dtype``'s numpy spelling where a new tensor of ``shape`` may be made from numpy: on
-        CPU, not empty (MCCL failed an empty all_reduce over numpy's memory, measured), of a
-        dtype numpy has; else None (mint.empty makes it)."""
+        CPU, not empty (MCCL fails an empty all_reduce over numpy's memory), of a dtype numpy
+        has; else None (mint.empty makes it)."""
         return self._numpy_dtypes.get(dtype) if self._on_cpu and 0 not in shape else None
 
     def dense_dtype(self, tensor: ms.Tensor) -> str | None:
@@ -176,12 +173,9 @@ class MindSporeTensors(Adapter):
         return self.dtype(tensor) if tensor.untyped_storage().nbytes() == nbytes else None
 
     def dense_facts(self, tensor: ms.Tensor) -> TensorFacts | None:
-        # dense_dtype and shape in one frame, each fact read once: the reads are most of a
-        # collective's own work here (0.2-0.4 us each, measured; see dense_dtype). The size to
-        # compare with the storage's is the shape's product times an element's bytes, not a
-        # read of its own (0.28 us on a tensor an op made): reduce_scatter_tensor with out at
-        # world size 1, the collective a no-op, 4.75-4.78 against 4.59-4.69 us (measured, the
-        # two alternating in one process).
+        # dense_dtype and shape in one frame, each fact read once (the reads are most of a
+        # collective's own work); the size is the shape's product times an element's bytes,
+        # not a read of its own.
         shape = tuple(shape_of(tensor))
         name = self._dtype_names_by_id.get(id(dtype_of(tensor)))
         if name is None:
@@ -199,13 +193,12 @@ class MindSporeTensors(Adapter):
 
     def is_dense(self, tensor: ms.Tensor) -> bool:
         # The whole storage, in order: contiguous and as large as its storage. That also means a
-        # storage offset of 0 (a view lies inside its storage), so the offset is not read (each
-        # read costs 0.15-0.2 us, measured).
+        # storage offset of 0 (a view lies inside its storage), so the offset is not read.
         return _is_contiguous(tensor) and tensor.untyped_storage().nbytes() == _nbytes_of(tensor)
 
     def clone(self, tensor: ms.Tensor) -> ms.Tensor:
-        # A new tensor plus copy_: Tensor.copy() of a view takes 12 ms for 8 MB on CPU, this
-        # 1.8 ms (measured, MindSpore 2.10); mint.clone has no CPU kernel.
+        # A new tensor plus copy_, several times faster than Tensor.copy() of a view on CPU;
+        # mint.clone has no CPU kernel.
         staged = self._allocate(tuple(shape_of(tensor)), dtype_of(tensor))
         self.copy_(staged, tensor)
         return staged
@@ -215,14 +208,13 @@ class MindSporeTensors(Adapter):
         return count
 
     def nbytes(self, tensor: ms.Tensor) -> int:
-        # TensorPy's getter, not the property over it: 0.22 against 0.30 us on a tensor an op
-        # made (measured); a choice by size reads it on every call.
+        # TensorPy's getter, not the property over it: a choice by size reads it on every call.
         size: int = _nbytes_of(tensor)
         return size
 
     def split(self, tensor: ms.Tensor, sizes: Sequence[int], dim: int = 0) -> list[ms.Tensor]:
-        # Basic slicing makes the same views as mint.split in 40 us each, where mint.split takes
-        # about 1 ms on CPU, waiting on the PyNative queue (measured, MindSpore 2.10).
+        # Basic slicing makes the same views as mint.split without waiting on the PyNative
+        # queue, as mint.split does on CPU.
         leading = (slice(None),) * dim
         starts = [sum(sizes[:index]) for index in range(len(sizes))]
         return [
@@ -231,10 +223,10 @@ class MindSporeTensors(Adapter):
         ]
 
     def movedim(self, tensor: ms.Tensor, source: int, destination: int) -> ms.Tensor:
-        return tensor.movedim(source, destination)  # a view (writes through it land: measured)
+        return tensor.movedim(source, destination)  # a view (writes through it land)
 
     def narrow(self, tensor: ms.Tensor, start: int, length: int) -> ms.Tensor:
-        return tensor[(slice(start, start + length),)]  # one slice: 0.2 ms each (see split)
+        return tensor[(slice(start, start + length),)]  # one slice (see split)
 
     def cat(self, tensors: Sequence[ms.Tensor], dim: int) -> ms.Tensor:
         return mint.cat(list(tensors), dim=dim)
@@ -251,8 +243,8 @@ class MindSporeTensors(Adapter):
         return ["CPU"] if target == "CPU" else ["CPU", target]
 
     def to_device(self, tensor: ms.Tensor, device: str) -> ms.Tensor:
-        # Tensor.move_to to the tensor's own device returns a tensor sharing its memory (measured
-        # on CPU), so a copy on the same device is Tensor.copy().
+        # Tensor.move_to to the tensor's own device returns a tensor sharing its memory (on
+        # CPU), so a copy on the same device is Tensor.copy().
         where = str(getattr(tensor, "device", self.device(tensor))).split(":")[0]
         if where == device:
             return tensor.copy()
@@ -262,10 +254,9 @@ class MindSporeTensors(Adapter):
         _pynative_executor.sync()
 
     def copy_(self, dst: ms.Tensor, src: ms.Tensor) -> None:
-        # On CPU numpy copies the memory at once, for any layout and dtype (as bits); a slice
-        # assignment of a view plus the sync that waits for it took 2.2 ms at 1 KB and 1.6 ms at
-        # 8 MB, numpy 9 us and 0.27 ms (measured). A slice assignment would also stop `dst`
-        # receiving broadcast results (see the module docstring).
+        # On CPU numpy copies the memory at once, for any layout and dtype (as bits), without
+        # the queue's wait a slice assignment costs, which would also stop `dst` receiving
+        # broadcast results (see compat.adapters.mindspore).
         target, source = self._host_view(dst, bits=True), self._host_view(src, bits=True)
         if (
             target is not None
@@ -276,11 +267,11 @@ class MindSporeTensors(Adapter):
             np.copyto(target, source)
             return
         # Off CPU (unverified: no GPU or NPU here). `dst[:] = src` writes through views;
-        # Tensor.copy_ on a view and `dst[...] = src` on a view from mint.split do not (measured
-        # on CPU). A 0-d tensor takes no `[:]`: a 0-d view (indexing keeps its parent) takes
+        # Tensor.copy_ on a view and `dst[...] = src` on a view from mint.split do not (on
+        # CPU). A 0-d tensor takes no `[:]`: a 0-d view (indexing keeps its parent) takes
         # `[...]`, in bfloat16 too (on a 0-d int16 view of it, `[...]` does not write through);
         # a 0-d tensor of its own takes copy_, since `[...]` makes it share `src`'s memory, so
-        # that a later in-place write to `dst` changes `src` (all measured on CPU).
+        # that a later in-place write to `dst` changes `src` (all seen on CPU).
         if not dst.ndim:
             if getattr(dst, "parent_tensor_", None) is not None:
                 dst[...] = src
@@ -296,7 +287,7 @@ class MindSporeTensors(Adapter):
     def reduce_local(self, tensors: Sequence[ms.Tensor], op: ReduceOp) -> ms.Tensor:
         combine = self._elementwise[op]
         dtype = tensors[0].dtype
-        # mint.minimum/maximum have no bfloat16 kernel on CPU (measured); in float32 they are
+        # mint.minimum/maximum have no bfloat16 kernel on CPU; in float32 they are
         # exact, since the result is one of the inputs and bfloat16 -> float32 loses nothing.
         widen = dtype == ms.bfloat16 and op in (ReduceOp.MIN, ReduceOp.MAX)
         if widen:
@@ -365,7 +356,7 @@ class MindSporeTensors(Adapter):
             array, address = made
             _pynative_executor.sync()
             # While the tensor still lies over the array it was made over (assign_value moves a
-            # tensor's memory): that array, without the 3-8 us of making one again (measured).
+            # tensor's memory): that array, without the cost of making one again.
             if tensor.data_ptr() == address and _is_contiguous(tensor) and shape == array.shape:
                 return array if array.dtype == dtype else array.view(dtype)
         if 0 in shape:
@@ -374,7 +365,7 @@ class MindSporeTensors(Adapter):
         address = tensor.data_ptr()
         if not address:
             return None
-        if _is_contiguous(tensor):  # numpy's as_strided costs 5 us a call more (measured)
+        if _is_contiguous(tensor):  # numpy's as_strided costs more a call
             return _array_at(address, _nbytes_of(tensor), dtype, tensor).reshape(shape)
         strides = tuple(tensor.stride())
         if any(stride < 0 for stride in strides):
@@ -399,9 +390,8 @@ class MindSporeTensors(Adapter):
     def one_buffer(
         self, tensors: Sequence[ms.Tensor]
     ) -> tuple[ms.Tensor, Callable[[], None]] | None:
-        # On CPU through numpy views of the tensors, one each: the default's tensors over their
-        # memory (flat views, the copy's parts) and copies between them cost 30-40 us a tensor
-        # here, 7 us with numpy (measured, 32 tensors of 1 KB).
+        # On CPU through numpy views of the tensors, one each: several times cheaper than the
+        # default's tensors over their memory (flat views, the copy's parts) and their copies.
         dtype = dtype_of(tensors[0])
         bits = dtype not in self._numpy_dtypes
         arrays = []
@@ -432,8 +422,7 @@ class MindSporeTensors(Adapter):
     def joined(self, pieces: Sequence[ms.Tensor]) -> ms.Tensor | None:
         # MindSpore views do not expose their base tensor, so on CPU the pieces, if they lie back
         # to back in memory, are joined as one tensor over that memory (no copy). Checked from
-        # the pieces' own facts: a numpy view of each piece cost 8 us, and 2 pieces 43 us in all
-        # (measured).
+        # the pieces' own facts, cheaper than a numpy view of each piece.
         first = pieces[0]
         if len(pieces) == 1:
             return first if self.is_dense(first) else None
@@ -466,8 +455,7 @@ class MindSporeTensors(Adapter):
 
     def parts(self, tensor: ms.Tensor, sizes: Sequence[int]) -> list[ms.Tensor]:
         # On CPU, tensors over the parts' memory made from numpy: a view made by slicing is queued
-        # on the PyNative executor, and the first access to its memory waits for the queue, about
-        # 1.2 ms per call on this machine (measured, MindSpore 2.10, 2 views of a 1 KB tensor).
+        # on the PyNative executor, and the first access to its memory waits for the queue.
         if len(sizes) == 1:
             return [tensor]  # one part is the tensor itself, any layout: nothing to queue
         dtype = dtype_of(tensor)
