@@ -780,8 +780,7 @@ class TorchAdapter(Adapter):
                 # What torch's batch_isend_irecv does where the backend does not coalesce
                 # (Gloo): each op issued in list order as an isend or irecv, one Work each; here
                 # without torch's P2POp objects and its checks of them and of each op, which
-                # compat has made (compat bench, 2 ranks, 1K-64K on Gloo's transport: 1.12-1.17
-                # of torch's through it, 0.96-1.02 without).
+                # compat has made (they cost more than compat's own work: docs/performance.md).
                 issue = {"isend": self._send, "irecv": self._recv}
                 return [
                     issue[kind](tensor, peer, group, tag) for kind, tensor, peer, tag in p2p_ops
