@@ -465,49 +465,6 @@ class Case:
     parts: list[Any] = field(default_factory=list)
 
 
-def _pairs_compat(case: Case) -> Callable[[], object]:
-    """isend to the next rank and irecv from the previous one, then wait for both."""
-    following, previous = (case.rank + 1) % case.world, (case.rank - 1) % case.world
-
-    def exchange() -> None:
-        sending = compat.isend(case.input, following)
-        receiving = compat.irecv(case.output, previous)
-        sending.wait()
-        receiving.wait()
-
-    return exchange
-
-
-def _send_recv_compat(case: Case) -> Callable[[], object]:
-    """send to the next rank and recv from the previous, blocking: even ranks send first."""
-    following, previous = (case.rank + 1) % case.world, (case.rank - 1) % case.world
-
-    def send_first() -> None:
-        compat.send(case.input, following)
-        compat.recv(case.output, previous)
-
-    def receive_first() -> None:
-        compat.recv(case.output, previous)
-        compat.send(case.input, following)
-
-    return send_first if case.rank % 2 == 0 else receive_first
-
-
-def _batch_compat(case: Case) -> Callable[[], object]:
-    """The same exchange as one batch_isend_irecv, then a wait for each of its Works."""
-    following, previous = (case.rank + 1) % case.world, (case.rank - 1) % case.world
-    ops = [
-        compat.P2POp(compat.isend, case.input, following),
-        compat.P2POp(compat.irecv, case.output, previous),
-    ]
-
-    def exchange() -> None:
-        for work in compat.batch_isend_irecv(ops):
-            work.wait()
-
-    return exchange
-
-
 #: compat's call for each op on the case's buffers (roots: rank 0).
 COMPAT_CALLS: dict[str, Callable[[Case], Callable[[], object]]] = {
     # Keyword arguments through a lambda: a partial that holds them costs more a call, which
@@ -527,9 +484,11 @@ COMPAT_CALLS: dict[str, Callable[[Case], Callable[[], object]]] = {
     "all_to_all_single": lambda c: partial(compat.all_to_all_single, c.output, c.input),
     "all_to_all": lambda c: partial(compat.all_to_all, c.output, c.input),
     "all_reduce_coalesced": lambda c: partial(compat.all_reduce_coalesced, c.input),
-    "isend_irecv": _pairs_compat,
-    "batch_isend_irecv": _batch_compat,
-    "send_recv": _send_recv_compat,
+    "isend_irecv": lambda c: bench_cases.ring_pairs(compat, c.input, c.output, c.rank, c.world),
+    "batch_isend_irecv": lambda c: bench_cases.ring_batch(
+        compat, (compat.isend, compat.irecv), c.input, c.output, c.rank, c.world
+    ),
+    "send_recv": lambda c: bench_cases.ring_send_recv(compat, c.input, c.output, c.rank, c.world),
     "barrier": lambda c: compat.barrier,
     "monitored_barrier": lambda c: compat.monitored_barrier,
     "all_gather_object": lambda c: partial(compat.all_gather_object, c.output, c.input),

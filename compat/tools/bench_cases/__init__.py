@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from compat.base import tables
@@ -67,14 +68,6 @@ class Buffers:
     @property
     def dist(self) -> Any:
         return self.framework.dist
-
-    @property
-    def following(self) -> int:
-        return (self.rank + 1) % self.world
-
-    @property
-    def previous(self) -> int:
-        return (self.rank - 1) % self.world
 
     @property
     def root(self) -> bool:
@@ -211,43 +204,64 @@ def _all_to_all(b: Buffers) -> NativeCase:
     return b.case("all_to_all", ins, outs, lambda: b.dist.all_to_all(outs, ins))
 
 
-def _isend_irecv(b: Buffers) -> NativeCase:
-    x, out = b.new(b.rows * b.world, True), b.new(b.rows * b.world)
+# The ring exchanges, written once for any module with torch.distributed's point-to-point calls:
+# the framework's (the native cases) and compat itself (bench's compat calls).
+def ring_pairs(dist: Any, x: Any, out: Any, rank: int, world: int) -> Callable[[], None]:
+    """isend ``x`` to the next rank and irecv ``out`` from the previous one, then wait for
+    both."""
+    following, previous = (rank + 1) % world, (rank - 1) % world
 
     def exchange() -> None:
-        sending = b.dist.isend(x, dst=b.following)
-        receiving = b.dist.irecv(out, src=b.previous)
+        sending = dist.isend(x, dst=following)
+        receiving = dist.irecv(out, src=previous)
         for work in (sending, receiving):
             if work is not None:
                 work.wait()
 
-    return b.case("isend_irecv", x, out, exchange)
+    return exchange
 
 
-def _batch_isend_irecv(b: Buffers) -> NativeCase:
-    x, out = b.new(b.rows * b.world, True), b.new(b.rows * b.world)
-    isend, irecv = b.framework.p2p_ops
-    ops = [b.dist.P2POp(isend, x, b.following), b.dist.P2POp(irecv, out, b.previous)]
+def ring_batch(
+    dist: Any, p2p_ops: tuple[Any, Any], x: Any, out: Any, rank: int, world: int
+) -> Callable[[], None]:
+    """The same exchange as one batch_isend_irecv (``p2p_ops``: what P2POp takes for isend and
+    irecv), then a wait for each of its Works."""
+    following, previous = (rank + 1) % world, (rank - 1) % world
+    isend, irecv = p2p_ops
+    ops = [dist.P2POp(isend, x, following), dist.P2POp(irecv, out, previous)]
 
     def exchange() -> None:
-        for work in b.dist.batch_isend_irecv(ops):
+        for work in dist.batch_isend_irecv(ops):
             work.wait()
 
-    return b.case("batch_isend_irecv", x, out, exchange)
+    return exchange
 
 
-def _send_recv(b: Buffers) -> NativeCase:
-    x, out = b.new(b.rows * b.world, True), b.new(b.rows * b.world)
+def ring_send_recv(dist: Any, x: Any, out: Any, rank: int, world: int) -> Callable[[], None]:
+    """Send ``x`` to the next rank and recv ``out`` from the previous, blocking: even ranks send
+    first, odd ranks receive first, so no cycle of blocking calls forms."""
+    following, previous = (rank + 1) % world, (rank - 1) % world
 
     def send_first() -> None:
-        b.dist.send(x, dst=b.following)
-        b.dist.recv(out, src=b.previous)
+        dist.send(x, dst=following)
+        dist.recv(out, src=previous)
 
     def receive_first() -> None:
-        b.dist.recv(out, src=b.previous)
-        b.dist.send(x, dst=b.following)
+        dist.recv(out, src=previous)
+        dist.send(x, dst=following)
 
-    return b.case("send_recv", x, out, send_first if b.rank % 2 == 0 else receive_first)
+    return send_first if rank % 2 == 0 else receive_first
+
+
+def _ring(b: Buffers, op: str) -> NativeCase:
+    x, out = b.new(b.rows * b.world, True), b.new(b.rows * b.world)
+    if op == "batch_isend_irecv":
+        exchange = ring_batch(b.dist, b.framework.p2p_ops, x, out, b.rank, b.world)
+    else:
+        exchange = (ring_pairs if op == "isend_irecv" else ring_send_recv)(
+            b.dist, x, out, b.rank, b.world
+        )
+    return b.case(op, x, out, exchange)
 
 
 def _barrier(b: Buffers) -> NativeCase:
@@ -291,9 +305,9 @@ SHARED: dict[str, Builder] = {
     "gather": _gather,
     "all_to_all_single": _all_to_all_single,
     "all_to_all": _all_to_all,
-    "isend_irecv": _isend_irecv,
-    "batch_isend_irecv": _batch_isend_irecv,
-    "send_recv": _send_recv,
+    "isend_irecv": partial(_ring, op="isend_irecv"),
+    "batch_isend_irecv": partial(_ring, op="batch_isend_irecv"),
+    "send_recv": partial(_ring, op="send_recv"),
     "barrier": _barrier,
     "all_gather_object": _all_gather_object,
     "broadcast_object_list": _broadcast_object_list,
