@@ -97,7 +97,7 @@ def _member_work(work: Any) -> Handle:
 
 #: How long destroy() waits on a pending timed send or recv before closing its connections.
 _ENDING_WAIT = timedelta(milliseconds=10)
-#: How long destroy() then waits for each of their threads to return (measured: 0.05 s).
+#: How long destroy() then waits for each of their threads to return (they return at once).
 _ENDED_WITHIN_SECONDS = 5.0
 
 
@@ -133,6 +133,25 @@ def home_index(rendezvous: Rendezvous, visible: int) -> int:
     return local % visible
 
 
+def _meeting(rendezvous: Rendezvous) -> dict[str, Any]:
+    """init_process_group's arguments for where the ranks meet: a store, an init_method (or
+    rank and world size, through env://), a launcher's env://, else a world of one process."""
+    if rendezvous.store is not None:
+        return {
+            "store": rendezvous.store,
+            "rank": rendezvous.rank,
+            "world_size": rendezvous.world_size,
+        }
+    if rendezvous.init_method is not None or rendezvous.rank is not None:
+        given = {"rank": rendezvous.rank, "world_size": rendezvous.world_size}
+        meeting = {name: value for name, value in given.items() if value is not None}
+        return {"init_method": rendezvous.init_method or "env://", **meeting}
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return {"init_method": "env://"}
+    # Not started by a launcher: a world of one process.
+    return {"init_method": f"tcp://127.0.0.1:{free_port()}", "rank": 0, "world_size": 1}
+
+
 class _Differentiable(torch.autograd.Function):
     """Runs a collective forward; its backward is the collective compat.autograd pairs with it."""
 
@@ -160,9 +179,8 @@ class TorchAdapter(Adapter):
         self._adopted = False
         self._rank: int | None = None  # read once the process group is up: see rank()
         self._home = torch.device("cpu")  # this rank's device: see init
-        # Whether it is the CPU: tensor.is_cpu then tells a tensor on it, without the device
-        # object tensor.device builds (3 of dense_facts' 13 us right after a collective,
-        # measured on Gloo).
+        # Whether it is the CPU: tensor.is_cpu then tells a tensor on it, without building the
+        # device object tensor.device returns (a large part of dense_facts' cost).
         self._home_is_cpu = True
         self._timeout = DEFAULT_TIMEOUT_SECONDS  # a collective's bound: see init
         #: timed point to point still pending, with the event its waiting thread sets when the
@@ -194,24 +212,10 @@ class TorchAdapter(Adapter):
             return adopted
         if backend is None:
             backend = tables.default_backend(self.framework, self.device_kinds())
-        kwargs: dict[str, Any] = {"backend": backend}
+        kwargs: dict[str, Any] = {"backend": backend, **_meeting(rendezvous)}
         if timeout is not None:
             kwargs["timeout"] = timeout
             self._timeout = timeout.total_seconds()
-        if rendezvous.store is not None:
-            kwargs.update(store=rendezvous.store, rank=rendezvous.rank)
-            kwargs["world_size"] = rendezvous.world_size
-        elif rendezvous.init_method is not None or rendezvous.rank is not None:
-            kwargs["init_method"] = rendezvous.init_method or "env://"
-            if rendezvous.rank is not None:
-                kwargs["rank"] = rendezvous.rank
-            if rendezvous.world_size is not None:
-                kwargs["world_size"] = rendezvous.world_size
-        elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-            kwargs["init_method"] = "env://"
-        else:
-            # Not started by a launcher: a world of one process.
-            kwargs.update(init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
         for option in ("device_id", "pg_options"):
             if getattr(rendezvous, option) is not None:
                 kwargs[option] = getattr(rendezvous, option)
@@ -229,10 +233,9 @@ class TorchAdapter(Adapter):
         # A timed send or recv whose peer never came (monitored_barrier past its timeout) is
         # still pending in Gloo, its wait on a thread of its own (reported_barrier) or on none
         # (keep_pending). Left so, the wait returns during the interpreter's shutdown, when the
-        # group is torn down, and aborts the process ("terminate called without an active
-        # exception": 9 of 20 3-rank jobs, measured; aborting the group does not end the wait).
-        # A timed-out wait closes the group's connections, which ends every pending wait at
-        # once; the threads are then joined.
+        # group is torn down, and can abort the process ("terminate called without an active
+        # exception"; aborting the group does not end the wait). A timed-out wait closes the
+        # group's connections, which ends every pending wait at once; the threads are then joined.
         pending = [entry for entry in self._pending if not _ended(entry)]
         self._pending.clear()
         for work, _ in pending:
@@ -247,8 +250,7 @@ class TorchAdapter(Adapter):
 
     def rank(self) -> int:
         # Fixed while the process group lives, and asked on every call of a shared-memory
-        # choice: read once (dist.get_rank() took 0.6 us back to back, 6.4 us right after a
-        # collective; measured).
+        # choice: read once (dist.get_rank() is a slow call right after a collective).
         if self._rank is None:
             self._rank = dist.get_rank()
         return self._rank
@@ -329,7 +331,7 @@ class TorchAdapter(Adapter):
         return self._timeout
 
     def in_host_memory(self, tensor: torch.Tensor) -> bool:
-        return tensor.is_cpu  # what device.type == "cpu" says, in a sixth of the time (measured)
+        return tensor.is_cpu  # what device.type == "cpu" says, without building a device
 
     def host_tensor(
         self, memory: memoryview, offset: int, numel: int, like: torch.Tensor
@@ -360,8 +362,8 @@ class TorchAdapter(Adapter):
         return name if name is not None else self.dtype(tensor)
 
     def dense_facts(self, tensor: torch.Tensor) -> TensorFacts | None:
-        # Four reads of the tensor, each a call into torch: right after a collective each costs
-        # 2-4 us (cold caches), so numel() is not read where the shape says it (0 in it).
+        # Four reads of the tensor, each a call into torch, slow right after a collective (cold
+        # caches): numel() is not read where the shape says it (0 in it).
         if not (tensor.is_cpu if self._home_is_cpu else tensor.device == self._home):
             return None
         if not tensor.is_contiguous():
@@ -384,9 +386,8 @@ class TorchAdapter(Adapter):
         return tensor.numel()
 
     def split(self, tensor: torch.Tensor, sizes: Sequence[int], dim: int = 0) -> list[torch.Tensor]:
-        # The op torch.split calls for a list of sizes: its Python wrapper cost 3 us a call more
-        # (4.4 against 1.5 us, measured); a tensor subclass's override still applies (the
-        # method's binding dispatches it).
+        # The op torch.split calls for a list of sizes, without its Python wrapper's cost; a
+        # tensor subclass's override still applies (the method's binding dispatches it).
         return list(tensor.split_with_sizes(list(sizes), dim))
 
     def movedim(self, tensor: torch.Tensor, source: int, destination: int) -> torch.Tensor:
@@ -479,25 +480,8 @@ class TorchAdapter(Adapter):
             and self.shares_memory(pieces, base)
         ):
             return base  # the common case, x.chunk(n): the buffer they were cut from
-        trailing = first.shape[1:]
-        storage = first.untyped_storage().data_ptr()
-        for piece in pieces:
-            if (
-                piece.dtype != first.dtype
-                or piece.shape[1:] != trailing
-                or piece.untyped_storage().data_ptr() != storage
-            ):
-                return None
-        shape = (sum(piece.shape[0] for piece in pieces), *trailing)
-        strides, step = [], 1
-        for size in reversed(shape):
-            strides.append(step)
-            step *= size
-        needed = (first.storage_offset() + step) * first.element_size()
-        if first.untyped_storage().nbytes() < needed:
-            return None
-        whole = first.as_strided(shape, tuple(reversed(strides)))
-        return whole if self.shares_memory(pieces, whole) else None
+        whole = _span(pieces)
+        return whole if whole is not None and self.shares_memory(pieces, whole) else None
 
     def flat_view(self, tensor: torch.Tensor) -> torch.Tensor | None:
         return tensor.view(-1) if tensor.is_contiguous() else None
@@ -544,9 +528,8 @@ class TorchAdapter(Adapter):
     # -- collectives -------------------------------------------------------------------------
     # Each collective calls the process group's own method, as torch's function does once its
     # checks have passed: compat has made those checks (and more) before it gets here, and
-    # torch's repeat them in Python at 4-21 us a call on this machine (world size 1, Gloo:
-    # scatter 50 us through dist.scatter, 29 us direct; all_reduce 30 against 26), which is more
-    # than compat's own work. The options are those torch's function sets, made anew per call.
+    # torch's repeat them in Python at more than compat's own work costs (docs/performance.md).
+    # The options are those torch's function sets, made anew per call.
     # torch's function runs instead where it does more than check (_direct says when). Its
     # rewrites of complex tensors (as real pairs) and of float8 for NCCL broadcast on GPUs
     # before sm90 are not needed: the capability table gives Gloo and NCCL neither dtype.
@@ -733,8 +716,7 @@ class TorchAdapter(Adapter):
         return _returned(work, async_op)
 
     # Point to point goes to the process group's own send/recv, as torch's isend/irecv do after
-    # their argument checks (compat has made them): those checks cost about a fifth of a 1 KB
-    # isend/irecv pair on Gloo (measured: 49 us a pair through dist, 40 us direct). torch's
+    # their argument checks (compat has made them), a large part of a small pair's time. torch's
     # isend/irecv also send complex tensors as real pairs; the capability table gives Gloo and
     # NCCL no complex dtype, so compat never passes one.
     def send(self, tensor: torch.Tensor, dst: int, group: GroupHandle, tag: int = 0) -> None:
@@ -753,14 +735,14 @@ class TorchAdapter(Adapter):
             return _member_work(dist.isend(tensor, dst, group=group, tag=tag))
         if group is None:
             # torch's world, looked up each call (a script may re-create it behind compat),
-            # through one property where dist.group.WORLD takes two: right after a collective
-            # each Python call or property costs 1.5 us or more (measured).
+            # through one property where dist.group.WORLD takes two (each is slow right after a
+            # collective).
             process_group: Any = _c10d._world.default_pg
             peer = dst
         else:
             process_group, peer = self._peer(group, dst)
-        # The group's own method returns a Work, never None: no _member_work call, which costs
-        # about 1.5 us right after a collective (as every Python call then, measured).
+        # The group's own method returns a Work, never None: no _member_work call (every Python
+        # call is slow right after a collective).
         sent: Any = process_group.send([tensor], peer, tag)  # a torch Work: a Handle
         return sent
 
@@ -798,8 +780,7 @@ class TorchAdapter(Adapter):
                 # What torch's batch_isend_irecv does where the backend does not coalesce
                 # (Gloo): each op issued in list order as an isend or irecv, one Work each; here
                 # without torch's P2POp objects and its checks of them and of each op, which
-                # compat has made (compat bench, 2 ranks, 1K-64K on Gloo's transport: 1.12-1.17
-                # of torch's through it, 0.96-1.02 without).
+                # compat has made (they cost more than compat's own work: docs/performance.md).
                 issue = {"isend": self._send, "irecv": self._recv}
                 return [
                     issue[kind](tensor, peer, group, tag) for kind, tensor, peer, tag in p2p_ops
@@ -854,21 +835,35 @@ class TorchAdapter(Adapter):
     def device_kinds(self) -> set[str]:
         return {"cuda"} if torch.cuda.is_available() else set()
 
-    def bench_native(
-        self, op: str, rows: int, dtype: str
-    ) -> tuple[Any, Any, Callable[[], object], str]:
-        kind = {name: key for key, name in self._dtype_names.items()}[dtype]
-        home = self._home
 
-        def new(count: int, ones: bool = False) -> torch.Tensor:
-            return (torch.ones if ones else torch.zeros)(count, dtype=kind, device=home)
-
-        return _BENCH_CASES[op](new, rows, dist.get_world_size(), kind.itemsize)
+def _span(pieces: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    """One contiguous tensor from the first piece's start over as many rows as the pieces hold
+    (same dtype, trailing shape and storage), or None where their storage is too short: whether
+    it is exactly the pieces is the caller's check."""
+    first = pieces[0]
+    trailing = first.shape[1:]
+    storage = first.untyped_storage().data_ptr()
+    for piece in pieces:
+        if (
+            piece.dtype != first.dtype
+            or piece.shape[1:] != trailing
+            or piece.untyped_storage().data_ptr() != storage
+        ):
+            return None
+    shape = (sum(piece.shape[0] for piece in pieces), *trailing)
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    needed = (first.storage_offset() + step) * first.element_size()
+    if first.untyped_storage().nbytes() < needed:
+        return None
+    return first.as_strided(shape, tuple(reversed(strides)))
 
 
 # Gloo's words for a collective that ran out of time, and for every later call on the pairs it
-# then closed (measured: "Timed out waiting 3000ms for recv operation to complete", then
-# "Application timeout caused pair closure"). NCCL's watchdog says "Watchdog caught collective
+# then closed ("Timed out waiting <N>ms for recv operation to complete", then "Application
+# timeout caused pair closure"). NCCL's watchdog says "Watchdog caught collective
 # operation timeout".
 _TIMEOUT_MARKERS = ("Timed out", "timeout caused pair closure", "operation timeout")
 
@@ -886,209 +881,6 @@ def _timeout_translator(collective: str) -> Translate:
 
 
 ADAPTER_CLASS = translating_errors(TorchAdapter, _timeout_translator)
-
-
-# -- compat bench's native calls (Adapter.bench_native): one builder per op, each making the
-# buffers (values the op leaves unchanged: zeros where it sums) and the native call on them -----
-
-_New = Callable[..., torch.Tensor]
-_BenchCase = tuple[Any, Any, Callable[[], object], str]
-
-
-def _rank() -> int:
-    return dist.get_rank()
-
-
-def _bench_reduce_scatter_tensor(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    # One output buffer for both calls: separate ones differ in speed by where they lie in memory
-    # (up to 15% at 1 KB for the same native call, measured).
-    x, out = new(rows * world, True), new(rows)
-    native = "torch.distributed.reduce_scatter_tensor (its torch 2.13 name reduce_scatter_single)"
-    return x, out, lambda: _reduce_scatter_single(out, x), native
-
-
-def _bench_reduce_scatter(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x, out = new(rows * world, True), new(rows)
-    parts = list(x.chunk(world))
-    native = "torch.distributed.reduce_scatter (list of x.chunk(n))"
-    return x, out, lambda: dist.reduce_scatter(out, parts), native
-
-
-def _bench_all_reduce(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x = new(rows * world)
-    return x, None, lambda: dist.all_reduce(x), "torch.distributed.all_reduce"
-
-
-def _bench_all_gather_into_tensor(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x, out = new(rows, True), new(rows * world)
-    native = "torch.distributed.all_gather_into_tensor (its torch 2.13 name all_gather_single)"
-    return x, out, lambda: _all_gather_single(out, x), native
-
-
-def _bench_all_gather(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x, outs = new(rows, True), [new(rows) for _ in range(world)]
-    native = "torch.distributed.all_gather (a list of n tensors)"
-    return x, outs, lambda: dist.all_gather(outs, x), native
-
-
-def _bench_broadcast(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x = new(rows * world, True)
-    return x, None, lambda: dist.broadcast(x, 0), "torch.distributed.broadcast (src 0)"
-
-
-def _bench_reduce(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x = new(rows * world)
-    return x, None, lambda: dist.reduce(x, 0), "torch.distributed.reduce (dst 0)"
-
-
-def _bench_scatter(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    parts = [new(rows, True) for _ in range(world)] if _rank() == 0 else None
-    out = new(rows)
-    native = "torch.distributed.scatter (src 0)"
-    return parts, out, lambda: dist.scatter(out, parts, 0), native
-
-
-def _bench_scatter_tensor(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    # torch has no scatter_tensor: what its users write instead, chunking the root's tensor on
-    # each call as compat splits it on each call.
-    x, out, root = new(rows * world, True), new(rows), _rank() == 0
-    native = "torch.distributed.scatter of x.chunk(n) (src 0; torch has no scatter_tensor)"
-    return x, out, lambda: dist.scatter(out, list(x.chunk(world)) if root else None, 0), native
-
-
-def _bench_all_reduce_coalesced(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    parts = list(new(rows * world).chunk(world))  # n dense views of one buffer
-    native = "torch.distributed.all_reduce_coalesced (n tensors: x.chunk(n))"
-    return parts, None, lambda: dist.all_reduce_coalesced(parts), native
-
-
-def _bench_gather(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x = new(rows, True)
-    outs = [new(rows) for _ in range(world)] if _rank() == 0 else None
-    return x, outs, lambda: dist.gather(x, outs, 0), "torch.distributed.gather (dst 0)"
-
-
-def _bench_all_to_all_single(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x, out = new(rows * world, True), new(rows * world)
-    native = "torch.distributed.all_to_all_single"
-    return x, out, lambda: dist.all_to_all_single(out, x), native
-
-
-def _bench_all_to_all(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    # Gloo's alltoall takes lists of tensors of one shape, as the bench's are (torch 2.13).
-    ins, outs = [new(rows, True) for _ in range(world)], [new(rows) for _ in range(world)]
-    return ins, outs, lambda: dist.all_to_all(outs, ins), "torch.distributed.all_to_all"
-
-
-def _bench_isend_irecv(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x, out = new(rows * world, True), new(rows * world)
-    following, previous = (_rank() + 1) % world, (_rank() - 1) % world
-
-    def exchange() -> None:
-        sending = dist.isend(x, following)
-        receiving = dist.irecv(out, previous)
-        for work in (sending, receiving):
-            if work is not None:
-                work.wait()
-
-    native = "torch.distributed.isend to the next rank + irecv from the previous, then wait"
-    return x, out, exchange, native
-
-
-def _bench_batch_isend_irecv(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x, out = new(rows * world, True), new(rows * world)
-    following, previous = (_rank() + 1) % world, (_rank() - 1) % world
-    ops = [dist.P2POp(dist.isend, x, following), dist.P2POp(dist.irecv, out, previous)]
-
-    def exchange() -> None:
-        for work in dist.batch_isend_irecv(ops):
-            work.wait()
-
-    native = (
-        "torch.distributed.batch_isend_irecv of an isend to the next rank and an irecv from the "
-        "previous, then wait"
-    )
-    return x, out, exchange, native
-
-
-def _bench_send_recv(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    x, out = new(rows * world, True), new(rows * world)
-    following, previous = (_rank() + 1) % world, (_rank() - 1) % world
-
-    def send_first() -> None:
-        dist.send(x, following)
-        dist.recv(out, previous)
-
-    def receive_first() -> None:
-        dist.recv(out, previous)
-        dist.send(x, following)
-
-    native = (
-        "torch.distributed.send to the next rank + recv from the previous (even ranks send "
-        "first, odd ranks receive first)"
-    )
-    return x, out, send_first if _rank() % 2 == 0 else receive_first, native
-
-
-def _bench_barrier(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    return None, None, lambda: dist.barrier(), "torch.distributed.barrier"
-
-
-def _bench_monitored_barrier(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    native = "torch.distributed.monitored_barrier (Gloo only)"
-    return None, None, lambda: dist.monitored_barrier(), native
-
-
-def _bench_all_gather_object(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    obj, gathered = bytes(rows * itemsize), [None] * world
-    native = "torch.distributed.all_gather_object"
-    return obj, gathered, lambda: dist.all_gather_object(gathered, obj), native
-
-
-def _bench_broadcast_object_list(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    objects = [bytes(rows * world * itemsize) if _rank() == 0 else None]
-    native = "torch.distributed.broadcast_object_list (src 0)"
-    return None, objects, lambda: dist.broadcast_object_list(objects, 0), native
-
-
-def _bench_gather_object(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    obj = bytes(rows * itemsize)
-    gathered = [None] * world if _rank() == 0 else None
-    native = "torch.distributed.gather_object (dst 0)"
-    return obj, gathered, lambda: dist.gather_object(obj, gathered, 0), native
-
-
-def _bench_scatter_object_list(new: _New, rows: int, world: int, itemsize: int) -> _BenchCase:
-    objects = [bytes(rows * itemsize) for _ in range(world)] if _rank() == 0 else None
-    out: list[Any] = [None]
-    native = "torch.distributed.scatter_object_list (src 0)"
-    return objects, out, lambda: dist.scatter_object_list(out, objects, 0), native
-
-
-_BENCH_CASES: dict[str, Callable[[_New, int, int, int], _BenchCase]] = {
-    "reduce_scatter_tensor": _bench_reduce_scatter_tensor,
-    "reduce_scatter": _bench_reduce_scatter,
-    "all_reduce": _bench_all_reduce,
-    "all_gather_into_tensor": _bench_all_gather_into_tensor,
-    "all_gather": _bench_all_gather,
-    "broadcast": _bench_broadcast,
-    "reduce": _bench_reduce,
-    "scatter": _bench_scatter,
-    "scatter_tensor": _bench_scatter_tensor,
-    "gather": _bench_gather,
-    "all_to_all_single": _bench_all_to_all_single,
-    "all_reduce_coalesced": _bench_all_reduce_coalesced,
-    "all_to_all": _bench_all_to_all,
-    "isend_irecv": _bench_isend_irecv,
-    "batch_isend_irecv": _bench_batch_isend_irecv,
-    "send_recv": _bench_send_recv,
-    "barrier": _bench_barrier,
-    "monitored_barrier": _bench_monitored_barrier,
-    "all_gather_object": _bench_all_gather_object,
-    "broadcast_object_list": _bench_broadcast_object_list,
-    "gather_object": _bench_gather_object,
-    "scatter_object_list": _bench_scatter_object_list,
-}
 
 
 #: torch runs an element-wise kernel on its intra-op thread team (OpenMP, as many threads as

@@ -6,6 +6,7 @@ in tests/ranks/algorithm_cases.py; their speed is not tested here."""
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import inspect
 import io
@@ -16,11 +17,10 @@ import types
 from pathlib import Path
 
 import pytest
-from compat.adapters import torch as torch_adapter
 
 from compat import algorithms
 from compat.base import tables
-from compat.tools import bench
+from compat.tools import bench, bench_cases
 from tests.jobs import BACKGROUND, CommandResult, CommandSpec
 
 EXPECTED_COLUMNS = ["framework", "backend", "world_size", "dtype", *bench.COLUMNS, "native"]
@@ -207,12 +207,26 @@ def test_bus_bandwidth_follows_nccl_tests() -> None:
     assert barrier["compat_algbw_GBps"] is None and barrier["native_busbw_GBps"] is None
 
 
-def test_every_op_has_a_compat_call_and_a_native_one() -> None:
+def _own_ops(framework: str) -> set[str]:
+    """The ops a framework's bench_cases module builds itself, read from its source (without
+    importing MindSpore here: seconds)."""
+    path = Path(bench_cases.__file__).with_name(f"{framework}.py")
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "_OWN":
+            assert isinstance(node.value, ast.Dict)
+            return {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
+    raise AssertionError(f"{path}: no _OWN")
+
+
+def test_every_op_has_a_compat_call_and_a_native_one_on_each_framework() -> None:
     assert set(bench.COMPAT_CALLS) == set(bench.OPS)
-    assert set(torch_adapter._BENCH_CASES) == set(bench.OPS)
-    source = (Path(__file__).parents[1] / "adapters" / "mindspore.py").read_text()
-    for op in bench.OPS:  # without importing MindSpore here (seconds): its table's keys
-        assert f'    "{op}": _bench_' in source, op
+    assert set(bench_cases.builders("torch")) == set(bench.OPS)
+    assert set(bench_cases.SHARED) | _own_ops("mindspore") == set(bench.OPS)
+    # A shared builder describes its call from DESCRIPTIONS; every framework names its own.
+    assert set(bench_cases.DESCRIPTIONS) == set(bench_cases.SHARED)
+    torch_cases = bench_cases.framework("torch")
+    for op in bench.OPS:
+        assert torch_cases.describe(op).startswith("torch.distributed."), op
 
 
 def test_every_chosen_algorithm_exists() -> None:

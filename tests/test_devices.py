@@ -111,6 +111,13 @@ def _mindspore() -> Any:
     return ms_adapter
 
 
+def _mindspore_startup() -> Any:
+    _mindspore()
+    from compat.adapters.mindspore import startup
+
+    return startup
+
+
 class _DeviceConf:
     """MindSpore's DeviceManagerConf as a script that called ms.set_device (or did not) leaves
     it."""
@@ -153,13 +160,13 @@ def test_a_mindspore_rank_keeps_the_device_the_script_set_else_takes_the_launche
     env: dict[str, str],
     expected: tuple[str, int | None] | None,
 ) -> None:
-    ms_adapter = _mindspore()
+    startup = _mindspore_startup()
     calls: list[tuple[str, int | None]] = []
     for name, value in env.items():
         clean_env.setenv(name, value)
-    clean_env.setattr(ms_adapter, "DeviceManagerConf", _DeviceConf(chosen))
-    clean_env.setattr(ms_adapter.ms, "set_device", lambda t, i=None: calls.append((t, i)))
-    ms_adapter._bind_device(target, device_id)
+    clean_env.setattr(startup, "DeviceManagerConf", _DeviceConf(chosen))
+    clean_env.setattr(startup.ms, "set_device", lambda t, i=None: calls.append((t, i)))
+    startup.bind_device(target, device_id)
     assert calls == ([] if expected is None else [expected])
 
 
@@ -177,10 +184,10 @@ def test_a_mindspore_device_choice_that_contradicts_the_scripts_is_refused(
     device_id: int | None,
     fragments: list[str],
 ) -> None:
-    ms_adapter = _mindspore()
-    clean_env.setattr(ms_adapter, "DeviceManagerConf", _DeviceConf(chosen))
+    startup = _mindspore_startup()
+    clean_env.setattr(startup, "DeviceManagerConf", _DeviceConf(chosen))
     with pytest.raises(ValueError) as raised:
-        ms_adapter._bind_device(target, device_id)
+        startup.bind_device(target, device_id)
     message = str(raised.value)
     assert message.startswith(fragments[0]), message
     assert all(fragment in message for fragment in fragments[1:]), message
@@ -189,10 +196,12 @@ def test_a_mindspore_device_choice_that_contradicts_the_scripts_is_refused(
 def test_a_group_the_backend_made_of_other_ranks_is_never_used() -> None:
     """MindSpore: a creation that left a name meaning the world (mint.distributed.new_group's
     "" after a failure) is refused, not used for the group's collectives."""
-    ms_adapter = _mindspore()
+    _mindspore()
+    from compat.adapters.mindspore import adapter
+
     with pytest.raises(RuntimeError, match=r"^new_group: expected .*'g'.* \[0, 1\]; it has 4"):
-        ms_adapter._check_made("g", [0, 1], 4)
-    ms_adapter._check_made("g", [0, 1], 2)
+        adapter._check_made("g", [0, 1], 4)
+    adapter._check_made("g", [0, 1], 2)
 
 
 def test_the_off_cpu_copy_writes_a_0d_tensor_in_place_and_a_0d_view_through() -> None:
@@ -251,15 +260,18 @@ def test_a_tensor_compat_made_over_host_memory_is_read_through_its_own_array() -
 
 
 def test_bench_makes_its_buffers_on_the_home_device(clean_env: pytest.MonkeyPatch) -> None:
-    """compat bench's native and compat calls share buffers made by the adapter: on the home
+    """compat bench's native and compat calls share buffers made for the adapter: on the home
     device (``meta`` standing in for a GPU), never the CPU."""
+    from compat.tools import bench_cases
+
     clean_env.setattr(torch_adapter.dist, "get_world_size", lambda: 2)
+    clean_env.setattr(torch_adapter.dist, "get_rank", lambda: 0)
     adapter = torch_adapter.TorchAdapter()
     adapter._home = torch.device("meta")
     for op in ("reduce_scatter_tensor", "reduce_scatter", "all_reduce", "all_gather_into_tensor"):
-        x, out, _, _ = adapter.bench_native(op, 4, "float32")
-        assert x.device.type == "meta", op
-        assert out is None or out.device.type == "meta", op
+        case = bench_cases.native_case(adapter, op, 4, "float32")
+        assert case.input.device.type == "meta", op
+        assert case.output is None or case.output.device.type == "meta", op
 
 
 class _StubBackend:

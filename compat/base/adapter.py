@@ -633,36 +633,3 @@ class Adapter(ABC):
         (:func:`compat.base.tables.default_backend`).
         """
         return set()
-
-    @abstractmethod
-    def bench_native(
-        self, op: str, rows: int, dtype: str
-    ) -> tuple[Any, Any, Callable[[], object], str]:
-        """``compat bench``'s buffers and native call for ``op`` (one of compat.tools.bench.OPS)
-        on ``rows`` elements per rank of the canonical ``dtype``; called after ``init``.
-
-        Returns ``(input, output, native, description)``: new buffers on the home device that
-        compat's timed call uses too, with values the op leaves unchanged (roots are rank 0;
-        a root-only list is None on the other ranks):
-
-        - reduce_scatter_tensor, reduce_scatter: input ``rows * n`` elements, output ``rows``;
-        - all_reduce, broadcast, reduce: input ``rows * n`` elements, output None;
-        - all_gather_into_tensor: input ``rows``, output ``rows * n``; all_gather: input
-          ``rows``, output a list of n tensors of ``rows``;
-        - scatter: input a list of n tensors of ``rows`` (root), output ``rows``; gather: input
-          ``rows``, output a list of n tensors of ``rows`` (root);
-        - all_to_all_single: input and output ``rows * n``; all_to_all: lists of n tensors of
-          ``rows``;
-        - isend_irecv: input (sent to the next rank) and output (received from the previous)
-          ``rows * n`` elements each;
-        - barrier: None, None;
-        - all_gather_object and gather_object: input a ``bytes`` object of ``rows * itemsize``
-          bytes, output a list of n entries (gather_object: root); broadcast_object_list: input
-          None, output the list ``[bytes of rows * n * itemsize]`` (root) or ``[None]``;
-          scatter_object_list: input a list of n such ``bytes`` of ``rows * itemsize`` (root),
-          output ``[None]``.
-
-        ``native()`` runs the framework's own call on them (where the backend has none, the
-        best-known plain approach) and returns once it has completed; ``description`` names
-        that call (bench's header and CSV).
-        """

@@ -36,8 +36,8 @@ nccl-tests has no object collectives: they take their tensor counterpart's facto
 
 On MindSpore a line under the header says how it launches ops (:meth:`Adapter.execution_note`):
 asynchronously, its default, whose pipeline threads spin while an MCCL message travels, or
-synchronously (``mindspore.runtime.launch_blocking()``), with which MCCL's 1K calls ran 8-34x
-faster on 2 cores; compat's and the native call share the launch.
+synchronously (``mindspore.runtime.launch_blocking()``), much faster for small calls on few
+cores (docs/performance.md); compat's and the native call share the launch.
 
 "native" is the framework's own call. Where the backend has none (MindSpore on MCCL:
 reduce_scatter, all_gather_into_tensor, reduce, all_to_all, batch_isend_irecv; torch:
@@ -46,11 +46,11 @@ deprecated there), it is the best-known plain approach, and the header says whic
 
 Run time: a size costs about ``rounds * 4 * max(budget, time per call)`` (twice that with
 ``--control``). For one op the default is 10 rounds of 0.1 s; for several ops (``--op all``, the
-default) 5 rounds of 0.02 s, which keeps every op within a few minutes per framework (measured
-here, 2 ranks: 3 minutes on Gloo for 1K..64M), plus ``--own-work-spread`` seconds per op whose
-own work is timed (6 by default). A full sweep of every op, as docs/performance.md's tables:
-``compat bench --rounds 10 --budget 0.1 --control`` (at least 8 s per op and size: 20 minutes or
-more per framework); or one op at a time with its defaults.
+default) 5 rounds of 0.02 s, which keeps every op within a few minutes per framework, plus
+``--own-work-spread`` seconds per op whose own work is timed (6 by default). A full sweep of
+every op, as docs/performance.md's tables: ``compat bench --rounds 10 --budget 0.1 --control``
+(at least 8 s per op and size: 20 minutes or more per framework); or one op at a time with its
+defaults.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ from compat.base import tables
 from compat.base.adapter import Adapter
 from compat.collectives import BARRIER_DTYPE
 from compat.core import capabilities, recorder, state
-from compat.tools import launch_styles
+from compat.tools import bench_cases, launch_styles
 from compat.tools._sizes import format_size
 from compat.transport import shared_memory
 
@@ -102,7 +102,7 @@ class OpSpec:
     ``peers``: the op needs a rank other than this one.
     ``gathered``: the row's size is n times what each rank gives (gathers) or gets (scatters),
     which is what the capability table chooses by.
-    ``unmeasured``: why compat's own work is not measured, where ``noop`` is empty.
+    ``unmeasured``: why compat's own work is not timed, where ``noop`` is empty.
     """
 
     bus_factor: Callable[[int], float] | None
@@ -211,7 +211,7 @@ def check_algorithm(
 def adapter_joins(adapter: Adapter, dtype: str) -> bool:
     """Whether the adapter joins the equal parts of one buffer into one tensor (asked, not
     assumed: it depends on the device), on a buffer such as the timed calls use."""
-    sample = adapter.bench_native("all_reduce", 2, dtype)[0]
+    sample = bench_cases.native_case(adapter, "all_reduce", 2, dtype).input
     total = adapter.shape(sample)[0]
     return adapter.joined(adapter.split(sample, [total // 2, total - total // 2])) is not None
 
@@ -249,6 +249,9 @@ COLUMNS = (
     "own_work_median_round_us",
     "own_work_after_collective_us",
 )
+
+#: The columns the own-work phase fills in, once every op's rows are done.
+OWN_WORK_COLUMNS = COLUMNS[-3:]
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 2**30, "GB": 2**30}
 
@@ -299,25 +302,13 @@ def _op_list(text: str) -> str:
     return text
 
 
-#: compat's own work back to back is the fastest of this many rounds of calls, spread over
-#: about this many seconds: this machine's speed changes by 1.7x for a second or so at a time
-#: (a plain Python call took 37-40 ns, then 60-68 ns, with no steal time recorded), so rounds
-#: taken one after another all fall in the same window, fast or slow; and its slow spells last
-#: longer than 2 s. Rounds 0.1 s apart over 90 s, MindSpore at world size 1 (scatter_tensor,
-#: the collective a no-op, 863 rounds, median 7.2 us, fastest 4.0): the fastest of 20
-#: consecutive rounds (2 s) was over 5 us in 16% of the windows, up to 8.2; of 40 (4 s) in 2%;
-#: of 60 (6 s) in none, at most 5.0. all_to_all in a slower 90 s (median 8.5, fastest 4.7):
-#: over 5 us in 50% of the 2 s windows, 19% of the 6 s ones, at most 9.3 and 5.3.
-#: The ops' rounds are taken in turn, one round of every op within tens of milliseconds
-#: (own_work), so the phase lasts about this many seconds per op and each op's rounds span the
-#: whole of it: a slow spell falls on every op alike, and no op's figure rests on the few
-#: seconds in which it alone was timed. One op after another, 6 s each, MindSpore at world
-#: size 1, a spell of 20-30 s put three ops in a row at 7.2-8.0 us (3.7-4.1 in other runs).
+#: compat's own work back to back: the fastest of this many rounds of this many calls, the ops
+#: taking turns over about this many seconds each, so that a slow spell of a shared machine (they
+#: last seconds) falls on every op alike and not on one op's rounds (docs/performance.md, "How to
+#: measure").
 OWN_WORK_ROUNDS, OWN_WORK_CALLS, OWN_WORK_SPREAD_S = 60, 500, 6.0
-#: Untimed calls after each pause: a round right after one started with cold caches, which
-#: the back-to-back figure is not (one job, rounds alternating with and without, fastest of
-#: 30 each, MindSpore at world size 1: reduce_scatter_tensor 5.01-5.29 us without, 4.78-5.14
-#: with; all_reduce 2.70-3.90 and 2.41-2.78; torch's all_reduce 2.28 and 2.02).
+#: Untimed calls after each pause: a round right after one would start with cold caches, which
+#: the back-to-back figure is not.
 OWN_WORK_WARM_CALLS = 50
 #: compat's own work is timed on tensors of at most this size: the phase holds every op's at
 #: once (a sweep of 64 MB and up would hold gigabytes), and only the choice by size depends on
@@ -366,72 +357,94 @@ def settings(args: argparse.Namespace, ranks: int | None = None) -> Settings:
     return Settings(ops, rounds, budget, args.own_work_spread)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The rank-side options; ``compat bench`` adds -n and --framework (see compat.tools.cli)."""
-    parser = argparse.ArgumentParser(prog="compat bench", add_help=False)
-    parser.add_argument(
+#: The rank-side options: (flag, argparse's keywords); ``{sizes}`` in a help is each framework's
+#: default sizes.
+OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    (
         "--op",
-        type=_op_list,
-        default="all",
-        help="'all' (default), an op or a comma-separated list of ops: " + ", ".join(OPS),
-    )
-    parser.add_argument(
+        {
+            "type": _op_list,
+            "default": "all",
+            "help": "'all' (default), an op or a comma-separated list of ops: " + ", ".join(OPS),
+        },
+    ),
+    (
         "--sizes",
-        default=None,
-        help="LOW..HIGH in bytes, K/M/G suffixes (default: "
-        + ", ".join(f"{default_sizes(name)} on {name}" for name in tables.load("frameworks"))
-        + "). A size is the whole buffer, as in nccl-tests: all_reduce's, broadcast's and "
-        "reduce's tensor, reduce_scatter's input, all_gather's output, scatter's and gather's "
-        "root list, all_to_all's input per rank; isend_irecv: the message; the object "
-        "collectives: their bytes in all",
-    )
-    parser.add_argument(
-        "--factor", type=int, choices=(2, 4), default=4, help="step between sizes (4)"
-    )
-    parser.add_argument(
-        "--rounds", type=int, default=None, help="rounds per size (10 for one op, 5 for several)"
-    )
-    parser.add_argument(
+        {
+            "default": None,
+            "help": "LOW..HIGH in bytes, K/M/G suffixes (default: {sizes}). A size is the whole "
+            "buffer, as in nccl-tests: all_reduce's, broadcast's and reduce's tensor, "
+            "reduce_scatter's input, all_gather's output, scatter's and gather's root list, "
+            "all_to_all's input per rank; isend_irecv: the message; the object collectives: "
+            "their bytes in all",
+        },
+    ),
+    ("--factor", {"type": int, "choices": (2, 4), "default": 4, "help": "step between sizes (4)"}),
+    (
+        "--rounds",
+        {"type": int, "default": None, "help": "rounds per size (10 for one op, 5 for several)"},
+    ),
+    (
         "--budget",
-        type=float,
-        default=None,
-        help="seconds per timed loop (0.1 for one op, 0.02 for several)",
-    )
-    parser.add_argument(
+        {
+            "type": float,
+            "default": None,
+            "help": "seconds per timed loop (0.1 for one op, 0.02 for several)",
+        },
+    ),
+    (
         "--own-work-spread",
-        type=float,
-        default=OWN_WORK_SPREAD_S,
-        help=f"seconds per op of the phase timing compat's own work, over which every op's "
-        f"{OWN_WORK_ROUNDS} rounds are spread, the ops taking turns ({OWN_WORK_SPREAD_S:g}; "
-        "this machine slows for seconds at a time)",
-    )
-    parser.add_argument(
+        {
+            "type": float,
+            "default": OWN_WORK_SPREAD_S,
+            "help": f"seconds per op of the phase timing compat's own work, over which every "
+            f"op's {OWN_WORK_ROUNDS} rounds are spread, the ops taking turns "
+            f"({OWN_WORK_SPREAD_S:g}; this machine slows for seconds at a time)",
+        },
+    ),
+    (
         "--launch",
-        choices=launch_styles.STYLES,
-        default="compat",
-        help="how the ranks are started: compat launch (default; OMP_NUM_THREADS=1), torchrun "
-        "(the same), spawn (torch.multiprocessing.spawn with init_method) or env (RANK, "
-        "WORLD_SIZE, MASTER_ADDR as Slurm scripts set them); spawn and env keep this process's "
-        "thread settings, as users of those launchers run. The header says which, and the "
-        "threads each rank ran with",
-    )
-    parser.add_argument("--dtype", default="float32", help="dtype of the tensors (float32)")
-    parser.add_argument("--csv", default=None, help="also write the table to this CSV file")
-    parser.add_argument(
+        {
+            "choices": launch_styles.STYLES,
+            "default": "compat",
+            "help": "how the ranks are started: compat launch (default; OMP_NUM_THREADS=1), "
+            "torchrun (the same), spawn (torch.multiprocessing.spawn with init_method) or env "
+            "(RANK, WORLD_SIZE, MASTER_ADDR as Slurm scripts set them); spawn and env keep this "
+            "process's thread settings, as users of those launchers run. The header says which, "
+            "and the threads each rank ran with",
+        },
+    ),
+    ("--dtype", {"default": "float32", "help": "dtype of the tensors (float32)"}),
+    ("--csv", {"default": None, "help": "also write the table to this CSV file"}),
+    (
         "--control",
-        action="store_true",
-        help="also time the native call against itself, the same way, per size: the ratio "
-        "this machine's noise alone gives (column 'control')",
-    )
-    parser.add_argument(
+        {
+            "action": "store_true",
+            "help": "also time the native call against itself, the same way, per size: the "
+            "ratio this machine's noise alone gives (column 'control')",
+        },
+    ),
+    (
         "--algorithm",
-        default=None,
-        help="run this compat.algorithms function (or 'native') for the op at every size "
-        "instead of the capability table's choice: how the table's thresholds are measured "
-        "(one --op only; for the table entry the op runs: scatter's for scatter_tensor and "
-        "scatter_object_list, all_reduce's for all_reduce_coalesced; checked before any rank "
-        "starts)",
-    )
+        {
+            "default": None,
+            "help": "run this compat.algorithms function (or 'native') for the op at every size "
+            "instead of the capability table's choice: how the table's thresholds are measured "
+            "(one --op only; for the table entry the op runs: scatter's for scatter_tensor and "
+            "scatter_object_list, all_reduce's for all_reduce_coalesced; checked before any "
+            "rank starts)",
+        },
+    ),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The rank-side options (:data:`OPTIONS`); ``compat bench`` adds -n and --framework (see
+    compat.tools.cli)."""
+    parser = argparse.ArgumentParser(prog="compat bench", add_help=False)
+    sizes = ", ".join(f"{default_sizes(name)} on {name}" for name in tables.load("frameworks"))
+    for flag, options in OPTIONS:
+        parser.add_argument(flag, **(options | {"help": options["help"].replace("{sizes}", sizes)}))
     return parser
 
 
@@ -440,8 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 @dataclass
 class Case:
-    """One op at one size: the buffers (made by the adapter's
-    :meth:`~compat.base.adapter.Adapter.bench_native`), the native call on them, and the ranks."""
+    """One op at one size: the buffers (made by :func:`compat.tools.bench_cases.native_case`),
+    the native call on them, and the ranks."""
 
     op: str
     input: Any
@@ -453,53 +466,10 @@ class Case:
     parts: list[Any] = field(default_factory=list)
 
 
-def _pairs_compat(case: Case) -> Callable[[], object]:
-    """isend to the next rank and irecv from the previous one, then wait for both."""
-    following, previous = (case.rank + 1) % case.world, (case.rank - 1) % case.world
-
-    def exchange() -> None:
-        sending = compat.isend(case.input, following)
-        receiving = compat.irecv(case.output, previous)
-        sending.wait()
-        receiving.wait()
-
-    return exchange
-
-
-def _send_recv_compat(case: Case) -> Callable[[], object]:
-    """send to the next rank and recv from the previous, blocking: even ranks send first."""
-    following, previous = (case.rank + 1) % case.world, (case.rank - 1) % case.world
-
-    def send_first() -> None:
-        compat.send(case.input, following)
-        compat.recv(case.output, previous)
-
-    def receive_first() -> None:
-        compat.recv(case.output, previous)
-        compat.send(case.input, following)
-
-    return send_first if case.rank % 2 == 0 else receive_first
-
-
-def _batch_compat(case: Case) -> Callable[[], object]:
-    """The same exchange as one batch_isend_irecv, then a wait for each of its Works."""
-    following, previous = (case.rank + 1) % case.world, (case.rank - 1) % case.world
-    ops = [
-        compat.P2POp(compat.isend, case.input, following),
-        compat.P2POp(compat.irecv, case.output, previous),
-    ]
-
-    def exchange() -> None:
-        for work in compat.batch_isend_irecv(ops):
-            work.wait()
-
-    return exchange
-
-
 #: compat's call for each op on the case's buffers (roots: rank 0).
 COMPAT_CALLS: dict[str, Callable[[Case], Callable[[], object]]] = {
-    # Keyword arguments through a lambda: a partial that holds them costs 0.07 us more a call
-    # (measured), which compat's own work would include.
+    # Keyword arguments through a lambda: a partial that holds them costs more a call, which
+    # compat's own work would include.
     "reduce_scatter_tensor": lambda c: lambda: compat.reduce_scatter_tensor(c.input, out=c.output),
     "reduce_scatter": lambda c: partial(compat.reduce_scatter, c.output, c.parts),
     "all_reduce": lambda c: partial(compat.all_reduce, c.input),
@@ -515,9 +485,11 @@ COMPAT_CALLS: dict[str, Callable[[Case], Callable[[], object]]] = {
     "all_to_all_single": lambda c: partial(compat.all_to_all_single, c.output, c.input),
     "all_to_all": lambda c: partial(compat.all_to_all, c.output, c.input),
     "all_reduce_coalesced": lambda c: partial(compat.all_reduce_coalesced, c.input),
-    "isend_irecv": _pairs_compat,
-    "batch_isend_irecv": _batch_compat,
-    "send_recv": _send_recv_compat,
+    "isend_irecv": lambda c: bench_cases.ring_pairs(compat, c.input, c.output, c.rank, c.world),
+    "batch_isend_irecv": lambda c: bench_cases.ring_batch(
+        compat, (compat.isend, compat.irecv), c.input, c.output, c.rank, c.world
+    ),
+    "send_recv": lambda c: bench_cases.ring_send_recv(compat, c.input, c.output, c.rank, c.world),
     "barrier": lambda c: compat.barrier,
     "monitored_barrier": lambda c: compat.monitored_barrier,
     "all_gather_object": lambda c: partial(compat.all_gather_object, c.output, c.input),
@@ -538,11 +510,11 @@ class Pair:
 
 def make_case(adapter: Adapter, op: str, rows: int, dtype: str) -> Case:
     """The buffers and native call of ``op`` with ``rows`` elements per rank."""
-    x, out, native, description = adapter.bench_native(op, rows, dtype)
+    native = bench_cases.native_case(adapter, op, rows, dtype)
     rank, world = compat.get_rank(), compat.get_world_size()
-    case = Case(op, x, out, native, description, rank, world)
+    case = Case(op, native.input, native.output, native.call, native.description, rank, world)
     if op == "reduce_scatter":  # the list form on the parts of one buffer (x.chunk(n))
-        case.parts = adapter.split(x, [rows] * world)
+        case.parts = adapter.split(native.input, [rows] * world)
     return case
 
 
@@ -729,26 +701,17 @@ def row(
         return None if factor is None else round(size / seconds / 1e9 * scale, 3)
 
     bus = 0.0 if factor is None else factor(n)
-    return {
-        "op": op,
-        "bytes": size,
-        "elements": elements,
-        "algorithm": algorithm,
-        "compat_us": round(compat_s * 1e6, 1),
-        "compat_algbw_GBps": bandwidth(compat_s, 1.0),
-        "compat_busbw_GBps": bandwidth(compat_s, bus),
-        "native_us": round(native_s * 1e6, 1),
-        "native_algbw_GBps": bandwidth(native_s, 1.0),
-        "native_busbw_GBps": bandwidth(native_s, bus),
-        "compat_minus_native_us": round((compat_s - native_s) * 1e6, 1),
-        # Significant digits, not decimals: compat on shared memory beside MindSpore's asynchronous
-        # launch runs at 0.0085 of native, which three decimals would record as 0.009.
-        "ratio": float(f"{compat_s / native_s:.4g}"),
-        "control": None if control is None else round(control, 3),
-        "own_work_us": None,
-        "own_work_median_round_us": None,
-        "own_work_after_collective_us": None,
-    }
+    values: dict[str, Any] = {"op": op, "bytes": size, "elements": elements}
+    values["algorithm"] = algorithm
+    for name, seconds in (("compat", compat_s), ("native", native_s)):
+        values[f"{name}_us"] = round(seconds * 1e6, 1)
+        values[f"{name}_algbw_GBps"] = bandwidth(seconds, 1.0)
+        values[f"{name}_busbw_GBps"] = bandwidth(seconds, bus)
+    values["compat_minus_native_us"] = round((compat_s - native_s) * 1e6, 1)
+    # Significant digits, not decimals: a ratio far below 1 keeps its digits.
+    values["ratio"] = float(f"{compat_s / native_s:.4g}")
+    values["control"] = None if control is None else round(control, 3)
+    return values | dict.fromkeys(OWN_WORK_COLUMNS)
 
 
 #: The algorithm column: as wide as the longest name compat.algorithms has (rows are printed as
@@ -813,86 +776,118 @@ def _sweep_sizes(op: str, sizes: list[int]) -> list[int]:
     return sizes if SPECS[op].bus_factor is not None else [0]
 
 
+@dataclass(frozen=True)
+class Run:
+    """One rank's run: its options and what ``init`` gave."""
+
+    args: argparse.Namespace
+    chosen: Settings
+    runtime: state.State
+    sizes: list[int]
+    n: int
+    joins: bool  # adapter_joins' answer
+    itemsize: int
+    lead: bool  # rank 0, which prints
+
+
 def main(argv: Sequence[str] | None = None, init: dict[str, Any] | None = None) -> int:
     """One rank's run; ``init``: compat.init's arguments (the spawn style gives them)."""
     args = build_parser().parse_args(argv)
     chosen = settings(args)
     compat.init(**(init or {}))
     framework, backend = compat.get_framework(), compat.get_backend()
-    n, rank = compat.get_world_size(), compat.get_rank()
-    sizes = parse_sizes(args.sizes or default_sizes(framework), args.factor)
     runtime = state.current()
-    adapter = runtime.adapter
-    joins = adapter_joins(adapter, args.dtype)
-    itemsize = int(tables_bytes(args.dtype))
-    lead = rank == 0
+    sizes = parse_sizes(args.sizes or default_sizes(framework), args.factor)
+    joins = adapter_joins(runtime.adapter, args.dtype)
+    n, lead = compat.get_world_size(), compat.get_rank() == 0
+    run = Run(args, chosen, runtime, sizes, n, joins, int(tables_bytes(args.dtype)), lead)
+    if lead:
+        _print_header(run, framework, backend)
     rows_written: list[dict[str, Any]] = []
     timed_ops: list[tuple[str, list[dict[str, Any]]]] = []  # own work timed once every op ran
-    if lead:
-        noise = "control = native/native timed the same way (the noise floor); "
-        print(
-            f"# compat bench: {framework}/{backend}, {n} rank(s), {args.dtype}, sizes "
-            f"{format_size(sizes[0])}..{format_size(sizes[-1])}; per size the slowest rank's "
-            f"median over {chosen.rounds} rounds of {chosen.budget} s, compat and native "
-            f"alternating call by call; {noise if args.control else ''}GB/s as nccl-tests "
-            "(busbw = algbw * 2(n-1)/n for all_reduce, 1 for broadcast, reduce, sendrecv, "
-            "(n-1)/n otherwise); ratio = compat/native",
-            flush=True,
-        )
-        print(f"# launch: {launch_styles.DESCRIPTIONS[args.launch]}; {threads_note(n)}", flush=True)
-        note = adapter.execution_note()
-        if note is not None:
-            print(f"# {framework}: {note}", flush=True)
     for op in chosen.ops:
-        spec = SPECS[op]
-        if spec.peers and n < 2:
-            if lead:
-                print(f"# {op}: needs 2 ranks or more; skipped", flush=True)
-            continue
-        forced: list[str] = []  # --algorithm: every entry the op's calls reach
-        if args.algorithm is not None:
-            check_algorithm(op, args.algorithm, joins, n)
-            forced = forced_entries(op, joins)
-        for entry in forced:
-            runtime.force(entry, spec.dtype or args.dtype, args.algorithm)
-        op_rows: list[dict[str, Any]] = []
-        for index, size in enumerate(_sweep_sizes(op, sizes)):
-            rows = rows_per_rank(size, itemsize, n)
-            elements = rows * n if size else 0
-            pair = make_pair(adapter, op, rows, args.dtype)
-            if lead and index == 0:
-                print(f"# {op}: native = {pair.description}", flush=True)
-                print(CONTROL_HEADER if args.control else HEADER, flush=True)
-            measured = list(measure(pair, chosen.rounds, chosen.budget))
-            if args.control:
-                measured += measure(Pair(pair.native, pair.native), chosen.rounds, chosen.budget)
-            slowest = _slowest(measured)
-            control = slowest[2] / slowest[3] if args.control else None
-            nbytes = elements * itemsize
-            algorithm = algorithm_of(runtime, op, joins, args.dtype, nbytes, n)
-            values = row(op, nbytes, elements, algorithm, slowest[0], slowest[1], n, control)
-            values["native"] = pair.description
-            op_rows.append(values)
-            if lead:
-                print(format_row(values), flush=True)
-        for entry in forced:
-            runtime.force(entry, spec.dtype or args.dtype, None)
-        if not spec.noop:
-            if lead:
-                print(
-                    f"# {op}: compat's own work per call is not separable here ({spec.unmeasured})",
-                    flush=True,
-                )
-        else:
+        op_rows = _sweep(run, op)
+        if op_rows and SPECS[op].noop:
             timed_ops.append((op, op_rows))
         rows_written += op_rows
     if timed_ops:
-        _time_own_work(timed_ops, adapter, joins, args.dtype, chosen.own_work_spread, n, lead)
+        _time_own_work(
+            timed_ops, runtime.adapter, joins, args.dtype, chosen.own_work_spread, n, lead
+        )
     if lead and args.csv:
         write_csv(args.csv, rows_written, framework, backend, n, args.dtype)
         print(f"# wrote {args.csv}", flush=True)
     compat.destroy()
     return 0
+
+
+def _print_header(run: Run, framework: str, backend: str) -> None:
+    args, chosen, sizes = run.args, run.chosen, run.sizes
+    noise = "control = native/native timed the same way (the noise floor); "
+    print(
+        f"# compat bench: {framework}/{backend}, {run.n} rank(s), {args.dtype}, sizes "
+        f"{format_size(sizes[0])}..{format_size(sizes[-1])}; per size the slowest rank's "
+        f"median over {chosen.rounds} rounds of {chosen.budget} s, compat and native "
+        f"alternating call by call; {noise if args.control else ''}GB/s as nccl-tests "
+        "(busbw = algbw * 2(n-1)/n for all_reduce, 1 for broadcast, reduce, sendrecv, "
+        "(n-1)/n otherwise); ratio = compat/native",
+        flush=True,
+    )
+    print(f"# launch: {launch_styles.DESCRIPTIONS[args.launch]}; {threads_note(run.n)}", flush=True)
+    note = run.runtime.adapter.execution_note()
+    if note is not None:
+        print(f"# {framework}: {note}", flush=True)
+
+
+def _sweep(run: Run, op: str) -> list[dict[str, Any]]:
+    """``op``'s rows, one per size, each printed as it completes (none: the op needs more ranks).
+    With ``--algorithm``, every entry the op's calls reach runs it meanwhile."""
+    spec, args = SPECS[op], run.args
+    if spec.peers and run.n < 2:
+        if run.lead:
+            print(f"# {op}: needs 2 ranks or more; skipped", flush=True)
+        return []
+    forced: list[str] = []
+    if args.algorithm is not None:
+        check_algorithm(op, args.algorithm, run.joins, run.n)
+        forced = forced_entries(op, run.joins)
+    for entry in forced:
+        run.runtime.force(entry, spec.dtype or args.dtype, args.algorithm)
+    op_rows = [
+        _size_row(run, op, index, size) for index, size in enumerate(_sweep_sizes(op, run.sizes))
+    ]
+    for entry in forced:
+        run.runtime.force(entry, spec.dtype or args.dtype, None)
+    if not spec.noop and run.lead:
+        print(
+            f"# {op}: compat's own work per call is not separable here ({spec.unmeasured})",
+            flush=True,
+        )
+    return op_rows
+
+
+def _size_row(run: Run, op: str, index: int, size: int) -> dict[str, Any]:
+    """``op`` at ``size`` timed (the slowest rank's figures) and its row, printed by rank 0
+    (the first size after the op's header)."""
+    args, chosen, n = run.args, run.chosen, run.n
+    rows = rows_per_rank(size, run.itemsize, n)
+    elements = rows * n if size else 0
+    pair = make_pair(run.runtime.adapter, op, rows, args.dtype)
+    if run.lead and index == 0:
+        print(f"# {op}: native = {pair.description}", flush=True)
+        print(CONTROL_HEADER if args.control else HEADER, flush=True)
+    timed = list(measure(pair, chosen.rounds, chosen.budget))
+    if args.control:
+        timed += measure(Pair(pair.native, pair.native), chosen.rounds, chosen.budget)
+    slowest = _slowest(timed)
+    control = slowest[2] / slowest[3] if args.control else None
+    nbytes = elements * run.itemsize
+    algorithm = algorithm_of(run.runtime, op, run.joins, args.dtype, nbytes, n)
+    values = row(op, nbytes, elements, algorithm, slowest[0], slowest[1], n, control)
+    values["native"] = pair.description
+    if run.lead:
+        print(format_row(values), flush=True)
+    return values
 
 
 def threads_note(ranks: int) -> str:
@@ -989,7 +984,7 @@ def merge_csv(path: str, sources: Iterable[str]) -> None:
 
 def side_by_side(tables_by_framework: dict[str, list[dict[str, str]]]) -> list[str]:
     """Lines of one table per op: each framework's compat and native time per size, their
-    ratio (and control ratio, if measured), and the two natives' ratio (second framework over
+    ratio (and control ratio, if timed), and the two natives' ratio (second framework over
     first: what the second framework's backend costs against the first's). Fits 100 columns."""
     names = list(tables_by_framework)
     records = {
@@ -1001,44 +996,59 @@ def side_by_side(tables_by_framework: dict[str, list[dict[str, str]]]) -> list[s
     }
     with_control = any(r.get("control") for rows in tables_by_framework.values() for r in rows)
     ops = list(dict.fromkeys(r["op"] for rows in tables_by_framework.values() for r in rows))
+    title, head = _side_by_side_heads(names, labels, with_control)
+    lines = [title]
+    for op in ops:
+        lines += [f"# {op}", head]
+        keys = sorted({key for name in names for key in records[name] if key[0] == op})
+        lines += [
+            _side_by_side_line(key, [records[name] for name in names], with_control) for key in keys
+        ]
+    return lines
+
+
+def _side_by_side_heads(
+    names: list[str], labels: dict[str, str], with_control: bool
+) -> tuple[str, str]:
+    """:func:`side_by_side`'s title line and its tables' column heads."""
     first, last = names[0], names[-1]
-    lines = [
+    title = (
         f"# side by side: {', '.join(f'{n}/{labels[n]}' for n in names)}; us per call; "
         "ratio = compat/native"
         + ("; ctl = native/native" if with_control else "")
         + f"; {labels[last]}/{labels[first]} = native over native"
-    ]
+    )
     control_head = f" {'ctl':>5}" if with_control else ""
     head = f"{'size':>7}" + "".join(
         f" {labels[name] + ' compat':>12} {labels[name] + ' native':>12} {'ratio':>6}"
         + control_head
         for name in names
     )
-    head += f" {labels[last] + '/' + labels[first]:>10}"
-    for op in ops:
-        lines.append(f"# {op}")
-        lines.append(head)
-        keys = sorted({key for name in names for key in records[name] if key[0] == op})
-        for key in keys:
-            cells = [f"{format_size(key[1]):>7}"]
-            for name in names:
-                found = records[name].get(key)
-                if found is None:
-                    cells.append(f" {'-':>12} {'-':>12} {'-':>6}" + (f" {'-':>5}" * with_control))
-                    continue
-                cells.append(
-                    f" {float(found['compat_us']):>12.1f} {float(found['native_us']):>12.1f} "
-                    f"{float(found['ratio']):>6.3f}"
-                )
-                if with_control:
-                    control = found.get("control")
-                    cells.append(f" {float(control):>5.2f}" if control else f" {'-':>5}")
-            pair = [records[name].get(key) for name in (first, last)]
-            if pair[0] is not None and pair[1] is not None:
-                times = float(pair[1]["native_us"]) / float(pair[0]["native_us"])
-                cells.append(f" {times:>10.2f}")
-            lines.append("".join(cells))
-    return lines
+    return title, head + f" {labels[last] + '/' + labels[first]:>10}"
+
+
+def _side_by_side_line(
+    key: tuple[str, int], records: list[dict[tuple[str, int], dict[str, str]]], with_control: bool
+) -> str:
+    """One size of :func:`side_by_side`: each framework's cells, then the last framework's
+    native over the first's."""
+    cells = [f"{format_size(key[1]):>7}"]
+    for found in (framework.get(key) for framework in records):
+        if found is None:
+            cells.append(f" {'-':>12} {'-':>12} {'-':>6}" + (f" {'-':>5}" * with_control))
+            continue
+        cells.append(
+            f" {float(found['compat_us']):>12.1f} {float(found['native_us']):>12.1f} "
+            f"{float(found['ratio']):>6.3f}"
+        )
+        if with_control:
+            control = found.get("control")
+            cells.append(f" {float(control):>5.2f}" if control else f" {'-':>5}")
+    pair = [records[0].get(key), records[-1].get(key)]
+    if pair[0] is not None and pair[1] is not None:
+        times = float(pair[1]["native_us"]) / float(pair[0]["native_us"])
+        cells.append(f" {times:>10.2f}")
+    return "".join(cells)
 
 
 if __name__ == "__main__":
