@@ -963,3 +963,67 @@ def test_calls_inside_torchs_coalescing_manager_stay_on_torch() -> None:
     left = {f.written: f.category for f in result.findings if not f.rewritten}
     assert left["dist.all_gather_into_tensor"] == "inside a torch block"
     assert left["dist.reduce_scatter_tensor"] == "inside a torch block"
+
+
+def test_identity_with_the_world_group_is_compared_by_value() -> None:
+    """``pg is dist.group.WORLD``: compat.framework_group() returns, on MindSpore, a new group
+    name at each call (equal, not the same object), so ``is`` becomes ``==`` (a torch
+    ProcessGroup's ``==`` is ``is``); ``is None`` stays."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+        from torch.distributed.distributed_c10d import _get_default_group
+
+
+        class Team:
+            def __init__(self, pg=None):
+                self.pg = pg if pg is not None else dist.group.WORLD
+
+            def subteam(self, ranks):
+                if self.pg is not dist.group.WORLD:
+                    raise ValueError("only the world team splits")
+                return Team(dist.new_group(ranks))
+
+            def is_world(self):
+                return _get_default_group() is self.pg is not None
+        """
+    )
+    text = result.rewritten
+    assert "self.pg = pg if pg is not None else compat.framework_group()" in text
+    assert "if self.pg != compat.framework_group():" in text
+    assert "return compat.framework_group() == self.pg is not None" in text
+    assert all(f.rewritten for f in result.findings)
+    from compat.lifecycle import GroupName
+
+    # why: two calls give equal names that are not the same object
+    assert GroupName("mccl_world_group") == GroupName("mccl_world_group")
+    assert GroupName("mccl_world_group") is not GroupName("mccl_world_group")
+
+
+def test_import_torch_beside_import_torch_distributed_goes_when_nothing_uses_torch() -> None:
+    """Python counts ``torch.distributed.x`` as a use of ``import torch.distributed`` only; once
+    it is rewritten, the plain ``import torch`` beside it is unused too and goes (and stays
+    where ``torch`` is still used)."""
+    gone = port_text(
+        """
+        import torch
+        import torch.distributed
+
+
+        def world_size():
+            return torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+        """
+    ).rewritten
+    assert "import torch" not in gone
+    kept = port_text(
+        """
+        import torch
+        import torch.distributed
+
+
+        def ones():
+            return torch.ones(torch.distributed.get_world_size())
+        """
+    ).rewritten
+    assert kept.startswith("\nimport torch\nimport compat\n")
+    assert "torch.ones(compat.get_world_size())" in kept

@@ -54,6 +54,7 @@ from compat.tools.port._names import ASSUMED, StarNames, star_names
 
 _REDUCE_OP = "torch.distributed.ReduceOp."
 _P2POP = "torch.distributed.P2POp"
+_FRAMEWORK_GROUP = "compat.framework_group()"
 _SOURCES = (QualifiedNameSource.IMPORT, QualifiedNameSource.BUILTIN)
 # The parameters through which torch's functions take a ReduceOp or a group.
 _VALUE_PARAMS = frozenset({"op", "reduceOp", "group", "process_group", "pg"})
@@ -535,6 +536,33 @@ class Rewriter(cst.CSTTransformer):
         self._value_nodes.add(id(original))
         self._rewritten(original, found)
         return _dotted(f"compat.ReduceOp.{member}")
+
+    def leave_Comparison(
+        self, original_node: cst.Comparison, updated_node: cst.Comparison
+    ) -> cst.Comparison:
+        """``pg is dist.group.WORLD`` -> ``pg == compat.framework_group()``: on MindSpore each
+        call returns a new group name (equal, not the same object); a torch ProcessGroup's
+        ``==`` is ``is``. ``is None`` stays."""
+        operands = [original_node.left, *(c.comparator for c in original_node.comparisons)]
+        targets = list(updated_node.comparisons)
+        for index, target in enumerate(targets):
+            by_value = {cst.Is: cst.Equal, cst.IsNot: cst.NotEqual}.get(type(target.operator))
+            pair = operands[index : index + 2]
+            none = any(isinstance(node, cst.Name) and node.value == "None" for node in pair)
+            if by_value is not None and not none and any(map(self._fresh_object, pair)):
+                old = target.operator
+                targets[index] = target.with_changes(
+                    operator=by_value(
+                        whitespace_before=old.whitespace_before,
+                        whitespace_after=old.whitespace_after,
+                    )
+                )
+        return updated_node.with_changes(comparisons=targets)
+
+    def _fresh_object(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` was rewritten to ``compat.framework_group()``."""
+        found = self._by_node.get(id(node))
+        return found is not None and found.rewritten and found.compat == _FRAMEWORK_GROUP
 
     # -- calls
 
@@ -1109,7 +1137,8 @@ class DottedImportNarrower(cst.CSTTransformer):
 
 def _unused_imports(wrapper: MetadataWrapper) -> set[tuple[int, str]]:
     """(id of the import node, bound name) of each ported-module (or ``torch``) import nothing
-    refers to."""
+    refers to, through it or another import of that name (``import torch`` beside ``import
+    torch.distributed``, to which the references are counted)."""
     scopes = wrapper.resolve(ScopeProvider)
     unused: set[tuple[int, str]] = set()
     for scope in set(scopes.values()):
@@ -1117,7 +1146,10 @@ def _unused_imports(wrapper: MetadataWrapper) -> set[tuple[int, str]]:
             continue
         for assignment in scope.assignments:
             node = getattr(assignment, "node", None)
-            if not isinstance(node, (cst.Import, cst.ImportFrom)) or assignment.references:
+            root = assignment.name.split(".")[0]
+            if not isinstance(node, (cst.Import, cst.ImportFrom)) or any(
+                same.references for same in scope.assignments if same.name.split(".")[0] == root
+            ):
                 continue
             names = {q.name for q in scope.get_qualified_names_for(assignment.name)}
             if any(ported(qualified(name)) or name == "torch" for name in names):
