@@ -62,21 +62,7 @@ _VALUE_PARAMS = frozenset({"op", "reduceOp", "group", "process_group", "pg"})
 
 def port_source(source: str, path: str) -> FileResult:
     """Port one file's text: the findings and the rewritten text (== source if nothing changed)."""
-    # Python's parser first: it says where the error is as an editor counts (line, column from
-    # 1), where libcst's message names the position of the token after it.
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        where = f":{exc.lineno}:{exc.offset}" if exc.lineno and exc.offset else ""
-        raise PortError(f"{path}{where}: not valid Python: {exc.msg}") from None
-    except ValueError as exc:  # a NUL byte
-        raise PortError(f"{path}: not valid Python: {exc}") from None
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        # Python parses it and libcst does not (syntax newer than libcst's grammar).
-        at = f":{exc.editor_line}:{exc.editor_column}"
-        raise PortError(f"{path}{at}: libcst cannot parse it: {exc.message}") from None
+    tree, module = _parse(source, path)
     stars = star_names(tree, path)
     rewriter = Rewriter(path, stars)
     new_module = MetadataWrapper(module).visit(rewriter)
@@ -90,25 +76,50 @@ def port_source(source: str, path: str) -> FileResult:
     findings = sorted(rewriter.findings, key=lambda f: f.line)
     if rewriter.changes:
         new_module = fix_imports(module, new_module)
+    text = new_module.code
+    if text != source:
+        _check_compiles(text, path)
+    return FileResult(path, source, text, findings, _notes(rewriter, stars, findings, path))
+
+
+def _parse(source: str, path: str) -> tuple[ast.Module, cst.Module]:
+    """Python's tree and libcst's, or a PortError saying where the text is not valid."""
+    # Python's parser first: it says where the error is as an editor counts (line, column from
+    # 1), where libcst's message names the position of the token after it.
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        where = f":{exc.lineno}:{exc.offset}" if exc.lineno and exc.offset else ""
+        raise PortError(f"{path}{where}: not valid Python: {exc.msg}") from None
+    except ValueError as exc:  # a NUL byte
+        raise PortError(f"{path}: not valid Python: {exc}") from None
+    try:
+        return tree, cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        # Python parses it and libcst does not (syntax newer than libcst's grammar).
+        at = f":{exc.editor_line}:{exc.editor_column}"
+        raise PortError(f"{path}{at}: libcst cannot parse it: {exc.message}") from None
+
+
+def _check_compiles(text: str, path: str) -> None:
+    try:
+        compile(text, path, "exec")
+    except SyntaxError as exc:  # a bug of the rewriter, never the user's: say so, write nothing
+        raise PortError(f"{path}: the rewrite does not compile ({exc}); please report it") from None
+
+
+def _notes(rewriter: Rewriter, stars: StarNames, findings: list[Finding], path: str) -> list[str]:
+    """The report's notes: uses of packages compat does not cover, and star imports assumed."""
     outside = [
         f"{count} uses of torch.distributed.{package}, which compat does not cover (not counted)"
         for package, count in sorted(rewriter.outside.items())
     ]
-    notes = outside + [
+    return outside + [
         f"from {name} import *: not found beside {path}; `torch` and `dist` were assumed to be "
         "torch and torch.distributed where the file uses them without binding them"
         for name in stars.unresolved
         if any(f.assumed for f in findings)
     ]
-    text = new_module.code
-    if text != source:
-        try:
-            compile(text, path, "exec")
-        except SyntaxError as exc:  # a bug of the rewriter, never the user's: say so, write nothing
-            raise PortError(
-                f"{path}: the rewrite does not compile ({exc}); please report it"
-            ) from None
-    return FileResult(path, source, text, findings, notes)
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -546,17 +557,19 @@ class Rewriter(cst.CSTTransformer):
         operands = [original_node.left, *(c.comparator for c in original_node.comparisons)]
         targets = list(updated_node.comparisons)
         for index, target in enumerate(targets):
-            by_value = {cst.Is: cst.Equal, cst.IsNot: cst.NotEqual}.get(type(target.operator))
+            old = target.operator
             pair = operands[index : index + 2]
             none = any(isinstance(node, cst.Name) and node.value == "None" for node in pair)
-            if by_value is not None and not none and any(map(self._fresh_object, pair)):
-                old = target.operator
-                targets[index] = target.with_changes(
-                    operator=by_value(
-                        whitespace_before=old.whitespace_before,
-                        whitespace_after=old.whitespace_after,
-                    )
+            if not isinstance(old, (cst.Is, cst.IsNot)) or none:
+                continue
+            if any(map(self._fresh_object, pair)):
+                before, after = old.whitespace_before, old.whitespace_after
+                operator: cst.BaseCompOp = (
+                    cst.Equal(whitespace_before=before, whitespace_after=after)
+                    if isinstance(old, cst.Is)
+                    else cst.NotEqual(whitespace_before=before, whitespace_after=after)
                 )
+                targets[index] = target.with_changes(operator=operator)
         return updated_node.with_changes(comparisons=targets)
 
     def _fresh_object(self, node: cst.CSTNode) -> bool:
@@ -580,7 +593,7 @@ class Rewriter(cst.CSTTransformer):
             return updated_node
         written = _code(original_node.func)
         options = [
-            (api, api.params, api.compat_params)
+            (api, api.params)
             for api in candidates().get(name, ())
             if api.params is not None and (api.compat_params is not None or api.template)
         ]
@@ -594,26 +607,38 @@ class Rewriter(cst.CSTTransformer):
             if self._may_receive(original_node, None):
                 self.receivers.append(found)
             return self._stays_on_torch(original_node, updated_node, written)
+        return self._call_of(options, name, written, original_node, updated_node)
+
+    def _call_of(
+        self,
+        options: list[tuple[Api, Params]],
+        name: str,
+        written: str,
+        original: cst.Call,
+        updated: cst.Call,
+    ) -> cst.BaseExpression:
+        """The call written with the first candidate that takes it, else left on torch with the
+        reason the preferred one could not."""
         attempts: list[Finding] = []
-        for api, params, target in options:
+        for api, params in options:
             found = self._finding(
-                original_node,
+                original,
                 name,
                 written,
                 compat=f"compat.{api.compat}",
                 mindspore=mindspore_names(api),
                 record=False,
             )
-            rewritten = self._rewrite(api, params, target, original_node, updated_node, found)
+            rewritten = self._rewrite(api, params, api.compat_params, original, updated, found)
             if rewritten is not None:
                 self.findings.append(found)
-                self._rewritten(original_node, found)
+                self._rewritten(original, found)
                 return rewritten
             attempts.append(found)
         self.findings.append(attempts[0])  # the reason the preferred form could not be used
-        if self._may_receive(original_node, options[0][1]):
+        if self._may_receive(original, options[0][1]):
             self.receivers.append(attempts[0])
-        return self._stays_on_torch(original_node, updated_node, written)
+        return self._stays_on_torch(original, updated, written)
 
     def leave_With(self, original_node: cst.With, updated_node: cst.With) -> cst.With:
         """A block under a context manager of torch.distributed that stays on torch (the private
