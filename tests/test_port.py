@@ -1027,3 +1027,41 @@ def test_import_torch_beside_import_torch_distributed_goes_when_nothing_uses_tor
     ).rewritten
     assert kept.startswith("\nimport torch\nimport compat\n")
     assert "torch.ones(compat.get_world_size())" in kept
+
+
+def test_a_function_compiled_whole_stays_on_torch() -> None:
+    """``@torch.compile(fullgraph=True)`` captures torch's collectives in its graph; compat's
+    calls would break the graph, which fullgraph refuses: the function stays torch's. Without
+    fullgraph (or with ``fullgraph=False``) the calls are rewritten: they run between graphs."""
+    result = port_text(
+        """
+        import torch
+        import torch.distributed as dist
+
+
+        @torch.compile(dynamic=False, fullgraph=True)
+        def mean_loss(loss, group=None):
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG, group=group)
+            return loss
+
+
+        @torch.compile(fullgraph=False)
+        def total(x):
+            dist.all_reduce(x)
+            return x
+
+
+        @torch.compile
+        def share(counts):
+            out = torch.empty_like(counts)
+            dist.all_to_all_single(out, counts)
+            return out
+        """
+    )
+    text = result.rewritten
+    assert "    dist.all_reduce(loss, op=dist.ReduceOp.AVG, group=group)" in text
+    assert "    compat.all_reduce(x)" in text
+    assert "    compat.all_to_all_single(out, counts)" in text
+    assert "import torch.distributed as dist" in text
+    left = {f.written: f.category for f in result.findings if not f.rewritten}
+    assert left == {"dist.all_reduce": "compiled", "dist.ReduceOp.AVG": "compiled"}

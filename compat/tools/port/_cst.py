@@ -648,20 +648,56 @@ class Rewriter(cst.CSTTransformer):
             written = self._torch_manager(item.item)
             if written is None:
                 continue
-            for node in _walk(original_node.body):
-                found = self._by_node.pop(id(node), None)
-                if id(node) in self._value_nodes:
-                    self._value_nodes.discard(id(node))
-                    self.values -= 1
-                if found is not None and found.rewritten:
-                    found.leave(
-                        "inside a torch block",
-                        f"inside the block of {written}, which stays on torch and batches the "
-                        "torch calls made in it",
-                    )
-                    self.changes -= 1
+            self._undo(
+                original_node.body,
+                "inside a torch block",
+                f"inside the block of {written}, which stays on torch and batches the torch calls "
+                "made in it",
+            )
             return updated_node.with_changes(body=original_node.body)
         return updated_node
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        """A function compiled whole (``@torch.compile(fullgraph=True)``) stays on torch: dynamo
+        captures torch's collectives in the graph, and compat's calls would break the graph,
+        which fullgraph refuses."""
+        if not any(self._whole_graph(decorator) for decorator in original_node.decorators):
+            return updated_node
+        self._undo(
+            original_node.body,
+            "compiled",
+            "inside a function compiled with torch.compile(fullgraph=True), whose graph captures "
+            "torch's collectives and not compat's",
+        )
+        return updated_node.with_changes(body=original_node.body)
+
+    def _whole_graph(self, decorator: cst.Decorator) -> bool:
+        """``@torch.compile(..., fullgraph=<anything but False>)``."""
+        call = decorator.decorator
+        if not isinstance(call, cst.Call):
+            return False
+        names = self.get_metadata(QualifiedNameProvider, call.func, set())
+        if not any(name.name == "torch.compile" for name in names):
+            return False
+        return any(
+            arg.keyword is not None
+            and arg.keyword.value == "fullgraph"
+            and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
+            for arg in call.args
+        )
+
+    def _undo(self, body: cst.CSTNode, category: str, reason: str) -> None:
+        """The rewrites inside ``body``, which stays as written, are left with that reason."""
+        for node in _walk(body):
+            found = self._by_node.pop(id(node), None)
+            if id(node) in self._value_nodes:
+                self._value_nodes.discard(id(node))
+                self.values -= 1
+            if found is not None and found.rewritten:
+                found.leave(category, reason)
+                self.changes -= 1
 
     def _torch_manager(self, expression: cst.BaseExpression) -> str | None:
         """How ``expression`` names a context manager of torch.distributed that stays on torch

@@ -56,6 +56,8 @@ HINTS = {
     "reduce op": "compat.ReduceOp lacks this member: keep the call on torch",
     "inside a torch block": "the block's context manager stays on torch and acts on the torch "
     "calls made in it (_coalescing_manager batches them): port the block by hand",
+    "compiled": "torch.compile(fullgraph=True) captures torch's collectives, not compat's: keep "
+    "the function on torch, or drop fullgraph (compat's calls then run between graphs)",
     "kept for torch": "compat takes torch's value as it is: it goes once the uses left on torch "
     "are ported",
 }
