@@ -1065,3 +1065,26 @@ def test_a_function_compiled_whole_stays_on_torch() -> None:
     assert "import torch.distributed as dist" in text
     left = {f.written: f.category for f in result.findings if not f.rewritten}
     assert left == {"dist.all_reduce": "compiled", "dist.ReduceOp.AVG": "compiled"}
+
+
+def test_the_world_group_before_init_is_none_where_torchs_helper_raises() -> None:
+    """What ``_get_default_group()`` is ported to, ``compat.framework_group()``, returns None
+    before any process group (as ``dist.group.WORLD`` is then) where torch's helper raises: the
+    table records it, and the report shows it on that use."""
+    code = (
+        "import compat, torch.distributed as dist\n"
+        "try:\n"
+        "    dist.distributed_c10d._get_default_group()\n"
+        "except ValueError:\n"
+        "    print('torch raises', compat.framework_group())\n"
+    )
+    done = run_bounded([sys.executable, "-c", code], timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "torch raises None", done.stdout + done.stderr
+    finding = port_text(
+        """
+        import torch.distributed as dist
+
+        world = dist.distributed_c10d._get_default_group()
+        """
+    ).findings[0]
+    assert finding.rewritten and any("before init" in d for d in finding.differences)

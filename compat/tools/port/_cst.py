@@ -821,6 +821,7 @@ class Rewriter(cst.CSTTransformer):
         bound = self._bind(api, params, updated, found)
         if bound is None:
             return None
+        found.differences = differences(api, bound)
         values = dict(item.strip().split("=", 1) for item in omitted.split(",") if item.strip())
         values.update({param: _code(arg.value) for param, arg in bound.items()})
         written = template.strip().format_map(values)
