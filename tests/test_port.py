@@ -963,3 +963,128 @@ def test_calls_inside_torchs_coalescing_manager_stay_on_torch() -> None:
     left = {f.written: f.category for f in result.findings if not f.rewritten}
     assert left["dist.all_gather_into_tensor"] == "inside a torch block"
     assert left["dist.reduce_scatter_tensor"] == "inside a torch block"
+
+
+def test_identity_with_the_world_group_is_compared_by_value() -> None:
+    """``pg is dist.group.WORLD``: compat.framework_group() returns, on MindSpore, a new group
+    name at each call (equal, not the same object), so ``is`` becomes ``==`` (a torch
+    ProcessGroup's ``==`` is ``is``); ``is None`` stays."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+        from torch.distributed.distributed_c10d import _get_default_group
+
+
+        class Team:
+            def __init__(self, pg=None):
+                self.pg = pg if pg is not None else dist.group.WORLD
+
+            def subteam(self, ranks):
+                if self.pg is not dist.group.WORLD:
+                    raise ValueError("only the world team splits")
+                return Team(dist.new_group(ranks))
+
+            def is_world(self):
+                return _get_default_group() is self.pg is not None
+        """
+    )
+    text = result.rewritten
+    assert "self.pg = pg if pg is not None else compat.framework_group()" in text
+    assert "if self.pg != compat.framework_group():" in text
+    assert "return compat.framework_group() == self.pg is not None" in text
+    assert all(f.rewritten for f in result.findings)
+    from compat.lifecycle import GroupName
+
+    # why: two calls give equal names that are not the same object
+    assert GroupName("mccl_world_group") == GroupName("mccl_world_group")
+    assert GroupName("mccl_world_group") is not GroupName("mccl_world_group")
+
+
+def test_import_torch_beside_import_torch_distributed_goes_when_nothing_uses_torch() -> None:
+    """Python counts ``torch.distributed.x`` as a use of ``import torch.distributed`` only; once
+    it is rewritten, the plain ``import torch`` beside it is unused too and goes (and stays
+    where ``torch`` is still used)."""
+    gone = port_text(
+        """
+        import torch
+        import torch.distributed
+
+
+        def world_size():
+            return torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+        """
+    ).rewritten
+    assert "import torch" not in gone
+    kept = port_text(
+        """
+        import torch
+        import torch.distributed
+
+
+        def ones():
+            return torch.ones(torch.distributed.get_world_size())
+        """
+    ).rewritten
+    assert kept.startswith("\nimport torch\nimport compat\n")
+    assert "torch.ones(compat.get_world_size())" in kept
+
+
+def test_a_function_compiled_whole_stays_on_torch() -> None:
+    """``@torch.compile(fullgraph=True)`` captures torch's collectives in its graph; compat's
+    calls would break the graph, which fullgraph refuses: the function stays torch's. Without
+    fullgraph (or with ``fullgraph=False``) the calls are rewritten: they run between graphs."""
+    result = port_text(
+        """
+        import torch
+        import torch.distributed as dist
+
+
+        @torch.compile(dynamic=False, fullgraph=True)
+        def mean_loss(loss, group=None):
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG, group=group)
+            return loss
+
+
+        @torch.compile(fullgraph=False)
+        def total(x):
+            dist.all_reduce(x)
+            return x
+
+
+        @torch.compile
+        def share(counts):
+            out = torch.empty_like(counts)
+            dist.all_to_all_single(out, counts)
+            return out
+        """
+    )
+    text = result.rewritten
+    assert "    dist.all_reduce(loss, op=dist.ReduceOp.AVG, group=group)" in text
+    assert "    compat.all_reduce(x)" in text
+    assert "    compat.all_to_all_single(out, counts)" in text
+    assert "import torch.distributed as dist" in text
+    left = {f.written: f.category for f in result.findings if not f.rewritten}
+    assert left == {"dist.all_reduce": "compiled", "dist.ReduceOp.AVG": "compiled"}
+
+
+def test_the_world_group_before_init_is_none_where_torchs_helper_raises() -> None:
+    """What ``_get_default_group()`` is ported to, ``compat.framework_group()``, returns None
+    before any process group (as ``dist.group.WORLD`` is then) where torch's helper raises: the
+    table records it, and the report shows it on that use."""
+    code = (
+        "import compat, torch.distributed as dist\n"
+        "try:\n"
+        "    dist.distributed_c10d._get_default_group()\n"
+        "except ValueError:\n"
+        "    print('torch raises', compat.framework_group())\n"
+    )
+    done = run_bounded([sys.executable, "-c", code], timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "torch raises None", done.stdout + done.stderr
+    finding = port_text(
+        """
+        import torch.distributed as dist
+
+        world = dist.distributed_c10d._get_default_group()
+        """
+    ).findings[0]
+    assert finding.rewritten and any("before init" in d for d in finding.differences)

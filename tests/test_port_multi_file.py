@@ -81,3 +81,5 @@ def test_the_ported_module_runs_on_mindspore(tmp_path: Path) -> None:
     on_mindspore = _run(_project(tmp_path / "ported", ported=True), "mccl_check.py", 2, "mindspore")
     assert on_mindspore == on_torch
     assert on_torch[1]["dp"] == [3.0] * 3 and on_torch[1]["tp"] == [11.0] * 2
+    # `group is dist.group.WORLD`, ported, holds on MindSpore too (there it compares names)
+    assert on_torch[0]["world_is_world"] is True and on_torch[0]["dp_is_world"] is False

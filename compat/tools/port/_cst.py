@@ -54,6 +54,7 @@ from compat.tools.port._names import ASSUMED, StarNames, star_names
 
 _REDUCE_OP = "torch.distributed.ReduceOp."
 _P2POP = "torch.distributed.P2POp"
+_FRAMEWORK_GROUP = "compat.framework_group()"
 _SOURCES = (QualifiedNameSource.IMPORT, QualifiedNameSource.BUILTIN)
 # The parameters through which torch's functions take a ReduceOp or a group.
 _VALUE_PARAMS = frozenset({"op", "reduceOp", "group", "process_group", "pg"})
@@ -61,21 +62,7 @@ _VALUE_PARAMS = frozenset({"op", "reduceOp", "group", "process_group", "pg"})
 
 def port_source(source: str, path: str) -> FileResult:
     """Port one file's text: the findings and the rewritten text (== source if nothing changed)."""
-    # Python's parser first: it says where the error is as an editor counts (line, column from
-    # 1), where libcst's message names the position of the token after it.
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        where = f":{exc.lineno}:{exc.offset}" if exc.lineno and exc.offset else ""
-        raise PortError(f"{path}{where}: not valid Python: {exc.msg}") from None
-    except ValueError as exc:  # a NUL byte
-        raise PortError(f"{path}: not valid Python: {exc}") from None
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        # Python parses it and libcst does not (syntax newer than libcst's grammar).
-        at = f":{exc.editor_line}:{exc.editor_column}"
-        raise PortError(f"{path}{at}: libcst cannot parse it: {exc.message}") from None
+    tree, module = _parse(source, path)
     stars = star_names(tree, path)
     rewriter = Rewriter(path, stars)
     new_module = MetadataWrapper(module).visit(rewriter)
@@ -89,25 +76,50 @@ def port_source(source: str, path: str) -> FileResult:
     findings = sorted(rewriter.findings, key=lambda f: f.line)
     if rewriter.changes:
         new_module = fix_imports(module, new_module)
+    text = new_module.code
+    if text != source:
+        _check_compiles(text, path)
+    return FileResult(path, source, text, findings, _notes(rewriter, stars, findings, path))
+
+
+def _parse(source: str, path: str) -> tuple[ast.Module, cst.Module]:
+    """Python's tree and libcst's, or a PortError saying where the text is not valid."""
+    # Python's parser first: it says where the error is as an editor counts (line, column from
+    # 1), where libcst's message names the position of the token after it.
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        where = f":{exc.lineno}:{exc.offset}" if exc.lineno and exc.offset else ""
+        raise PortError(f"{path}{where}: not valid Python: {exc.msg}") from None
+    except ValueError as exc:  # a NUL byte
+        raise PortError(f"{path}: not valid Python: {exc}") from None
+    try:
+        return tree, cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        # Python parses it and libcst does not (syntax newer than libcst's grammar).
+        at = f":{exc.editor_line}:{exc.editor_column}"
+        raise PortError(f"{path}{at}: libcst cannot parse it: {exc.message}") from None
+
+
+def _check_compiles(text: str, path: str) -> None:
+    try:
+        compile(text, path, "exec")
+    except SyntaxError as exc:  # a bug of the rewriter, never the user's: say so, write nothing
+        raise PortError(f"{path}: the rewrite does not compile ({exc}); please report it") from None
+
+
+def _notes(rewriter: Rewriter, stars: StarNames, findings: list[Finding], path: str) -> list[str]:
+    """The report's notes: uses of packages compat does not cover, and star imports assumed."""
     outside = [
         f"{count} uses of torch.distributed.{package}, which compat does not cover (not counted)"
         for package, count in sorted(rewriter.outside.items())
     ]
-    notes = outside + [
+    return outside + [
         f"from {name} import *: not found beside {path}; `torch` and `dist` were assumed to be "
         "torch and torch.distributed where the file uses them without binding them"
         for name in stars.unresolved
         if any(f.assumed for f in findings)
     ]
-    text = new_module.code
-    if text != source:
-        try:
-            compile(text, path, "exec")
-        except SyntaxError as exc:  # a bug of the rewriter, never the user's: say so, write nothing
-            raise PortError(
-                f"{path}: the rewrite does not compile ({exc}); please report it"
-            ) from None
-    return FileResult(path, source, text, findings, notes)
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -536,6 +548,35 @@ class Rewriter(cst.CSTTransformer):
         self._rewritten(original, found)
         return _dotted(f"compat.ReduceOp.{member}")
 
+    def leave_Comparison(
+        self, original_node: cst.Comparison, updated_node: cst.Comparison
+    ) -> cst.Comparison:
+        """``pg is dist.group.WORLD`` -> ``pg == compat.framework_group()``: on MindSpore each
+        call returns a new group name (equal, not the same object); a torch ProcessGroup's
+        ``==`` is ``is``. ``is None`` stays."""
+        operands = [original_node.left, *(c.comparator for c in original_node.comparisons)]
+        targets = list(updated_node.comparisons)
+        for index, target in enumerate(targets):
+            old = target.operator
+            pair = operands[index : index + 2]
+            none = any(isinstance(node, cst.Name) and node.value == "None" for node in pair)
+            if not isinstance(old, (cst.Is, cst.IsNot)) or none:
+                continue
+            if any(map(self._fresh_object, pair)):
+                before, after = old.whitespace_before, old.whitespace_after
+                operator: cst.BaseCompOp = (
+                    cst.Equal(whitespace_before=before, whitespace_after=after)
+                    if isinstance(old, cst.Is)
+                    else cst.NotEqual(whitespace_before=before, whitespace_after=after)
+                )
+                targets[index] = target.with_changes(operator=operator)
+        return updated_node.with_changes(comparisons=targets)
+
+    def _fresh_object(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` was rewritten to ``compat.framework_group()``."""
+        found = self._by_node.get(id(node))
+        return found is not None and found.rewritten and found.compat == _FRAMEWORK_GROUP
+
     # -- calls
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
@@ -552,7 +593,7 @@ class Rewriter(cst.CSTTransformer):
             return updated_node
         written = _code(original_node.func)
         options = [
-            (api, api.params, api.compat_params)
+            (api, api.params)
             for api in candidates().get(name, ())
             if api.params is not None and (api.compat_params is not None or api.template)
         ]
@@ -566,26 +607,38 @@ class Rewriter(cst.CSTTransformer):
             if self._may_receive(original_node, None):
                 self.receivers.append(found)
             return self._stays_on_torch(original_node, updated_node, written)
+        return self._call_of(options, name, written, original_node, updated_node)
+
+    def _call_of(
+        self,
+        options: list[tuple[Api, Params]],
+        name: str,
+        written: str,
+        original: cst.Call,
+        updated: cst.Call,
+    ) -> cst.BaseExpression:
+        """The call written with the first candidate that takes it, else left on torch with the
+        reason the preferred one could not."""
         attempts: list[Finding] = []
-        for api, params, target in options:
+        for api, params in options:
             found = self._finding(
-                original_node,
+                original,
                 name,
                 written,
                 compat=f"compat.{api.compat}",
                 mindspore=mindspore_names(api),
                 record=False,
             )
-            rewritten = self._rewrite(api, params, target, original_node, updated_node, found)
+            rewritten = self._rewrite(api, params, api.compat_params, original, updated, found)
             if rewritten is not None:
                 self.findings.append(found)
-                self._rewritten(original_node, found)
+                self._rewritten(original, found)
                 return rewritten
             attempts.append(found)
         self.findings.append(attempts[0])  # the reason the preferred form could not be used
-        if self._may_receive(original_node, options[0][1]):
+        if self._may_receive(original, options[0][1]):
             self.receivers.append(attempts[0])
-        return self._stays_on_torch(original_node, updated_node, written)
+        return self._stays_on_torch(original, updated, written)
 
     def leave_With(self, original_node: cst.With, updated_node: cst.With) -> cst.With:
         """A block under a context manager of torch.distributed that stays on torch (the private
@@ -595,20 +648,56 @@ class Rewriter(cst.CSTTransformer):
             written = self._torch_manager(item.item)
             if written is None:
                 continue
-            for node in _walk(original_node.body):
-                found = self._by_node.pop(id(node), None)
-                if id(node) in self._value_nodes:
-                    self._value_nodes.discard(id(node))
-                    self.values -= 1
-                if found is not None and found.rewritten:
-                    found.leave(
-                        "inside a torch block",
-                        f"inside the block of {written}, which stays on torch and batches the "
-                        "torch calls made in it",
-                    )
-                    self.changes -= 1
+            self._undo(
+                original_node.body,
+                "inside a torch block",
+                f"inside the block of {written}, which stays on torch and batches the torch calls "
+                "made in it",
+            )
             return updated_node.with_changes(body=original_node.body)
         return updated_node
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        """A function compiled whole (``@torch.compile(fullgraph=True)``) stays on torch: dynamo
+        captures torch's collectives in the graph, and compat's calls would break the graph,
+        which fullgraph refuses."""
+        if not any(self._whole_graph(decorator) for decorator in original_node.decorators):
+            return updated_node
+        self._undo(
+            original_node.body,
+            "compiled",
+            "inside a function compiled with torch.compile(fullgraph=True), whose graph captures "
+            "torch's collectives and not compat's",
+        )
+        return updated_node.with_changes(body=original_node.body)
+
+    def _whole_graph(self, decorator: cst.Decorator) -> bool:
+        """``@torch.compile(..., fullgraph=<anything but False>)``."""
+        call = decorator.decorator
+        if not isinstance(call, cst.Call):
+            return False
+        names = self.get_metadata(QualifiedNameProvider, call.func, set())
+        if not any(name.name == "torch.compile" for name in names):
+            return False
+        return any(
+            arg.keyword is not None
+            and arg.keyword.value == "fullgraph"
+            and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
+            for arg in call.args
+        )
+
+    def _undo(self, body: cst.CSTNode, category: str, reason: str) -> None:
+        """The rewrites inside ``body``, which stays as written, are left with that reason."""
+        for node in _walk(body):
+            found = self._by_node.pop(id(node), None)
+            if id(node) in self._value_nodes:
+                self._value_nodes.discard(id(node))
+                self.values -= 1
+            if found is not None and found.rewritten:
+                found.leave(category, reason)
+                self.changes -= 1
 
     def _torch_manager(self, expression: cst.BaseExpression) -> str | None:
         """How ``expression`` names a context manager of torch.distributed that stays on torch
@@ -732,6 +821,7 @@ class Rewriter(cst.CSTTransformer):
         bound = self._bind(api, params, updated, found)
         if bound is None:
             return None
+        found.differences = differences(api, bound)
         values = dict(item.strip().split("=", 1) for item in omitted.split(",") if item.strip())
         values.update({param: _code(arg.value) for param, arg in bound.items()})
         written = template.strip().format_map(values)
@@ -1109,7 +1199,8 @@ class DottedImportNarrower(cst.CSTTransformer):
 
 def _unused_imports(wrapper: MetadataWrapper) -> set[tuple[int, str]]:
     """(id of the import node, bound name) of each ported-module (or ``torch``) import nothing
-    refers to."""
+    refers to, through it or another import of that name (``import torch`` beside ``import
+    torch.distributed``, to which the references are counted)."""
     scopes = wrapper.resolve(ScopeProvider)
     unused: set[tuple[int, str]] = set()
     for scope in set(scopes.values()):
@@ -1117,7 +1208,10 @@ def _unused_imports(wrapper: MetadataWrapper) -> set[tuple[int, str]]:
             continue
         for assignment in scope.assignments:
             node = getattr(assignment, "node", None)
-            if not isinstance(node, (cst.Import, cst.ImportFrom)) or assignment.references:
+            root = assignment.name.split(".")[0]
+            if not isinstance(node, (cst.Import, cst.ImportFrom)) or any(
+                same.references for same in scope.assignments if same.name.split(".")[0] == root
+            ):
                 continue
             names = {q.name for q in scope.get_qualified_names_for(assignment.name)}
             if any(ported(qualified(name)) or name == "torch" for name in names):

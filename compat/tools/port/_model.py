@@ -56,6 +56,8 @@ HINTS = {
     "reduce op": "compat.ReduceOp lacks this member: keep the call on torch",
     "inside a torch block": "the block's context manager stays on torch and acts on the torch "
     "calls made in it (_coalescing_manager batches them): port the block by hand",
+    "compiled": "torch.compile(fullgraph=True) captures torch's collectives, not compat's: keep "
+    "the function on torch, or drop fullgraph (compat's calls then run between graphs)",
     "kept for torch": "compat takes torch's value as it is: it goes once the uses left on torch "
     "are ported",
 }
@@ -229,28 +231,31 @@ def candidates() -> dict[str, tuple[Api, ...]]:
             pairs.sort(
                 key=lambda p: (not p.get("port"), p["compat"].split(".")[-1] != short)
             )  # stable: the tables' order otherwise
-            signature = table["apis"].get(name, {}).get("signature")
-            options: list[Api] = []
-            for pair in pairs:
-                if any(option.compat == pair["compat"] for option in options):
-                    continue
-                compat_signature = table.get("compat", {}).get(pair["compat"], {}).get("signature")
-                options.append(
-                    Api(
-                        torch=name,
-                        family=table["family"],
-                        params=parse_signature(signature) if signature else None,
-                        compat=pair["compat"],
-                        compat_params=(
-                            parse_signature(compat_signature) if compat_signature else None
-                        ),
-                        pairs=(pair, *(p for p in pairs if p is not pair)),
-                        result=pair.get("result"),
-                        template=pair.get("template"),
-                    )
-                )
-            found[qualified(name)] = tuple(options)
+            found[qualified(name)] = _options(table, name, pairs)
     return found
+
+
+def _options(table: dict[str, Any], name: str, pairs: list[dict[str, Any]]) -> tuple[Api, ...]:
+    """One Api per compat function the pairs of torch's ``name`` name, in the pairs' order."""
+    signature = table["apis"].get(name, {}).get("signature")
+    options: list[Api] = []
+    for pair in pairs:
+        if any(option.compat == pair["compat"] for option in options):
+            continue
+        compat_signature = table.get("compat", {}).get(pair["compat"], {}).get("signature")
+        options.append(
+            Api(
+                torch=name,
+                family=table["family"],
+                params=parse_signature(signature) if signature else None,
+                compat=pair["compat"],
+                compat_params=parse_signature(compat_signature) if compat_signature else None,
+                pairs=(pair, *(p for p in pairs if p is not pair)),
+                result=pair.get("result"),
+                template=pair.get("template"),
+            )
+        )
+    return tuple(options)
 
 
 def apis() -> dict[str, Api]:

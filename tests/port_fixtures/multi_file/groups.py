@@ -40,6 +40,11 @@ def get_world_group():
     return dist.group.WORLD
 
 
+def is_world_group(group) -> bool:
+    """Whether ``group`` is the world (by identity, as torch's group.WORLD is one object)."""
+    return group is dist.group.WORLD and group is not None
+
+
 def get_tensor_parallel_rank() -> int:
     return dist.get_rank(group=get_tensor_parallel_group())
 

@@ -32,6 +32,8 @@ def main() -> None:
         "tp_rank": groups.get_tensor_parallel_rank(),
         "tp_size": groups.get_tensor_parallel_world_size(),
         "tp_src": groups.get_tensor_parallel_src_rank(),
+        "world_is_world": groups.is_world_group(groups.get_world_group()),
+        "dp_is_world": groups.is_world_group(groups.get_data_parallel_group()),
     }
     groups.barrier()
     groups.destroy()
