@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -227,3 +228,18 @@ def test_the_ring_keeps_the_last_calls_with_their_sequence_ids(
     assert pending["entries"][-1]["state"] == "started"  # until its Work was waited for
     assert all(e["state"] == "completed" for e in entries)
     assert done["compat"]["calls"] == 10 and done["compat"]["capacity"] == 4
+
+
+def test_a_tracked_handle_probed_before_it_is_made_raises_attribute_error() -> None:
+    """torch.compile (dynamo) and copy look at an object's attributes before its __init__ ran:
+    the recorder's handle then answers AttributeError, not a RecursionError through
+    __getattr__ (a ported collective inside a compiled function crashed so)."""
+    import copy
+
+    from compat.core.recorder import _Tracked
+
+    bare = object.__new__(_Tracked)
+    with pytest.raises(AttributeError):
+        bare.get_future  # noqa: B018
+    handle = _Tracked(SimpleNamespace(get_future=lambda: "future"), lambda error: None)
+    assert copy.copy(handle).get_future() == "future"

@@ -224,6 +224,10 @@ class _Tracked:
             done(error)
 
     def __getattr__(self, name: str) -> Any:
+        # The native handle's other methods (get_future, ...). A slot not yet set is not one of
+        # them: copy and torch.compile probe an object before its __init__ ran.
+        if name in _Tracked.__slots__:
+            raise AttributeError(name)
         return getattr(self._handle, name)
 
 
