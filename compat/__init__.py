@@ -18,7 +18,7 @@ imports only the layers below it (``tests/test_layers.py`` says so)::
                                 │        compat/transport/  shared memory between one host's
                                 │                           ranks: windows, mailboxes, waits
                                 ▼
-    adapters/<framework>.py              translation only (compat.adapters)
+    adapters/torch.py, adapters/mindspore/   translation only (compat.adapters)
                                          compat/base/      what every layer shares: errors,
                                                            value types, the tables, the
                                                            adapter interface
