@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from compat import algorithms
-from compat.base import schema, tables
+from compat.base import schema, table_files, tables
 from compat.base.adapter import Adapter
 from compat.base.errors import TableError, UnsupportedError
 from compat.core import capabilities
@@ -449,3 +449,107 @@ def test_choices_that_would_tie_are_refused(second: dict[str, Any], ambiguous: b
             schema.validate("capabilities", table)
     else:
         schema.validate("capabilities", table)
+
+
+# -- facts that differ by framework release (capabilities.toml before) -------------------------
+
+
+def test_gloo_facts_resolve_per_torch_release() -> None:
+    """torch 2.7.1's Gloo: no AVG (emulated for all_reduce and reduce), a reduce_scatter that
+    sums whatever the op (emulated for the others), no alltoall of a list; each fact ends at
+    the release the table records, and the newest release takes the plain entry."""
+    gloo = tables.lookup("capabilities", "gloo")
+    releases = ((2, 7, 1), (2, 8, 0), (2, 10, 9), (2, 11, 0), (2, 12, 0), (2, 14, 1))
+    rules = {
+        release: {
+            (rule["collective"], op)
+            for rule in capabilities.at_release(gloo, release).get("emulate", ())
+            for op in rule["ops"]
+        }
+        for release in releases
+    }
+    assert {("all_reduce", "avg"), ("reduce", "avg")} <= rules[(2, 7, 1)]
+    assert ("reduce_scatter_tensor", "min") in rules[(2, 7, 1)]
+    assert ("all_reduce", "avg") not in rules[(2, 8, 0)]
+    assert ("reduce_scatter_tensor", "avg") in rules[(2, 10, 9)]
+    assert rules[(2, 11, 0)] == rules[(2, 12, 0)] == rules[(2, 14, 1)] == set()
+    all_to_all = {
+        release: capabilities.at_release(gloo, release)["ops"]["all_to_all"]
+        for release in ((2, 7, 1), (2, 11, 0), (2, 12, 0))
+    }
+    assert all_to_all[(2, 7, 1)]["algorithm"] == all_to_all[(2, 11, 0)]["algorithm"]
+    assert all_to_all[(2, 11, 0)]["impl"] == "emulated"
+    assert all_to_all[(2, 12, 0)] is gloo["ops"]["all_to_all"]
+    assert gloo["ops"]["all_to_all"]["impl"] == "native"
+    # the choices stay: only the keys the older facts name are replaced
+    assert all_to_all[(2, 7, 1)]["choose"] == gloo["ops"]["all_to_all"]["choose"]
+    assert capabilities.at_release(gloo, (2, 14, 1)) is gloo
+    assert capabilities.at_release(gloo, None) is gloo  # torch not installed: the newest
+
+
+def test_a_call_with_an_op_the_release_lacks_runs_the_rules_emulation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bind on Gloo at torch 2.7.1: AVG goes to the rule's algorithm, every other op to the
+    bound implementation; an implementation the rule does not replace is left as it is."""
+    old = capabilities.at_release(tables.lookup("capabilities", "gloo"), (2, 7, 1))
+    monkeypatch.setattr(capabilities, "capability_entry", lambda key: old)
+    calls: list[str] = []
+
+    class Native:
+        def all_reduce(self, *args: Any) -> None:
+            calls.append(f"native {args[1].value}")
+
+    monkeypatch.setattr(
+        algorithms,
+        "pairwise_all_gather_reduce",
+        lambda adapter, *args, **kwargs: calls.append("emulated"),
+    )
+    from compat.base.types import ReduceOp
+
+    run = capabilities.bind(Native(), "all_reduce", "native", key="gloo")  # type: ignore[arg-type]
+    for op in ("sum", "avg", "max"):
+        run("tensor", ReduceOp(op), None, False)
+    run("tensor", op=ReduceOp.AVG, group=None, async_op=False)
+    assert calls == ["native sum", "emulated", "native max", "emulated"]
+    assert capabilities.lacked_ops("gloo", "all_reduce") == {"avg"}
+    # a shared-memory choice reduces by itself: no rule replaces it
+    assert capabilities.emulations("gloo", "all_reduce", "shared_memory_all_reduce") == []
+    assert capabilities.emulations("gloo", "reduce", "reduce_keep_input") == [
+        ("avg", "gather_reduce_to_dst")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda facts: facts.update(release="2.8"),
+         r"'gloo\.before\[0\]\.release': expected a release"),
+        (lambda facts: facts.update(release="2.0.0"), "from the newest down"),
+        (lambda facts: facts.update(verified="measured"), r"'gloo\.before\[0\]\.source'"),
+    ],
+)  # fmt: skip
+def test_older_facts_are_validated(change: Callable[[dict[str, Any]], None], words: str) -> None:
+    table = copy.deepcopy(table_files.read("capabilities"))
+    change(table["gloo"]["before"][0])
+    with pytest.raises(TableError, match=words):
+        schema.validate("capabilities", table)
+
+
+@pytest.mark.parametrize(
+    ("rule", "words"),
+    [
+        ({"collective": "broadcast"}, "broadcast takes no ReduceOp"),
+        ({"algorithm": "no_such_algorithm"}, "no function 'no_such_algorithm'"),
+        ({"replaces": ["native", "nothing"]}, "no function 'nothing'"),
+        ({"algorithm": "one_rank_all_reduce"}, "runs groups of at most 1 rank"),
+    ],
+)  # fmt: skip
+def test_an_emulation_naming_what_cannot_run_it_is_rejected(
+    rule: dict[str, Any], words: str
+) -> None:
+    table = copy.deepcopy(tables.load("capabilities"))
+    facts = next(f for f in table["gloo"]["before"] if f.get("emulate"))
+    facts["emulate"][0].update(rule)
+    with pytest.raises(TableError, match=words):
+        capabilities.check_contract(table)
