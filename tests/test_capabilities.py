@@ -553,3 +553,34 @@ def test_an_emulation_naming_what_cannot_run_it_is_rejected(
     facts["emulate"][0].update(rule)
     with pytest.raises(TableError, match=words):
         capabilities.check_contract(table)
+
+
+def test_compat_info_reports_the_installed_releases_capabilities(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where torch is 2.7.1, compat info names what runs emulated there and its matrix shows
+    Gloo's all_to_all emulated; at the installed (newest-facts) release it shows it native."""
+    from compat.core import versions
+    from compat.tools import cli
+
+    def info() -> str:
+        capabilities.capability_entry.cache_clear()
+        try:
+            assert cli.main(["info"]) == 0
+        finally:
+            capabilities.capability_entry.cache_clear()
+        return capsys.readouterr().out
+
+    def row(out: str, collective: str) -> list[str]:
+        return next(line.split() for line in out.splitlines() if line.startswith(collective + " "))
+
+    newest = info()
+    assert "lacks what later releases have" not in newest
+    assert row(newest, "all_to_all")[1] == "native*"
+    older = {"torch": (2, 7, 1), "mindspore": (2, 10, 0)}
+    monkeypatch.setattr(versions, "running_release", older.get)
+    out = info()
+    assert "gloo at torch" in out and "all_reduce with avg by pairwise_all_gather_reduce" in out
+    assert "all_to_all by concat_all_to_all" in out
+    assert row(out, "all_to_all")[1] == "emulated*"
+    assert "mccl at" not in out  # MindSpore 2.10.0 has every fact of the table

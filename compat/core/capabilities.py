@@ -146,6 +146,12 @@ def at_release(entry: dict[str, Any], release: tuple[int, ...] | None) -> dict[s
     return {**entry, "ops": ops, "emulate": emulate}
 
 
+def running() -> dict[str, dict[str, Any]]:
+    """Every backend's entry as it holds for the installed release of its framework (the newest
+    facts where the framework is not installed): what ``compat info`` reports."""
+    return {key: capability_entry(key) for key in tables.load("capabilities")}
+
+
 def _op_entry(key: str, collective: str) -> dict[str, Any]:
     op: dict[str, Any] = capability_entry(key)["ops"][collective]
     return op

@@ -886,20 +886,25 @@ for _names, _frameworks in A2A_ALGORITHMS.items():
     _register_sync_and_async(_names[0], "", case_all_to_all, _frameworks, algorithms_=_names)
     _register(_names[0], "-subgroup", case_all_to_all_subgroup, _frameworks, algorithms_=_names)
 
-#: The reducing collectives an emulate rule of capabilities.toml can cover, each called the
-#: public way on float32 (rank r holds r + 1 + i * 0.25) with the result on rank 0.
-REDUCING = ("all_reduce", "reduce", "reduce_scatter_tensor")
+#: The reducing collectives an emulate rule of capabilities.toml covers whose backend call runs
+#: here, each called the public way on float32 (rank r holds r + 1 + i * 0.25), reduce to rank
+#: 0 (MCCL runs only all_reduce natively).
+REDUCING = {
+    "torch": ("all_reduce", "reduce", "reduce_scatter_tensor"),
+    "mindspore": ("all_reduce",),
+}
 
 
 def case_reduce_ops_by_release(kit: Any) -> None:
     """Every op of each reducing collective with the backend's own call forced (as compat bench
     --algorithm native does): right on every op at this framework release, through the
     backend's reduction where it has the op, through the emulation its table's emulate rule
-    names where it lacks it or gets it wrong (Gloo before torch 2.8: AVG raises; before 2.11
-    reduce_scatter sums whatever the op), and nothing else (the rule's algorithm is recorded)."""
+    names where it lacks it or gets it wrong (Gloo before torch 2.8 and mint.distributed before
+    MindSpore 2.10: AVG raises; Gloo before torch 2.11: reduce_scatter sums whatever the op);
+    and the table's claim that the backend lacks an op is true of the running release."""
     current, n = state.current(), world()
     key = current.capability_key
-    for collective in REDUCING:
+    for collective in REDUCING[kit.framework]:
         emulated = dict(capabilities.emulations(key, collective, "native"))
         current.force(collective, "float32", "native")
         try:
@@ -953,6 +958,6 @@ def _check_reduction(kit: Any, collective: str, op: str, n: int, what: str) -> N
 
 
 register("algorithm-choice", case_choice)
-register("versions-reduce-ops", case_reduce_ops_by_release, frameworks=TORCH)
+register("versions-reduce-ops", case_reduce_ops_by_release)
 register("algorithm-choice-gather", case_choice_gather)
 register("algorithm-choice-by-group-size", case_choice_by_group_size)
