@@ -584,3 +584,16 @@ def test_compat_info_reports_the_installed_releases_capabilities(
     assert "all_to_all by concat_all_to_all" in out
     assert row(out, "all_to_all")[1] == "emulated*"
     assert "mccl at" not in out  # MindSpore 2.10.0 has every fact of the table
+
+
+def test_a_collective_lacked_at_a_release_must_not_run_native_there() -> None:
+    """Gloo before torch 2.12 has no alltoall of a list: the table runs it emulated there; an
+    entry that would still run Gloo's own call is refused, naming the release's facts."""
+    table = copy.deepcopy(tables.load("capabilities"))
+    facts = next(f for f in table["gloo"]["before"] if "all_to_all" in f.get("lacks", ()))
+    del facts["ops"]["all_to_all"]
+    with pytest.raises(TableError, match=r"gloo\.before\[0\]\.lacks: all_to_all lacks a call"):
+        capabilities.check_contract(table)
+    gloo = tables.lookup("capabilities", "gloo")
+    assert "all_to_all" in capabilities.at_release(gloo, (2, 11, 0))["lacks"]
+    assert "reduce_scatter" not in capabilities.at_release(gloo, (2, 8, 0))["lacks"]

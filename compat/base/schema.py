@@ -210,6 +210,8 @@ BEFORE = Record(
     optional={
         "ops": MapOf(Record(optional={**CAPABILITY.required, **CAPABILITY.optional})),
         "emulate": ArrayOf(EMULATION),
+        # the collectives whose own call the backend has not at those releases
+        "lacks": ListOf(TEXT),
     },
 )
 

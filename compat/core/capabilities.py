@@ -139,11 +139,19 @@ def at_release(entry: dict[str, Any], release: tuple[int, ...] | None) -> dict[s
         return entry
     ops = dict(entry["ops"])
     emulate: list[dict[str, Any]] = []
+    lacks: list[str] = []
     for facts in applying:  # the table lists them from the newest boundary down
         for collective, changed in facts.get("ops", {}).items():
             ops[collective] = {**ops[collective], **changed}
         emulate += facts.get("emulate", ())
-    return {**entry, "ops": ops, "emulate": emulate}
+        lacks += facts.get("lacks", ())
+    return {**entry, "ops": ops, "emulate": emulate, "lacks": lacks}
+
+
+def lacked_collectives(key: str) -> set[str]:
+    """The collectives whose own call backend ``key`` has not at this framework release (its
+    ``lacks``; compat's table runs each emulated there, which :func:`check_contract` checks)."""
+    return set(capability_entry(key).get("lacks", ()))
 
 
 def running() -> dict[str, dict[str, Any]]:
@@ -350,6 +358,8 @@ def check_contract(table: dict[str, Any] | None = None) -> None:
                 _check_entry(f"{where}.ops.{collective}", collective, older["ops"][collective])
             for rule in facts.get("emulate", ()):
                 _check_emulation(f"{where}.emulate", rule)
+            for collective in facts.get("lacks", ()):
+                _check_lacked(f"{where}.lacks", collective, older["ops"].get(collective))
         for collective, cap in entry["ops"].items():
             _check_entry(f"capabilities.toml: {backend}.ops.{collective}", collective, cap)
 
@@ -389,6 +399,15 @@ def _check_emulation(where: str, rule: dict[str, Any]) -> None:
     if rule["algorithm"] in algorithms.MOST_RANKS:
         raise TableError(f"{where}: {algorithms.runs_at_most(rule['algorithm'])}")
     _check_names(where, collective, [rule["algorithm"], *rule["replaces"]])
+
+
+def _check_lacked(where: str, collective: str, cap: dict[str, Any] | None) -> None:
+    """A collective the backend lacks at a release runs no native call there."""
+    if cap is None:
+        raise TableError(f"{where}: unknown collective {collective!r}")
+    names = [cap["impl"]] + [choice["algorithm"] for choice in cap.get("choose", ())]
+    if NATIVE in names:
+        raise TableError(f"{where}: {collective} lacks a call of its own there, yet runs native")
 
 
 def _check_names(where: str, collective: str, names: list[str]) -> None:

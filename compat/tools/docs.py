@@ -588,6 +588,8 @@ def _older_releases(entry: Table) -> list[str]:
     lines = []
     for facts in entry.get("before", ()):
         lines.append(f"- {entry['framework']} before {facts['release']} ({facts['source']}):")
+        if facts.get("lacks"):
+            lines.append(f"  - no call of its own for {', '.join(facts['lacks'])}")
         for op, changed in facts.get("ops", {}).items():
             cell = _capability_cell({**entry["ops"][op], **changed})
             lines.append(f"  - {op}: {cell}. {changed.get('reason', '')}".rstrip(". ") + ".")

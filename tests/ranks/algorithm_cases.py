@@ -202,7 +202,8 @@ def case_choice(kit: Any) -> None:
     """The runtime picks what capabilities.toml's ``choose`` says, by dtype and size, and the
     public call runs it correctly at a size where a size-dependent algorithm is chosen."""
     runtime = state.current()
-    ops = tables.lookup("capabilities", runtime.capability_key, "ops")
+    # the backend's entry at this framework release (capabilities.toml before)
+    ops = capabilities.capability_entry(runtime.capability_key)["ops"]
     for collective in [name for name, entry in ops.items() if "choose" in entry]:
         entry = ops[collective]
         base = entry.get("algorithm", "native") if entry["impl"] == "emulated" else "native"
