@@ -512,6 +512,7 @@ def test_a_call_with_an_op_the_release_lacks_runs_the_rules_emulation(
         run("tensor", ReduceOp(op), None, False)
     run("tensor", op=ReduceOp.AVG, group=None, async_op=False)
     assert calls == ["native sum", "emulated", "native max", "emulated"]
+    assert inspect.unwrap(run).__name__ == "all_reduce"  # the bound native method, for the rest
     assert capabilities.lacked_ops("gloo", "all_reduce") == {"avg"}
     # a shared-memory choice reduces by itself: no rule replaces it
     assert capabilities.emulations("gloo", "all_reduce", "shared_memory_all_reduce") == []

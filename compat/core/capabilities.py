@@ -289,7 +289,9 @@ def bind(
     if not emulated:
         return run
     position = _parameters(getattr(Adapter, COLLECTIVES[collective]), 1).index("op")
-    return partial(_by_op, run, emulated, position)
+    by_op = partial(_by_op, run, emulated, position)
+    by_op.__wrapped__ = run  # type: ignore[attr-defined]  # what runs the other ops: inspect.unwrap
+    return by_op
 
 
 def _bound(adapter: Adapter, collective: str, name: str, asynchrony: str) -> Callable[..., Any]:
