@@ -37,7 +37,7 @@ test: setup
 # Every release runs, and the releases that failed are named at the end.
 test-versions: setup
 	@failed=""; \
-	for pin in $$($(PY) -c "from compat import versions; print(*versions.tested_releases())"); do \
+	for pin in $$($(PY) -c "from compat.core import versions; print(*versions.tested_releases())"); do \
 	  framework=$${pin%%==*}; venv=.venv-$$framework$${pin#*==}; \
 	  echo "== $$pin in $$venv"; \
 	  { test -x $$venv/bin/python || $(PYTHON) -m venv $$venv; } && \

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from compat import algorithms
-from compat.base import schema, tables
+from compat.base import schema, table_files, tables
 from compat.base.adapter import Adapter
 from compat.base.errors import TableError, UnsupportedError
 from compat.core import capabilities
@@ -449,3 +449,152 @@ def test_choices_that_would_tie_are_refused(second: dict[str, Any], ambiguous: b
             schema.validate("capabilities", table)
     else:
         schema.validate("capabilities", table)
+
+
+# -- facts that differ by framework release (capabilities.toml before) -------------------------
+
+
+def test_gloo_facts_resolve_per_torch_release() -> None:
+    """torch 2.7.1's Gloo: no AVG (emulated for all_reduce and reduce), a reduce_scatter that
+    sums whatever the op (emulated for the others), no alltoall of a list; each fact ends at
+    the release the table records, and the newest release takes the plain entry."""
+    gloo = tables.lookup("capabilities", "gloo")
+    releases = ((2, 7, 1), (2, 8, 0), (2, 10, 9), (2, 11, 0), (2, 12, 0), (2, 14, 1))
+    rules = {
+        release: {
+            (rule["collective"], op)
+            for rule in capabilities.at_release(gloo, release).get("emulate", ())
+            for op in rule["ops"]
+        }
+        for release in releases
+    }
+    assert {("all_reduce", "avg"), ("reduce", "avg")} <= rules[(2, 7, 1)]
+    assert ("reduce_scatter_tensor", "min") in rules[(2, 7, 1)]
+    assert ("all_reduce", "avg") not in rules[(2, 8, 0)]
+    assert ("reduce_scatter_tensor", "avg") in rules[(2, 10, 9)]
+    assert rules[(2, 11, 0)] == rules[(2, 12, 0)] == rules[(2, 14, 1)] == set()
+    all_to_all = {
+        release: capabilities.at_release(gloo, release)["ops"]["all_to_all"]
+        for release in ((2, 7, 1), (2, 11, 0), (2, 12, 0))
+    }
+    assert all_to_all[(2, 7, 1)]["algorithm"] == all_to_all[(2, 11, 0)]["algorithm"]
+    assert all_to_all[(2, 11, 0)]["impl"] == "emulated"
+    assert all_to_all[(2, 12, 0)] is gloo["ops"]["all_to_all"]
+    assert gloo["ops"]["all_to_all"]["impl"] == "native"
+    # the choices stay: only the keys the older facts name are replaced
+    assert all_to_all[(2, 7, 1)]["choose"] == gloo["ops"]["all_to_all"]["choose"]
+    assert capabilities.at_release(gloo, (2, 14, 1)) is gloo
+    assert capabilities.at_release(gloo, None) is gloo  # torch not installed: the newest
+
+
+def test_a_call_with_an_op_the_release_lacks_runs_the_rules_emulation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bind on Gloo at torch 2.7.1: AVG goes to the rule's algorithm, every other op to the
+    bound implementation; an implementation the rule does not replace is left as it is."""
+    old = capabilities.at_release(tables.lookup("capabilities", "gloo"), (2, 7, 1))
+    monkeypatch.setattr(capabilities, "capability_entry", lambda key: old)
+    calls: list[str] = []
+
+    class Native:
+        def all_reduce(self, *args: Any) -> None:
+            calls.append(f"native {args[1].value}")
+
+    monkeypatch.setattr(
+        algorithms,
+        "pairwise_all_gather_reduce",
+        lambda adapter, *args, **kwargs: calls.append("emulated"),
+    )
+    from compat.base.types import ReduceOp
+
+    run = capabilities.bind(Native(), "all_reduce", "native", key="gloo")  # type: ignore[arg-type]
+    for op in ("sum", "avg", "max"):
+        run("tensor", ReduceOp(op), None, False)
+    run("tensor", op=ReduceOp.AVG, group=None, async_op=False)
+    assert calls == ["native sum", "emulated", "native max", "emulated"]
+    assert inspect.unwrap(run).__name__ == "all_reduce"  # the bound native method, for the rest
+    assert capabilities.lacked_ops("gloo", "all_reduce") == {"avg"}
+    # a shared-memory choice reduces by itself: no rule replaces it
+    assert capabilities.emulations("gloo", "all_reduce", "shared_memory_all_reduce") == []
+    assert capabilities.emulations("gloo", "reduce", "reduce_keep_input") == [
+        ("avg", "gather_reduce_to_dst")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda facts: facts.update(release="2.8"),
+         r"'gloo\.before\[0\]\.release': expected a release"),
+        (lambda facts: facts.update(release="2.0.0"), "from the newest down"),
+        (lambda facts: facts.update(verified="measured"), r"'gloo\.before\[0\]\.source'"),
+    ],
+)  # fmt: skip
+def test_older_facts_are_validated(change: Callable[[dict[str, Any]], None], words: str) -> None:
+    table = copy.deepcopy(table_files.read("capabilities"))
+    change(table["gloo"]["before"][0])
+    with pytest.raises(TableError, match=words):
+        schema.validate("capabilities", table)
+
+
+@pytest.mark.parametrize(
+    ("rule", "words"),
+    [
+        ({"collective": "broadcast"}, "broadcast takes no ReduceOp"),
+        ({"algorithm": "no_such_algorithm"}, "no function 'no_such_algorithm'"),
+        ({"replaces": ["native", "nothing"]}, "no function 'nothing'"),
+        ({"algorithm": "one_rank_all_reduce"}, "runs groups of at most 1 rank"),
+    ],
+)  # fmt: skip
+def test_an_emulation_naming_what_cannot_run_it_is_rejected(
+    rule: dict[str, Any], words: str
+) -> None:
+    table = copy.deepcopy(tables.load("capabilities"))
+    facts = next(f for f in table["gloo"]["before"] if f.get("emulate"))
+    facts["emulate"][0].update(rule)
+    with pytest.raises(TableError, match=words):
+        capabilities.check_contract(table)
+
+
+def test_compat_info_reports_the_installed_releases_capabilities(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where torch is 2.7.1, compat info names what runs emulated there and its matrix shows
+    Gloo's all_to_all emulated; at the installed (newest-facts) release it shows it native."""
+    from compat.core import versions
+    from compat.tools import cli
+
+    def info() -> str:
+        capabilities.capability_entry.cache_clear()
+        try:
+            assert cli.main(["info"]) == 0
+        finally:
+            capabilities.capability_entry.cache_clear()
+        return capsys.readouterr().out
+
+    def row(out: str, collective: str) -> list[str]:
+        return next(line.split() for line in out.splitlines() if line.startswith(collective + " "))
+
+    newest = info()
+    assert "lacks what later releases have" not in newest
+    assert row(newest, "all_to_all")[1] == "native*"
+    older = {"torch": (2, 7, 1), "mindspore": (2, 10, 0)}
+    monkeypatch.setattr(versions, "running_release", older.get)
+    out = info()
+    assert "gloo at torch" in out and "all_reduce with avg by pairwise_all_gather_reduce" in out
+    assert "all_to_all by concat_all_to_all" in out
+    assert row(out, "all_to_all")[1] == "emulated*"
+    assert "mccl at" not in out  # MindSpore 2.10.0 has every fact of the table
+
+
+def test_a_collective_lacked_at_a_release_must_not_run_native_there() -> None:
+    """Gloo before torch 2.12 has no alltoall of a list: the table runs it emulated there; an
+    entry that would still run Gloo's own call is refused, naming the release's facts."""
+    table = copy.deepcopy(tables.load("capabilities"))
+    facts = next(f for f in table["gloo"]["before"] if "all_to_all" in f.get("lacks", ()))
+    del facts["ops"]["all_to_all"]
+    with pytest.raises(TableError, match=r"gloo\.before\[0\]\.lacks: all_to_all lacks a call"):
+        capabilities.check_contract(table)
+    gloo = tables.lookup("capabilities", "gloo")
+    assert "all_to_all" in capabilities.at_release(gloo, (2, 11, 0))["lacks"]
+    assert "reduce_scatter" not in capabilities.at_release(gloo, (2, 8, 0))["lacks"]

@@ -98,3 +98,18 @@ def test_the_readme_states_the_tested_ranges() -> None:
     for framework in tables.load("frameworks"):
         oldest, newest = versions.tested_range(framework)
         assert f"| {names[framework]} | {oldest} to {newest} |" in readme, framework
+
+
+def test_make_test_versions_reads_the_tested_releases() -> None:
+    """The Python line make test-versions runs for its list of releases runs here (it named a
+    module the package no longer had once) and gives each framework's oldest and newest."""
+    import subprocess
+
+    makefile = (ROOT / "Makefile").read_text()
+    code = re.search(r'\$\(PY\) -c "([^"]+)"', makefile.split("test-versions:", 1)[1])
+    assert code is not None, "make test-versions has no $(PY) -c line"
+    printed = subprocess.run(
+        [sys.executable, "-c", code.group(1)], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split()
+    assert printed == versions.tested_releases()
+    assert printed[:2] == ["torch==2.7.1", "torch==2.14.1"]

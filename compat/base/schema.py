@@ -188,6 +188,33 @@ COALESCE = Record(
     optional={"one_host_min_tensors": Scalar(int), "one_host_max_mean_bytes": Scalar(int)},
 )
 
+#: An emulation a backend needs for some ReduceOps at older releases: calls of ``collective``
+#: with one of ``ops`` that would reach the backend's own reduction (the implementations in
+#: ``replaces``: "native" or an algorithm that calls the backend's reduction with the op) run
+#: ``algorithm`` instead (compat.core.capabilities.bind).
+EMULATION = Record(
+    required={
+        "collective": TEXT,
+        "ops": ListOf(TEXT),
+        "replaces": ListOf(TEXT),
+        "algorithm": TEXT,
+        "reason": TEXT,
+    }
+)
+
+#: A backend's facts at the framework's releases older than ``release``: its ``ops`` entries
+#: replace those keys of the backend's (compat.core.capabilities.at_release), and its
+#: ``emulate`` rules apply.
+BEFORE = Record(
+    required={"release": TEXT, "verified": Scalar(str, VERIFIED), "source": TEXT},
+    optional={
+        "ops": MapOf(Record(optional={**CAPABILITY.required, **CAPABILITY.optional})),
+        "emulate": ArrayOf(EMULATION),
+        # the collectives whose own call the backend has not at those releases
+        "lacks": ListOf(TEXT),
+    },
+)
+
 CAPABILITIES = MapOf(
     Record(
         required={
@@ -208,6 +235,8 @@ CAPABILITIES = MapOf(
             # an environment variable: where it is set, this entry replaces the backend's plain
             # one (compat.core.capabilities.backend_key)
             "switch": TEXT,
+            # facts of the framework's older releases, newest boundary first
+            "before": ArrayOf(BEFORE),
         },
     )
 )
@@ -434,6 +463,26 @@ def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
                 raise where.fail(f"{key}.reason", f"missing (required when impl = {cap['impl']!r})")
             _check_verified(where, key, cap)
             _check_choices(where, key, cap.get("choose", []), dtypes)
+        _check_before(where, backend, entry.get("before", []), ops)
+
+
+def _check_before(where: _Where, backend: str, before: list[dict[str, Any]], ops: set[str]) -> None:
+    """Older releases' facts: releases as "2.8.0", newest first; every replaced op entry and
+    emulation about a collective the backend has, with known ReduceOps."""
+    previous: tuple[int, ...] | None = None
+    for index, facts in enumerate(before):
+        key = f"{backend}.before[{index}]"
+        if not re.fullmatch(r"\d+\.\d+\.\d+", facts["release"]):
+            raise where.fail(
+                f"{key}.release", f"expected a release such as '2.8.0'; got {facts['release']!r}"
+            )
+        release = tuple(int(part) for part in facts["release"].split("."))
+        if previous is not None and release >= previous:
+            raise where.fail(f"{key}.release", "expected releases from the newest down")
+        previous = release
+        _check_verified(where, key, facts)
+        for rule_index, rule in enumerate(facts.get("emulate", [])):
+            _check_subset(where, f"{key}.emulate[{rule_index}].ops", rule["ops"], ops, "ReduceOps")
 
 
 def _check_verified(where: _Where, key: str, cap: dict[str, Any]) -> None:

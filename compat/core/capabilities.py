@@ -25,6 +25,8 @@ from compat import algorithms
 from compat.base import tables
 from compat.base.adapter import Adapter
 from compat.base.errors import TableError, UnsupportedError
+from compat.base.types import ReduceOp
+from compat.core import versions
 from compat.transport import shared_memory
 
 NATIVE = "native"
@@ -110,7 +112,7 @@ def capability_entry(key: str) -> dict[str, Any]:
     and compat refuses nothing: the framework answers for it (``compat info`` says so)."""
     if is_verified(key):
         found: dict[str, Any] = tables.lookup("capabilities", key)
-        return found
+        return at_release(found, versions.running_release(found["framework"]))
     framework = key.removeprefix(UNVERIFIED)
     native = {"impl": NATIVE, "async": NATIVE, "verified": "unverified"}
     return {
@@ -122,6 +124,40 @@ def capability_entry(key: str) -> dict[str, Any]:
         "reduce_ops": list(tables.lookup("reduce_ops", "ops")),
         "ops": {collective: dict(native) for collective in COLLECTIVES},
     }
+
+
+def at_release(entry: dict[str, Any], release: tuple[int, ...] | None) -> dict[str, Any]:
+    """Backend ``entry`` (a capabilities.toml entry) as it holds at ``release`` of its framework:
+    each of its ``before`` facts whose release is newer applies, the older boundary last (its op
+    entries' keys replace the backend's, its ``emulate`` rules add up); None: the newest facts."""
+    applying = [
+        facts
+        for facts in entry.get("before", ())
+        if release is not None and release[:3] < versions.release(facts["release"])
+    ]
+    if not applying:
+        return entry
+    ops = dict(entry["ops"])
+    emulate: list[dict[str, Any]] = []
+    lacks: list[str] = []
+    for facts in applying:  # the table lists them from the newest boundary down
+        for collective, changed in facts.get("ops", {}).items():
+            ops[collective] = {**ops[collective], **changed}
+        emulate += facts.get("emulate", ())
+        lacks += facts.get("lacks", ())
+    return {**entry, "ops": ops, "emulate": emulate, "lacks": lacks}
+
+
+def lacked_collectives(key: str) -> set[str]:
+    """The collectives whose own call backend ``key`` has not at this framework release (its
+    ``lacks``; compat's table runs each emulated there, which :func:`check_contract` checks)."""
+    return set(capability_entry(key).get("lacks", ()))
+
+
+def running() -> dict[str, dict[str, Any]]:
+    """Every backend's entry as it holds for the installed release of its framework (the newest
+    facts where the framework is not installed): what ``compat info`` reports."""
+    return {key: capability_entry(key) for key in tables.load("capabilities")}
 
 
 def _op_entry(key: str, collective: str) -> dict[str, Any]:
@@ -233,12 +269,32 @@ def _fits(choice: dict[str, Any], ranks: int | None) -> bool:
 
 
 def bind(
-    adapter: Adapter, collective: str, name: str, asynchrony: str = NATIVE
+    adapter: Adapter,
+    collective: str,
+    name: str,
+    asynchrony: str = NATIVE,
+    key: str | None = None,
 ) -> Callable[..., Any]:
     """The callable that runs ``collective`` as ``name`` (a :func:`resolve` answer) on
     ``adapter``: its native method, or the algorithm with the adapter as first argument; one
     whose ``asynchrony`` is "background" runs through its group's window in issue order
-    (:func:`compat.transport.shared_memory.in_issue_order`)."""
+    (:func:`compat.transport.shared_memory.in_issue_order`). On backend ``key``, a call with a
+    ReduceOp the backend lacks at this release (an ``emulate`` rule that replaces ``name``)
+    runs the rule's algorithm instead."""
+    run = _bound(adapter, collective, name, asynchrony)
+    emulated: dict[ReduceOp, Callable[..., Any]] = {
+        ReduceOp(op): partial(getattr(algorithms, algorithm), adapter)
+        for op, algorithm in ([] if key is None else emulations(key, collective, name))
+    }
+    if not emulated:
+        return run
+    position = _parameters(getattr(Adapter, COLLECTIVES[collective]), 1).index("op")
+    by_op = partial(_by_op, run, emulated, position)
+    by_op.__wrapped__ = run  # type: ignore[attr-defined]  # what runs the other ops: inspect.unwrap
+    return by_op
+
+
+def _bound(adapter: Adapter, collective: str, name: str, asynchrony: str) -> Callable[..., Any]:
     if name == NATIVE:
         method: Callable[..., Any] = getattr(adapter, COLLECTIVES[collective])
         return method
@@ -247,45 +303,120 @@ def bind(
     return partial(getattr(algorithms, name), adapter)
 
 
+def _by_op(
+    run: Callable[..., Any],
+    emulated: dict[ReduceOp, Callable[..., Any]],
+    position: int,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """``run``, or the emulation of the call's ReduceOp where the backend lacks it."""
+    op = args[position] if len(args) > position else kwargs["op"]
+    return emulated.get(op, run)(*args, **kwargs)
+
+
+def lacked_ops(key: str, collective: str) -> set[str]:
+    """The ReduceOps (values) whose ``collective`` backend ``key``'s own call lacks at this
+    framework release, or gets wrong (its ``emulate`` rules; compat runs them emulated)."""
+    return {
+        op
+        for rule in capability_entry(key).get("emulate", ())
+        if rule["collective"] == collective
+        for op in rule["ops"]
+    }
+
+
+def emulations(key: str, collective: str, name: str) -> list[tuple[str, str]]:
+    """(ReduceOp value, algorithm) for each op whose calls of ``collective`` run as ``name``
+    would reach a reduction backend ``key`` lacks at this framework release (its ``emulate``
+    rules), so that the algorithm runs them instead."""
+    return [
+        (op, rule["algorithm"])
+        for rule in capability_entry(key).get("emulate", ())
+        if rule["collective"] == collective and name in rule["replaces"]
+        for op in rule["ops"]
+    ]
+
+
 # -- the contract: every name the table gives resolves to something that exists -----------------
 
 
 def check_contract(table: dict[str, Any] | None = None) -> None:
     """Check that every entry of ``table`` (default: the shipped capabilities.toml) names what
     exists: a native entry a method of Adapter, an algorithm a function of compat.algorithms
-    with that method's parameters after ``adapter``; and that every backend has an entry for
-    every collective. Raises TableError naming the entry."""
+    with that method's parameters after ``adapter``, at every release its ``before`` facts
+    describe; and that every backend has an entry for every collective. Raises TableError
+    naming the entry."""
     table = tables.load("capabilities") if table is None else table
     for backend, entry in table.items():
         missing = [name for name in COLLECTIVES if name not in entry["ops"]]
         if missing:
             raise TableError(f"capabilities.toml: {backend}.ops has no entry for {missing}")
+        for index, facts in enumerate(entry.get("before", ())):
+            where = f"capabilities.toml: {backend}.before[{index}]"
+            # the facts of the releases just before this boundary: this one's and newer ones'
+            older = at_release(entry, (*versions.release(facts["release"])[:2], -1))
+            for collective in facts.get("ops", {}):
+                _check_entry(f"{where}.ops.{collective}", collective, older["ops"][collective])
+            for rule in facts.get("emulate", ()):
+                _check_emulation(f"{where}.emulate", rule)
+            for collective in facts.get("lacks", ()):
+                _check_lacked(f"{where}.lacks", collective, older["ops"].get(collective))
         for collective, cap in entry["ops"].items():
-            where = f"capabilities.toml: {backend}.ops.{collective}"
-            if collective not in COLLECTIVES:
-                raise TableError(f"{where}: unknown collective; known: {sorted(COLLECTIVES)}")
-            choices = cap.get("choose", ())
-            for index, choice in enumerate(choices):
-                most = algorithms.MOST_RANKS.get(choice["algorithm"])
-                if most is not None and choice.get("max_ranks", most + 1) > most:
-                    raise TableError(
-                        f"{where}.choose[{index}]: {algorithms.runs_at_most(choice['algorithm'])}"
-                        f"; expected max_ranks <= {most}, got {choice.get('max_ranks', 'none')}"
-                    )
-            names = [choice["algorithm"] for choice in choices]
-            if cap["impl"] == "emulated":
-                if cap["algorithm"] in algorithms.MOST_RANKS:
-                    raise TableError(
-                        f"{where}.algorithm: {algorithms.runs_at_most(cap['algorithm'])}; the "
-                        "default runs every group: choose it with max_ranks instead"
-                    )
-                names.append(cap["algorithm"])
-            elif cap["impl"] == NATIVE:
-                names.append(NATIVE)
-            for name in names:
-                problem = _problem(COLLECTIVES[collective], name)
-                if problem:
-                    raise TableError(f"{where}: {problem}")
+            _check_entry(f"capabilities.toml: {backend}.ops.{collective}", collective, cap)
+
+
+def _check_entry(where: str, collective: str, cap: dict[str, Any]) -> None:
+    """One op entry: a known collective; every name it runs exists and takes its arguments."""
+    if collective not in COLLECTIVES:
+        raise TableError(f"{where}: unknown collective; known: {sorted(COLLECTIVES)}")
+    choices = cap.get("choose", ())
+    for index, choice in enumerate(choices):
+        most = algorithms.MOST_RANKS.get(choice["algorithm"])
+        if most is not None and choice.get("max_ranks", most + 1) > most:
+            raise TableError(
+                f"{where}.choose[{index}]: {algorithms.runs_at_most(choice['algorithm'])}"
+                f"; expected max_ranks <= {most}, got {choice.get('max_ranks', 'none')}"
+            )
+    names = [choice["algorithm"] for choice in choices]
+    if cap["impl"] == "emulated":
+        if cap["algorithm"] in algorithms.MOST_RANKS:
+            raise TableError(
+                f"{where}.algorithm: {algorithms.runs_at_most(cap['algorithm'])}; the "
+                "default runs every group: choose it with max_ranks instead"
+            )
+        names.append(cap["algorithm"])
+    elif cap["impl"] == NATIVE:
+        names.append(NATIVE)
+    _check_names(where, collective, names)
+
+
+def _check_emulation(where: str, rule: dict[str, Any]) -> None:
+    """An emulate rule: a reducing collective, and algorithms that take its arguments."""
+    collective = rule["collective"]
+    if collective not in COLLECTIVES:
+        raise TableError(f"{where}: unknown collective {collective!r}")
+    if "op" not in _parameters(getattr(Adapter, COLLECTIVES[collective]), 1):
+        raise TableError(f"{where}: {collective} takes no ReduceOp")
+    if rule["algorithm"] in algorithms.MOST_RANKS:
+        raise TableError(f"{where}: {algorithms.runs_at_most(rule['algorithm'])}")
+    _check_names(where, collective, [rule["algorithm"], *rule["replaces"]])
+
+
+def _check_lacked(where: str, collective: str, cap: dict[str, Any] | None) -> None:
+    """A collective the backend lacks at a release runs no native call there."""
+    if cap is None:
+        raise TableError(f"{where}: unknown collective {collective!r}")
+    names = [cap["impl"]] + [choice["algorithm"] for choice in cap.get("choose", ())]
+    if NATIVE in names:
+        raise TableError(f"{where}: {collective} lacks a call of its own there, yet runs native")
+
+
+def _check_names(where: str, collective: str, names: list[str]) -> None:
+    for name in names:
+        problem = _problem(COLLECTIVES[collective], name)
+        if problem:
+            raise TableError(f"{where}: {problem}")
 
 
 @cache

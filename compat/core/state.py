@@ -270,7 +270,8 @@ class State:
         if run is None:
             self._forced.pop(key, None)
         elif isinstance(run, str):
-            self._forced[key] = (run, capabilities.bind(self.adapter, collective, run))
+            bound = capabilities.bind(self.adapter, collective, run, key=self.capability_key)
+            self._forced[key] = (run, bound)
         else:
             self._forced[key] = run
 
@@ -320,7 +321,7 @@ class State:
         adapter = self.adapter
         bound = []
         for size, made in choices:
-            run = capabilities.bind(adapter, collective, *made)
+            run = capabilities.bind(adapter, collective, *made, key=key)
             bound.append((size, self._recorded(run, collective, dtype, made[0])))
         return bound
 

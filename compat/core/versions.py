@@ -52,6 +52,15 @@ def installed_version(framework: str) -> str:
     return str(version) if version is not None else metadata.version(module_name)
 
 
+def running_release(framework: str) -> tuple[int, ...] | None:
+    """The release of ``framework`` this process runs (:func:`installed_version`), or None where
+    it is not installed (``compat docs`` and ``compat info`` then read the newest facts)."""
+    try:
+        return release(installed_version(framework))
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def warn_if_untested(framework: str) -> None:
     """Warn once per process when ``framework``'s release is outside the tested range."""
     if framework in _warned:

@@ -259,11 +259,13 @@ OTHER_BACKENDS = (
 
 def _info(args: argparse.Namespace) -> int:
     from compat import __version__
+    from compat.core.capabilities import running
     from compat.tools import docs
     from compat.transport import mailbox
 
     present = set(installed())
-    capabilities = tables.load("capabilities")
+    # each backend as it holds for the installed release of its framework
+    capabilities = running()
     found = [
         _FrameworkInfo(
             name,
@@ -298,10 +300,36 @@ def _info(args: argparse.Namespace) -> int:
     else:
         print("  one host: point-to-point messages over a ring's size stream through the ring")
         print(f"    (not read from the sender: {refused})")
+    for line in _older_facts(capabilities):
+        print("\n".join(textwrap.wrap(line, width, subsequent_indent="    ")))
     print()
     # --wide: one block per collective, wrapped to the terminal's width.
-    print(docs.matrix_text(wide=args.wide, width=width), end="")
+    print(docs.matrix_text(wide=args.wide, width=width, capabilities=capabilities), end="")
     return 0
+
+
+def _older_facts(capabilities: dict[str, Any]) -> list[str]:
+    """A line per backend whose installed framework release is older than a fact of its
+    capabilities.toml entry: what runs otherwise there (the matrix below shows it)."""
+    lines = []
+    for key, entry in capabilities.items():
+        newest = tables.lookup("capabilities", key)
+        if entry is newest:
+            continue
+        version = _version(tables.lookup("frameworks", entry["framework"], "module"))
+        emulated = [
+            f"{rule['collective']} with {'/'.join(rule['ops'])} by {rule['algorithm']}"
+            for rule in entry.get("emulate", ())
+        ] + [
+            f"{op} by {cap['algorithm']}"
+            for op, cap in entry["ops"].items()
+            if cap is not newest["ops"][op] and cap["impl"] == "emulated"
+        ]
+        lines.append(
+            f"  {key} at {entry['framework']} {version}, which lacks what later releases have: "
+            f"emulated {'; '.join(emulated)} (docs/api_diff/capabilities.md)"
+        )
+    return lines
 
 
 def _is_python(path: Path) -> bool:

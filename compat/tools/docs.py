@@ -475,9 +475,10 @@ def _matrix_blocks(backends: list[str], rows: list[list[str]], width: int) -> st
     return "\n".join(lines) + "\n"
 
 
-def capability_matrix() -> tuple[list[str], list[list[str]]]:
-    """(backends, rows): one row per collective, one cell per backend, from capabilities.toml."""
-    capabilities = tables.load("capabilities")
+def capability_matrix(capabilities: Table | None = None) -> tuple[list[str], list[list[str]]]:
+    """(backends, rows): one row per collective, one cell per backend, from ``capabilities``
+    (default: capabilities.toml's entries, the newest release's facts)."""
+    capabilities = tables.load("capabilities") if capabilities is None else capabilities
     backends = list(capabilities)
     ops: list[str] = []
     for entry in capabilities.values():
@@ -563,7 +564,9 @@ def _matrix_lines(capabilities: Table) -> list[str]:
         "returns an already completed Work; `async: progress`, that the data moves as far as "
         "the channel has room at the call, and the rest as `wait()` makes progress. "
         "`from N: algorithm` is a choice by the input's size "
-        "(measured with `compat bench`): from that size up, that algorithm runs instead.",
+        "(measured with `compat bench`): from that size up, that algorithm runs instead. "
+        "The matrix holds for the newest release of each framework; where an older release "
+        "differs, the backend's section says how (`compat info` shows the installed release's).",
         "",
         "| collective | " + " | ".join(header) + " |",
         "|---" * (len(backends) + 1) + "|",
@@ -589,6 +592,7 @@ def _backend_lines(name: str, entry: Table) -> list[str]:
             lines.append(f"- {op}: {_capability_cell(cap)} ({cap['source']})")
         for choice in cap.get("choose", []):
             lines.append(f"  - {_choice_text(choice)}: {choice['reason']}")
+    lines += _older_releases(entry)
     lines.append("")
     return lines
 
@@ -603,6 +607,24 @@ def _coalesce_text(rule: Table) -> str:
             f"to {rule['one_host_max_mean_bytes']} bytes each on average"
         )
     return f"{how}. {rule['reason']}"
+
+
+def _older_releases(entry: Table) -> list[str]:
+    """A backend's facts at older releases of its framework (capabilities.toml ``before``)."""
+    lines = []
+    for facts in entry.get("before", ()):
+        lines.append(f"- {entry['framework']} before {facts['release']} ({facts['source']}):")
+        if facts.get("lacks"):
+            lines.append(f"  - no call of its own for {', '.join(facts['lacks'])}")
+        for op, changed in facts.get("ops", {}).items():
+            cell = _capability_cell({**entry["ops"][op], **changed})
+            lines.append(f"  - {op}: {cell}. {changed.get('reason', '')}".rstrip(". ") + ".")
+        for rule in facts.get("emulate", ()):
+            lines.append(
+                f"  - {rule['collective']} with {', '.join(rule['ops'])} (instead of "
+                f"{', '.join(rule['replaces'])}): emulated ({rule['algorithm']}). {rule['reason']}"
+            )
+    return lines
 
 
 def reduce_op_section() -> list[str]:
@@ -922,11 +944,12 @@ def _compact_cell(cap: Table | None) -> str:
     return IMPL_MARKS[cap["impl"]] + ("*" if varies else "")
 
 
-def matrix_text(wide: bool = False, width: int = 100) -> str:
+def matrix_text(wide: bool = False, width: int = 100, capabilities: Table | None = None) -> str:
     """The capability matrix as aligned text columns: one word per cell (fits 100 columns), or
-    with ``wide`` every algorithm and choice, one block per collective wrapped to ``width``."""
-    capabilities = tables.load("capabilities")
-    backends, rows = capability_matrix()
+    with ``wide`` every algorithm and choice, one block per collective wrapped to ``width``;
+    of ``capabilities`` (default: capabilities.toml's entries)."""
+    capabilities = tables.load("capabilities") if capabilities is None else capabilities
+    backends, rows = capability_matrix(capabilities)
     if wide:
         return _matrix_blocks(backends, rows, width)
     if not wide:

@@ -75,6 +75,27 @@ def adapter() -> Any:
     return state.current().adapter
 
 
+#: The backend reduction each algorithm hands its ReduceOp to. Where the backend lacks an op at
+#: this framework release (an emulate rule of capabilities.toml: Gloo before torch 2.8 has no
+#: AVG), compat never runs the algorithm with it (the rule's emulation runs instead, checked by
+#: the case versions-reduce-ops), so the algorithm's case leaves that op out.
+HANDS_OP_TO = {
+    "all_reduce_slice": "all_reduce",
+    "all_reduce_slice_tensor": "all_reduce",
+    "reduce_keep_input": "reduce",
+    "padded_reduce_scatter": "reduce_scatter_tensor",
+}
+
+
+def backend_ops(algorithm: str, combos_: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``combos_`` without the ops the backend's reduction that ``algorithm`` calls lacks here."""
+    collective = HANDS_OP_TO.get(algorithm)
+    if collective is None:
+        return combos_
+    lacked = capabilities.lacked_ops(state.current().capability_key, collective)
+    return [(op, dtype) for op, dtype in combos_ if op not in lacked]
+
+
 def finish(pending: Any, async_op: bool) -> None:
     """An algorithm returns what an adapter method does: a pending handle (async) or None."""
     if async_op:
@@ -88,7 +109,7 @@ def case_list_form(kit: Any, algorithm: str, async_op: bool) -> None:
     """Separate input tensors (not parts of one buffer), every op/dtype combination."""
     run = getattr(algorithms, algorithm)
     n, me = world(), rank()
-    for op, dtype in combos(ALGORITHMS[algorithm][2]):
+    for op, dtype in backend_ops(algorithm, combos(ALGORITHMS[algorithm][2])):
         seed = f"algo-list-{algorithm}-{op}-{dtype}"
         inputs = [kit.tensor(values(seed, me * 100 + i, (2, 3), op), dtype) for i in range(n)]
         output = sentinel(kit, (2, 3), dtype)
@@ -102,7 +123,7 @@ def case_tensor_form(kit: Any, algorithm: str, async_op: bool) -> None:
     tensor_form = ALGORITHMS[algorithm][0]
     run = getattr(algorithms, tensor_form)
     n, me = world(), rank()
-    for op, dtype in combos(ALGORITHMS[algorithm][2]):
+    for op, dtype in backend_ops(tensor_form, combos(ALGORITHMS[algorithm][2])):
         seed = f"algo-tensor-{algorithm}-{op}-{dtype}"
         tensor = kit.tensor(values(seed, me, (2 * n, 3), op), dtype)
         before = kit.numpy(tensor)
@@ -181,7 +202,8 @@ def case_choice(kit: Any) -> None:
     """The runtime picks what capabilities.toml's ``choose`` says, by dtype and size, and the
     public call runs it correctly at a size where a size-dependent algorithm is chosen."""
     runtime = state.current()
-    ops = tables.lookup("capabilities", runtime.capability_key, "ops")
+    # the backend's entry at this framework release (capabilities.toml before)
+    ops = capabilities.capability_entry(runtime.capability_key)["ops"]
     for collective in [name for name, entry in ops.items() if "choose" in entry]:
         entry = ops[collective]
         base = entry.get("algorithm", "native") if entry["impl"] == "emulated" else "native"
@@ -399,7 +421,7 @@ def case_padded_reduce_scatter(kit: Any, async_op: bool) -> None:
     n, me = world(), rank()
     for sizes in (uneven_sizes(), [(2 * i) % 5 for i in range(n)]):
         starts = [sum(sizes[:i]) for i in range(n)]
-        for op, dtype in PADDED_COMBOS:
+        for op, dtype in backend_ops("padded_reduce_scatter", PADDED_COMBOS):
             seed = f"padded-reduce-scatter-{sizes}-{op}-{dtype}"
             whole = kit.tensor(values(seed, me, (sum(sizes), 3), op), dtype)
             separate = [
@@ -508,7 +530,7 @@ def _reduce_cases(
     ranks = members(group)
     handle = None if group is None else group.handle
     run = getattr(algorithms, algorithm)
-    for op, dtype in combos_:
+    for op, dtype in backend_ops(algorithm, combos_):
         for dst in ranks:
             for layout in ("dense", "interior"):
                 for shape in ((5, 3), (1, 4)):
@@ -865,6 +887,78 @@ for _names, _frameworks in A2A_ALGORITHMS.items():
     _register_sync_and_async(_names[0], "", case_all_to_all, _frameworks, algorithms_=_names)
     _register(_names[0], "-subgroup", case_all_to_all_subgroup, _frameworks, algorithms_=_names)
 
+#: The reducing collectives an emulate rule of capabilities.toml covers whose backend call runs
+#: here, each called the public way on float32 (rank r holds r + 1 + i * 0.25), reduce to rank
+#: 0 (MCCL runs only all_reduce natively).
+REDUCING = {
+    "torch": ("all_reduce", "reduce", "reduce_scatter_tensor"),
+    "mindspore": ("all_reduce",),
+}
+
+
+def case_reduce_ops_by_release(kit: Any) -> None:
+    """Every op of each reducing collective with the backend's own call forced (as compat bench
+    --algorithm native does): right on every op at this framework release, through the
+    backend's reduction where it has the op, through the emulation its table's emulate rule
+    names where it lacks it or gets it wrong (Gloo before torch 2.8 and mint.distributed before
+    MindSpore 2.10: AVG raises; Gloo before torch 2.11: reduce_scatter sums whatever the op);
+    and the table's claim that the backend lacks an op is true of the running release."""
+    current, n = state.current(), world()
+    key = current.capability_key
+    for collective in REDUCING[kit.framework]:
+        emulated = dict(capabilities.emulations(key, collective, "native"))
+        current.force(collective, "float32", "native")
+        try:
+            for op in ("sum", "prod", "min", "max", "avg"):
+                _check_reduction(kit, collective, op, n, f"{collective} {op} ({emulated.get(op)})")
+        finally:
+            current.force(collective, "float32", None)
+        for op in sorted(capabilities.lacked_ops(key, collective)):
+            _check_backend_lacks(kit, collective, op, n)
+
+
+def _check_backend_lacks(kit: Any, collective: str, op: str, n: int) -> None:
+    """The table's claim that the backend's own ``collective`` lacks ``op`` at this release is
+    true: the adapter's call raises, or (a group of 2 or more, where ops differ) is wrong."""
+    parts = [np.arange(2 * n, dtype=np.float64) * 0.25 + r + 1 for r in range(n)]
+    x = kit.tensor(parts[rank()], "float32")
+    native = adapter()
+    try:
+        if collective == "all_reduce":
+            native.all_reduce(x, ReduceOp(op), None, False)
+            got, expected = kit.numpy(x), reduce_np(parts, op)
+        elif collective == "reduce":
+            native.reduce(x, 0, ReduceOp(op), None, False)
+            if rank() != 0:  # only the root's result is defined
+                return
+            got, expected = kit.numpy(x), reduce_np(parts, op)
+        else:
+            out = kit.tensor(np.zeros(2), "float32")
+            native.reduce_scatter_tensor(out, x, ReduceOp(op), None, False)
+            got, expected = kit.numpy(out), reduce_np(parts, op)[2 * rank() : 2 * rank() + 2]
+    except Exception:  # the backend refuses the op: what the table says
+        return
+    if n > 1:
+        assert not np.allclose(got, expected), f"{collective} {op}: the backend got it right"
+
+
+def _check_reduction(kit: Any, collective: str, op: str, n: int, what: str) -> None:
+    parts = [np.arange(2 * n, dtype=np.float64) * 0.25 + r + 1 for r in range(n)]
+    expected = reduce_np(parts, op)
+    x = kit.tensor(parts[rank()], "float32")
+    if collective == "all_reduce":
+        compat.all_reduce(x, op=op)
+        assert_close(kit.numpy(x), expected, "float32", what)
+    elif collective == "reduce":
+        compat.reduce(x, 0, op=op)
+        if rank() == 0:
+            assert_close(kit.numpy(x), expected, "float32", what)
+    else:
+        mine = compat.reduce_scatter_tensor(x, op=op)
+        assert_close(kit.numpy(mine), expected[2 * rank() : 2 * rank() + 2], "float32", what)
+
+
 register("algorithm-choice", case_choice)
+register("versions-reduce-ops", case_reduce_ops_by_release)
 register("algorithm-choice-gather", case_choice_gather)
 register("algorithm-choice-by-group-size", case_choice_by_group_size)

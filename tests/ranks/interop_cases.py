@@ -65,6 +65,9 @@ def case_world_spellings(kit: Any) -> None:
             dist.all_reduce(x, group=compat.WORLD)
         except ValueError as error:
             assert "not initialized in the world group map" in str(error), error
+        except TypeError as error:
+            # torch 2.7: its logging wrapper fails first, on the group's missing backend
+            assert "value was None when it should not be" in str(error), error
         else:
             raise AssertionError("torch.distributed.all_reduce took group=compat.WORLD")
 

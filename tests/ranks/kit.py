@@ -5,6 +5,7 @@ Cases are written once against a kit; the kit hides only tensor creation and con
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,9 @@ class TorchKit:
 
         return getattr(dist.ReduceOp, name)
 
+    #: The framework whose tensors are the other framework's here.
+    other_framework = "mindspore"
+
     def other_framework_tensor(self) -> Any:
         import mindspore
 
@@ -80,6 +84,8 @@ class MindSporeKit:
 
         return getattr(ReduceOp, name)
 
+    other_framework = "torch"
+
     def other_framework_tensor(self) -> Any:
         import torch
 
@@ -89,6 +95,12 @@ class MindSporeKit:
         """The scalar ``loss(x)`` and its gradient at ``x = values``, by ms.value_and_grad."""
         value, grad = self.ms.value_and_grad(loss)(self.tensor(values, "float32"))
         return float(value.asnumpy()), self.numpy(grad)
+
+
+def other_framework_installed(kit: TorchKit | MindSporeKit) -> bool:
+    """Whether this environment has the other framework (make test-versions' environments have
+    one framework each): without it no user can pass compat its tensors."""
+    return importlib.util.find_spec(kit.other_framework) is not None
 
 
 def make_kit(framework: str) -> TorchKit | MindSporeKit:
