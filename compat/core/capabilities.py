@@ -262,7 +262,7 @@ def _choices(
 def _fits(choice: dict[str, Any], ranks: int | None) -> bool:
     """Whether ``choice`` applies to a group of ``ranks``: within its ``min_ranks`` and
     ``max_ranks``. A group of unknown size (None) takes only the choices bounded by neither:
-    a bounded one was measured for other sizes, and a one-rank algorithm refuses more ranks."""
+    a bounded one was chosen for other sizes, and a one-rank algorithm refuses more ranks."""
     if ranks is None:
         return "min_ranks" not in choice and "max_ranks" not in choice
     return bool(choice.get("min_ranks", ranks) <= ranks <= choice.get("max_ranks", ranks))
