@@ -21,8 +21,9 @@ from typing import Any
 
 from compat.base.adapter import Adapter, Tensor
 from compat.base.types import Group
-from compat.collectives import DEFAULT_ROOT, all_gather_into_tensor, broadcast, gather, scatter
+from compat.collectives import all_gather_into_tensor, broadcast, gather, scatter
 from compat.core import state
+from compat.core.specs import DEFAULT_ROOT
 from compat.core.state import State
 from compat.core.values import check_absent, check_bool, describe
 from compat.p2p import recv, send

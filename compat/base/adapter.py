@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -29,8 +29,14 @@ if TYPE_CHECKING:
 
 Tensor = Any
 GroupHandle = Any
-#: A dense tensor's dtype name and shape (Adapter.dense_facts).
-TensorFacts = tuple[str, tuple[int, ...]]
+
+
+class TensorFacts(NamedTuple):
+    """A dense tensor's dtype name and shape (Adapter.dense_facts)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
 
 #: A collective's bound where the backend says none: torch's default timeout of a process group.
 DEFAULT_TIMEOUT_SECONDS = 1800.0
@@ -319,7 +325,7 @@ class Adapter(ABC):
         else None: what the common case of a collective checks of each of its tensors, in one
         call (an adapter may answer it with fewer reads)."""
         dtype = self.dense_dtype(tensor)
-        return None if dtype is None else (dtype, self.shape(tensor))
+        return None if dtype is None else TensorFacts(dtype, self.shape(tensor))
 
     def numel(self, tensor: Tensor) -> int:
         """The number of elements of ``tensor``."""
