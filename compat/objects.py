@@ -114,7 +114,7 @@ def _dumps(obj: object, param: str, stream: io.BytesIO | None = None) -> io.Byte
     """``obj`` pickled onto the end of ``stream`` (a new one if None); the pickling error
     itself if it cannot be, noted with ``param``. A tensor then takes the stream's buffer as it
     is (``_writable``): over ``pickle.dumps``'s bytes it would need a copy, as tensors want
-    writable memory, and a fresh copy of 16 MB took 12-30 ms here, its pages faulted in."""
+    writable memory, and a fresh copy of a large object costs its pages faulted in."""
     stream = io.BytesIO() if stream is None else stream
     try:
         pickle.Pickler(stream).dump(obj)
