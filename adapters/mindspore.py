@@ -488,7 +488,7 @@ class MindSporeAdapter(Adapter):
             or tensor.untyped_storage().nbytes() != math.prod(shape) * itemsize
         ):
             return None
-        return TensorFacts(name, shape)
+        return name, shape
 
     def is_dense(self, tensor: ms.Tensor) -> bool:
         # The whole storage, in order: contiguous and as large as its storage. That also means a

@@ -370,7 +370,7 @@ class TorchAdapter(Adapter):
         if 0 in shape:
             return None
         name = self._dtype_names.get(tensor.dtype)
-        return TensorFacts(name if name is not None else self.dtype(tensor), shape)
+        return (name if name is not None else self.dtype(tensor)), shape
 
     def is_dense(self, tensor: torch.Tensor) -> bool:
         # Gloo and NCCL read and write numel elements from data_ptr(), which already includes the

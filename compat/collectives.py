@@ -35,6 +35,20 @@ from compat.core.preflight import Description
 from compat.core.specs import DEFAULT_ROOT
 from compat.core.values import check_bool, check_dtype, check_int, describe, even_split
 
+# Each collective's common case (compat.core.common), made once from its spec.
+_ALL_GATHER = common.compile_spec(specs.ALL_GATHER)
+_ALL_GATHER_INTO_TENSOR = common.compile_spec(specs.ALL_GATHER_INTO_TENSOR)
+_ALL_REDUCE = common.compile_spec(specs.ALL_REDUCE)
+_ALL_TO_ALL = common.compile_spec(specs.ALL_TO_ALL)
+_ALL_TO_ALL_SINGLE = common.compile_spec(specs.ALL_TO_ALL_SINGLE)
+_BROADCAST = common.compile_spec(specs.BROADCAST)
+_GATHER = common.compile_spec(specs.GATHER)
+_REDUCE = common.compile_spec(specs.REDUCE)
+_REDUCE_SCATTER = common.compile_spec(specs.REDUCE_SCATTER)
+_REDUCE_SCATTER_TENSOR = common.compile_spec(specs.REDUCE_SCATTER_TENSOR)
+_SCATTER = common.compile_spec(specs.SCATTER)
+_SCATTER_TENSOR = common.compile_spec(specs.SCATTER_TENSOR)
+
 
 def _tensor_form(out: object, split_sizes: object, dim: object, out_required: bool) -> bool:
     """Whether a tensor form of all_gather or reduce_scatter may be the common case: no split
@@ -121,7 +135,7 @@ def reduce_scatter(
         tensor([3., 6.])   # rank 0
         tensor([9., 12.])  # rank 1
     """
-    ran = common.run(specs.REDUCE_SCATTER, output, group, async_op, items=input_list, op=op)
+    ran = _REDUCE_SCATTER(output, group, async_op, items=input_list, op=op)
     if ran is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
@@ -284,7 +298,7 @@ def _reduce_scatter_tensor(
     """reduce_scatter_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
     if _tensor_form(out, input_split_sizes, dim, out_required):
-        ran = common.run(specs.REDUCE_SCATTER_TENSOR, tensor, group, async_op, out=out, op=op)
+        ran = _REDUCE_SCATTER_TENSOR(tensor, group, async_op, out=out, op=op)
         if ran is not FALL_THROUGH:
             return ran
     tensor_param, out_param = names
@@ -334,7 +348,7 @@ def all_reduce(
         >>> t
         tensor([3., 6.])   # ranks 0 and 1
     """
-    ran = common.run(specs.ALL_REDUCE, tensor, group, async_op, op=op)
+    ran = _ALL_REDUCE(tensor, group, async_op, op=op)
     if ran is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
@@ -413,13 +427,12 @@ def _ran_coalesced_common(tensors: object, op: object, group: object, async_op: 
     if not isinstance(tensors, (list, tuple)) or not tensors:
         return False
     current = state.current()
-    checks = current.checks
-    plain = checks.plain_tensor(tensors[0]) if common.may_run(current, group, async_op) else None
-    known = None if plain is None else checks.known_reduction(op, plain[0].dtype)
-    if plain is None or known is None:
+    facts = common.tensor_facts(current, tensors[0], group, async_op)
+    if facts is None:
         return False
-    dtype = plain[0].dtype
-    each = checks.plain_tensors(tensors, dtype, tensors[0])
+    dtype = facts[0]
+    known = current.checks.known_reduction(op, dtype)
+    each = None if known is None else current.checks.plain_tensors(tensors, dtype, tensors[0])
     if each is None or _may_share_memory(current.adapter, each):
         return False
     world = current.world.handle
@@ -570,7 +583,7 @@ def all_gather(
         >>> out
         [tensor([1., 2.]), tensor([11., 12.])]   # ranks 0 and 1
     """
-    ran = common.run(specs.ALL_GATHER, tensor, group, async_op, out=tensor_list)
+    ran = _ALL_GATHER(tensor, group, async_op, out=tensor_list)
     if ran is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
@@ -711,7 +724,7 @@ def _all_gather_into_tensor(
     """all_gather_into_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
     if _tensor_form(out, output_split_sizes, dim, out_required):
-        ran = common.run(specs.ALL_GATHER_INTO_TENSOR, tensor, group, async_op, out=out)
+        ran = _ALL_GATHER_INTO_TENSOR(tensor, group, async_op, out=out)
         if ran is not FALL_THROUGH:
             return ran
     tensor_param, out_param = names
@@ -752,7 +765,7 @@ def broadcast(
 ) -> Work | None:
     """Copy ``tensor`` of global rank ``src`` (or of group rank ``group_src``; exactly one of
     the two) into ``tensor`` on every rank of the group."""
-    ran = common.run(specs.BROADCAST, tensor, group, async_op, root=src, group_root=group_src)
+    ran = _BROADCAST(tensor, group, async_op, root=src, group_root=group_src)
     if ran is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
@@ -797,9 +810,7 @@ def scatter(
         tensor([1., 2.])   # rank 0
         tensor([3., 4.])   # rank 1
     """
-    ran = common.run(
-        specs.SCATTER, tensor, group, async_op, items=scatter_list, root=src, group_root=group_src
-    )
+    ran = _SCATTER(tensor, group, async_op, items=scatter_list, root=src, group_root=group_src)
     if ran is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
@@ -842,9 +853,7 @@ def scatter_tensor(
         tensor([1., 2.])   # rank 0
         tensor([3., 4.])   # rank 1
     """
-    ran = common.run(
-        specs.SCATTER_TENSOR, tensor, group, async_op, out=out, root=src, group_root=group_src
-    )
+    ran = _SCATTER_TENSOR(tensor, group, async_op, out=out, root=src, group_root=group_src)
     if ran is not FALL_THROUGH:
         return ran
     call = Call(group, async_op)
@@ -882,9 +891,7 @@ def gather(
     ``gather_list`` is given on ``dst`` only (one tensor per rank, each like ``tensor``). The
     root is global rank ``dst`` (default 0) or group rank ``group_dst``, not both.
     """
-    ran = common.run(
-        specs.GATHER, tensor, group, async_op, items=gather_list, root=dst, group_root=group_dst
-    )
+    ran = _GATHER(tensor, group, async_op, items=gather_list, root=dst, group_root=group_dst)
     if ran is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
@@ -916,7 +923,7 @@ def reduce(
 ) -> Work | None:
     """Reduce ``tensor`` across ranks into ``tensor`` on global rank ``dst`` (or group rank
     ``group_dst``; exactly one of the two). Other ranks' tensors are left as they were."""
-    ran = common.run(specs.REDUCE, tensor, group, async_op, op=op, root=dst, group_root=group_dst)
+    ran = _REDUCE(tensor, group, async_op, op=op, root=dst, group_root=group_dst)
     if ran is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
@@ -958,10 +965,34 @@ def all_to_all_single(
     """
     # A missing output is the general path's to refuse.
     if output is not None and output_split_sizes is None and input_split_sizes is None:
-        ran = common.run(specs.ALL_TO_ALL_SINGLE, input, group, async_op, out=output)
+        ran = _ALL_TO_ALL_SINGLE(input, group, async_op, out=output)
         if ran is not FALL_THROUGH:
             return None
     call = Call(group, async_op)
+    dtype, in_shape, in_sizes, out_sizes = _checked_single(
+        call, output, input, output_split_sizes, input_split_sizes
+    )
+    agree = lambda: Description(  # noqa: E731
+        "all_to_all_single", dtype, in_shape, send=in_sizes, receive=out_sizes
+    )
+    source, target = call.read(input), call.write(output)
+    return call.issue(
+        "all_to_all_single", source, target, source, out_sizes, in_sizes, agree=agree,
+        outputs=[output],
+        # The trailing dims agree on every rank: with a 0 among them, every part is empty.
+        empty=0 in in_shape[1:], dtype=dtype,
+    )  # fmt: skip
+
+
+def _checked_single(
+    call: Call,
+    output: Tensor,
+    input: Tensor,
+    output_split_sizes: object,
+    input_split_sizes: object,
+) -> tuple[str, tuple[int, ...], list[int], list[int]]:
+    """all_to_all_single's arguments checked: the dtype, the input's shape, and the split sizes
+    of the input and of the output."""
     checks, adapter = call.checks, call.adapter
     checks.tensor(output, "output")
     checks.tensor(input, "input")
@@ -976,16 +1007,7 @@ def all_to_all_single(
         output_split_sizes, "output_split_sizes", count, out_shape[0], "output"
     )
     checks.dtype(dtype, "input")
-    agree = lambda: Description(  # noqa: E731
-        "all_to_all_single", dtype, in_shape, send=in_sizes, receive=out_sizes
-    )
-    source, target = call.read(input), call.write(output)
-    return call.issue(
-        "all_to_all_single", source, target, source, out_sizes, in_sizes, agree=agree,
-        outputs=[output],
-        # The trailing dims agree on every rank: with a 0 among them, every part is empty.
-        empty=0 in in_shape[1:], dtype=dtype,
-    )  # fmt: skip
+    return dtype, in_shape, in_sizes, out_sizes
 
 
 def all_to_all(
@@ -1014,9 +1036,7 @@ def all_to_all(
     """
     listed = isinstance(input_tensor_list, (list, tuple)) and len(input_tensor_list) > 0
     first = input_tensor_list[0] if listed else None
-    ran = common.run(
-        specs.ALL_TO_ALL, first, group, async_op, out=output_tensor_list, items=input_tensor_list
-    )
+    ran = _ALL_TO_ALL(first, group, async_op, out=output_tensor_list, items=input_tensor_list)
     if ran is not FALL_THROUGH:
         return None
     call = Call(group, async_op)

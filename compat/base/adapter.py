@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,14 +29,8 @@ if TYPE_CHECKING:
 
 Tensor = Any
 GroupHandle = Any
-
-
-class TensorFacts(NamedTuple):
-    """A dense tensor's dtype name and shape (Adapter.dense_facts)."""
-
-    dtype: str
-    shape: tuple[int, ...]
-
+#: A dense tensor's dtype name and shape (Adapter.dense_facts).
+TensorFacts = tuple[str, tuple[int, ...]]
 
 #: A collective's bound where the backend says none: torch's default timeout of a process group.
 DEFAULT_TIMEOUT_SECONDS = 1800.0
@@ -325,7 +319,7 @@ class Adapter(ABC):
         else None: what the common case of a collective checks of each of its tensors, in one
         call (an adapter may answer it with fewer reads)."""
         dtype = self.dense_dtype(tensor)
-        return None if dtype is None else TensorFacts(dtype, self.shape(tensor))
+        return None if dtype is None else (dtype, self.shape(tensor))
 
     def numel(self, tensor: Tensor) -> int:
         """The number of elements of ``tensor``."""

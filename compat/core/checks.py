@@ -61,9 +61,12 @@ class Checks:
         }
         self._dtype_names = list(backend_entry["dtypes"])
         self._reduce_op_names = list(backend_entry["reduce_ops"])
-        self._dtypes_ok = frozenset(self._dtype_names)
+        #: the backend's dtypes (read by the common case, compat.core.common)
+        self.dtypes_ok = frozenset(self._dtype_names)
         self._reduce_ops_ok = frozenset(self._reduce_op_names)
-        self._tensor_types: set[type] = set()
+        #: the tensor types a call has passed :meth:`tensor` with: the common case takes only
+        #: these (it does not ask which framework a tensor belongs to)
+        self.tensor_types: set[type] = set()
         self._reductions: dict[tuple[type, Any, str], ReduceOp] = {}
         self._native_groups: dict[object, Group] = {}
         #: The framework's own group (handle) of each group compat.destroy freed.
@@ -74,14 +77,14 @@ class Checks:
     def tensor(self, obj: object, param: str) -> None:
         """``obj`` is a tensor of the framework compat was initialised for, on this rank's
         device (the backend cannot communicate it from anywhere else)."""
-        if type(obj) not in self._tensor_types:
+        if type(obj) not in self.tensor_types:
             framework = self.framework
             if framework_of(obj) != framework:
                 raise TypeError(
                     f"{param}: expected a {framework} tensor (compat was initialised for "
                     f"{framework}); got {describe(obj)}"
                 )
-            self._tensor_types.add(type(obj))
+            self.tensor_types.add(type(obj))
         if not self.adapter.on_home(obj):
             raise TypeError(
                 f"{param}: expected a tensor on {self.adapter.home_device()} (this rank's device "
@@ -104,44 +107,23 @@ class Checks:
             and peer in self._world_peers
             and type(tag) is int
             and tag == 0
-            and type(tensor) in self._tensor_types
+            and type(tensor) in self.tensor_types
         ):
             return None
         dtype = self.adapter.dense_dtype(tensor)
-        return dtype if dtype in self._dtypes_ok else None
-
-    def plain_tensor(
-        self, tensor: object, out: object = None
-    ) -> tuple[TensorFacts, TensorFacts | None] | None:
-        """``(facts, out_facts)``: ``tensor``'s dtype and shape if it is the common case (a dense,
-        non-empty tensor of a type seen before, on this rank's device, of a supported dtype);
-        with them ``out``'s, where a tensor form is given one (None where ``out`` is None). None
-        where either is not the common case; an ``out`` of another dtype or shape is the
-        caller's to refuse, as it knows the shape it expects. Checked in one step without
-        building any message (``out`` read here saves a call between the reads); None sends the
-        call to the full checks, which raise where they fail."""
-        known = self._tensor_types
-        if type(tensor) not in known or (out is not None and type(out) not in known):
-            return None
-        facts = self.adapter.dense_facts(tensor)
-        if facts is None or facts[0] not in self._dtypes_ok:
-            return None
-        if out is None:
-            return facts, None
-        out_facts = self.adapter.dense_facts(out)
-        return None if out_facts is None else (facts, out_facts)
+        return dtype if dtype in self.dtypes_ok else None
 
     def plain_list(
         self, value: object, facts: TensorFacts, checked: object = _NOTHING_CHECKED
     ) -> list[Tensor] | None:
         """``value`` as a list if it is the common case of the list forms: one tensor per rank
-        of the world, each as :meth:`plain_tensor` checks a tensor (dense, non-empty, of a type
+        of the world, each as the common case takes a tensor (dense, non-empty, of a type
         seen before, on this rank's device) and of the dtype and shape ``facts``; ``checked``, a
         tensor of them checked before, is not read again. None sends the call to the full
         checks."""
         if not isinstance(value, (list, tuple)) or len(value) != self.world_size:
             return None
-        known, dense_facts = self._tensor_types, self.adapter.dense_facts
+        known, dense_facts = self.tensor_types, self.adapter.dense_facts
         for item in value:
             if item is checked:
                 continue
@@ -152,24 +134,19 @@ class Checks:
     def plain_tensors(
         self, value: object, dtype: str, checked: object = _NOTHING_CHECKED
     ) -> list[Tensor] | None:
-        """``value`` as a list if it is a non-empty list of tensors, each as :meth:`plain_tensor`
-        checks a tensor and of ``dtype``, of any shapes (all_reduce_coalesced's common case);
+        """``value`` as a list if it is a non-empty list of tensors, each as the common case
+        takes a tensor and of ``dtype``, of any shapes (all_reduce_coalesced's common case);
         ``checked``, a tensor of them checked before, is not read again. None sends the call to
         the full checks."""
         if not isinstance(value, (list, tuple)) or not value:
             return None
-        known, dense_dtype = self._tensor_types, self.adapter.dense_dtype
+        known, dense_dtype = self.tensor_types, self.adapter.dense_dtype
         for item in value:
             if item is checked:
                 continue
             if type(item) not in known or dense_dtype(item) != dtype:
                 return None
         return list(value)
-
-    def plain_root(self, root: object, group_root: object) -> bool:
-        """Whether a rooted call's root is given as a global rank of the world, the common
-        case (``group_root`` absent)."""
-        return group_root is None and type(root) is int and 0 <= root < self.world_size
 
     def known_reduction(self, op: object, dtype: str) -> ReduceOp | None:
         """``op`` as a ReduceOp if a call has passed :meth:`reduction` with it and ``dtype``
@@ -300,7 +277,7 @@ class Checks:
         building any message and in one loop: the list forms run this on every call, with one
         item per rank. True: they pass and all have ``shape``; False: they pass, some differ in
         dim 0; None: some do not pass, which sends the items to the full checks, which raise."""
-        known, adapter = self._tensor_types, self.adapter
+        known, adapter = self.tensor_types, self.adapter
         on_home, dtype_of, shape_of = adapter.on_home, adapter.dtype, adapter.shape
         ndim, trailing, even = len(shape), shape[1:], True
         for item in items:
@@ -410,7 +387,7 @@ class Checks:
 
     # -- dtypes and reductions -----------------------------------------------------------------
     def dtype(self, dtype: str, param: str) -> None:
-        if dtype not in self._dtypes_ok:
+        if dtype not in self.dtypes_ok:
             raise UnsupportedError(
                 f"{param}: dtype {dtype} is not supported by the {self.backend} backend; "
                 f"supported: {', '.join(self._dtype_names)}"

@@ -19,9 +19,12 @@ from compat.base.types import Group
 from compat.core import recorder
 from compat.core.specs import SPECS
 
-#: What each collective needs every rank to agree on (its spec's ``agree``). Uneven forms
-#: legitimately differ in dim 0, so they compare the trailing dims and the per-rank sizes.
-AGREE: dict[str, tuple[str, ...]] = {name: spec.agree for name, spec in SPECS.items()}
+#: What each collective needs every rank to agree on (its spec's ``agree``; a barrier, nothing).
+#: Uneven forms legitimately differ in dim 0, so they compare the trailing dims and the per-rank
+#: sizes.
+AGREE: dict[str, tuple[str, ...]] = {name: spec.agree for name, spec in SPECS.items()} | {
+    "barrier": ()
+}
 
 
 @dataclass

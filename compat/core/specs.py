@@ -1,9 +1,9 @@
 """Each collective described once: the roles of its arguments, the capability entry its common
 case runs (``mapping_tables/capabilities.toml``), and what the pre-flight check compares.
 
-:func:`compat.core.common.run` reads a :class:`Spec` to run any collective's common case (a
-synchronous call on the world with dense tensors of a type seen before); the public functions
-in :mod:`compat.collectives` name their spec and hand it their arguments.
+:func:`compat.core.common.compile_spec` makes each collective's common case (a synchronous call
+on the world with dense tensors of a type seen before) from its :class:`Spec`, once; the public
+functions in :mod:`compat.collectives` hand it their arguments.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ NO_ITEMS, EVERY_RANK, ON_ROOT, PARTS_ON_ROOT, EVEN_SIZES = (
 @dataclass(frozen=True, slots=True)
 class Spec:
     """One collective: ``name`` as the pre-flight check names it, ``agree`` what it compares,
-    ``capability`` what its common case runs, and its argument roles. ``arguments`` orders the
-    roles ``(tensor, out, items, op, root)`` as the chosen callable takes them (the group's
-    handle and ``async_op`` follow)."""
+    ``capability`` what its common case runs, and its argument roles. ``issue`` calls the
+    chosen callable ``run`` with the roles ``(tensor, out, items, op, root)`` in the order it
+    takes them, then the world's handle and ``async_op`` False."""
 
     name: str
     agree: tuple[str, ...]
-    capability: str = ""
-    arguments: Callable[[Any, Any, Any, Any, Any], tuple[Any, ...]] | None = None
+    capability: str
+    issue: Callable[[Any, Any, Any, Any, Any, Any, Any], Any]
     out: str = NO_OUT
     items: str = NO_ITEMS
     reduces: bool = False
@@ -46,79 +46,74 @@ class Spec:
     sized_by_out: bool = False
     #: the capability that runs instead where the ``items`` list tiles one buffer
     joined: str = ""
-    #: a functional form: the result is ``out``
-    returns_out: bool = False
 
 
 ALL_REDUCE = Spec(
     "all_reduce", ("op", "dtype", "shape"), "all_reduce",
-    lambda t, out, items, op, root: (t, op),
+    lambda run, t, out, items, op, root, world: run(t, op, world, False),
     reduces=True,
 )  # fmt: skip
 BROADCAST = Spec(
     "broadcast", ("dtype", "shape", "root"), "broadcast",
-    lambda t, out, items, op, root: (t, root),
+    lambda run, t, out, items, op, root, world: run(t, root, world, False),
     rooted=True,
 )  # fmt: skip
 REDUCE = Spec(
     "reduce", ("op", "dtype", "shape", "root"), "reduce",
-    lambda t, out, items, op, root: (t, root, op),
+    lambda run, t, out, items, op, root, world: run(t, root, op, world, False),
     reduces=True, rooted=True,
 )  # fmt: skip
 ALL_GATHER = Spec(
     "all_gather", ("dtype", "trailing", "sizes"), "all_gather",
-    lambda t, out, items, op, root: (out, t),
+    lambda run, t, out, items, op, root, world: run(out, t, world, False),
     out=PER_RANK,
 )  # fmt: skip
 ALL_GATHER_INTO_TENSOR = Spec(
     "all_gather_into_tensor", ("dtype", "trailing", "sizes", "dim"), "all_gather_into_tensor",
-    lambda t, out, items, op, root: (out, t),
-    out=WHOLE, dim0=True, returns_out=True,
+    lambda run, t, out, items, op, root, world: run(out, t, world, False),
+    out=WHOLE, dim0=True,
 )  # fmt: skip
 REDUCE_SCATTER = Spec(
     "reduce_scatter", ("op", "dtype", "trailing", "sizes"), "reduce_scatter",
-    lambda t, out, items, op, root: (t, items, op),
+    lambda run, t, out, items, op, root, world: run(t, items, op, world, False),
     items=EVERY_RANK, reduces=True, copies=True, joined="reduce_scatter_tensor",
 )  # fmt: skip
 REDUCE_SCATTER_TENSOR = Spec(
     "reduce_scatter_tensor", ("op", "dtype", "shape", "sizes", "dim"), "reduce_scatter_tensor",
-    lambda t, out, items, op, root: (out, t, op),
-    out=PART, reduces=True, dim0=True, returns_out=True,
+    lambda run, t, out, items, op, root, world: run(out, t, op, world, False),
+    out=PART, reduces=True, dim0=True,
 )  # fmt: skip
 SCATTER = Spec(
     "scatter", ("dtype", "shape", "root"), "scatter",
-    lambda t, out, items, op, root: (t, items, root),
+    lambda run, t, out, items, op, root, world: run(t, items, root, world, False),
     items=ON_ROOT, rooted=True,
 )  # fmt: skip
 SCATTER_TENSOR = Spec(
     "scatter_tensor", ("dtype", "shape", "root"), "scatter",
-    lambda t, out, items, op, root: (out, items, root),
-    out=PART, items=PARTS_ON_ROOT, rooted=True, dim0=True, sized_by_out=True, returns_out=True,
+    lambda run, t, out, items, op, root, world: run(out, items, root, world, False),
+    out=PART, items=PARTS_ON_ROOT, rooted=True, dim0=True, sized_by_out=True,
 )  # fmt: skip
 GATHER = Spec(
     "gather", ("dtype", "shape", "root"), "gather",
-    lambda t, out, items, op, root: (t, items, root),
+    lambda run, t, out, items, op, root, world: run(t, items, root, world, False),
     items=ON_ROOT, rooted=True,
 )  # fmt: skip
 ALL_TO_ALL_SINGLE = Spec(
     "all_to_all_single", ("dtype", "trailing"), "all_to_all_single",
-    lambda t, out, items, op, root: (out, t, items, items),
+    lambda run, t, out, items, op, root, world: run(out, t, items, items, world, False),
     out=SAME, items=EVEN_SIZES, dim0=True,
 )  # fmt: skip
 ALL_TO_ALL = Spec(
     "all_to_all", ("dtype", "trailing"), "all_to_all",
-    lambda t, out, items, op, root: (out, items),
+    lambda run, t, out, items, op, root, world: run(out, items, world, False),
     out=PER_RANK, items=EVERY_RANK, dim0=True, copies=True,
 )  # fmt: skip
-BARRIER = Spec("barrier", ())
-
-#: Every spec the pre-flight check knows, by name.
+#: Every collective's spec, by name (the pre-flight check reads ``agree`` here).
 SPECS: dict[str, Spec] = {
     spec.name: spec
     for spec in (
         ALL_REDUCE, BROADCAST, REDUCE, ALL_GATHER, ALL_GATHER_INTO_TENSOR, REDUCE_SCATTER,
         REDUCE_SCATTER_TENSOR, SCATTER, SCATTER_TENSOR, GATHER, ALL_TO_ALL_SINGLE, ALL_TO_ALL,
-        BARRIER,
     )
 }  # fmt: skip
 
