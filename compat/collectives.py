@@ -135,8 +135,7 @@ def reduce_scatter(
         tensor([3., 6.])   # rank 0
         tensor([9., 12.])  # rank 1
     """
-    ran = _REDUCE_SCATTER(output, group, async_op, items=input_list, op=op)
-    if ran is not FALL_THROUGH:
+    if _REDUCE_SCATTER(output, group, async_op, items=input_list, op=op) is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -348,8 +347,7 @@ def all_reduce(
         >>> t
         tensor([3., 6.])   # ranks 0 and 1
     """
-    ran = _ALL_REDUCE(tensor, group, async_op, op=op)
-    if ran is not FALL_THROUGH:
+    if _ALL_REDUCE(tensor, group, async_op, op=op) is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -583,8 +581,7 @@ def all_gather(
         >>> out
         [tensor([1., 2.]), tensor([11., 12.])]   # ranks 0 and 1
     """
-    ran = _ALL_GATHER(tensor, group, async_op, out=tensor_list)
-    if ran is not FALL_THROUGH:
+    if _ALL_GATHER(tensor, group, async_op, out=tensor_list) is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -765,8 +762,7 @@ def broadcast(
 ) -> Work | None:
     """Copy ``tensor`` of global rank ``src`` (or of group rank ``group_src``; exactly one of
     the two) into ``tensor`` on every rank of the group."""
-    ran = _BROADCAST(tensor, group, async_op, root=src, group_root=group_src)
-    if ran is not FALL_THROUGH:
+    if _BROADCAST(tensor, group, async_op, root=src, group_root=group_src) is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -810,8 +806,10 @@ def scatter(
         tensor([1., 2.])   # rank 0
         tensor([3., 4.])   # rank 1
     """
-    ran = _SCATTER(tensor, group, async_op, items=scatter_list, root=src, group_root=group_src)
-    if ran is not FALL_THROUGH:
+    if (
+        _SCATTER(tensor, group, async_op, items=scatter_list, root=src, group_root=group_src)
+        is not FALL_THROUGH
+    ):
         return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -891,8 +889,10 @@ def gather(
     ``gather_list`` is given on ``dst`` only (one tensor per rank, each like ``tensor``). The
     root is global rank ``dst`` (default 0) or group rank ``group_dst``, not both.
     """
-    ran = _GATHER(tensor, group, async_op, items=gather_list, root=dst, group_root=group_dst)
-    if ran is not FALL_THROUGH:
+    if (
+        _GATHER(tensor, group, async_op, items=gather_list, root=dst, group_root=group_dst)
+        is not FALL_THROUGH
+    ):
         return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -923,8 +923,7 @@ def reduce(
 ) -> Work | None:
     """Reduce ``tensor`` across ranks into ``tensor`` on global rank ``dst`` (or group rank
     ``group_dst``; exactly one of the two). Other ranks' tensors are left as they were."""
-    ran = _REDUCE(tensor, group, async_op, op=op, root=dst, group_root=group_dst)
-    if ran is not FALL_THROUGH:
+    if _REDUCE(tensor, group, async_op, op=op, root=dst, group_root=group_dst) is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -965,8 +964,7 @@ def all_to_all_single(
     """
     # A missing output is the general path's to refuse.
     if output is not None and output_split_sizes is None and input_split_sizes is None:
-        ran = _ALL_TO_ALL_SINGLE(input, group, async_op, out=output)
-        if ran is not FALL_THROUGH:
+        if _ALL_TO_ALL_SINGLE(input, group, async_op, out=output) is not FALL_THROUGH:
             return None
     call = Call(group, async_op)
     dtype, in_shape, in_sizes, out_sizes = _checked_single(
@@ -1036,8 +1034,10 @@ def all_to_all(
     """
     listed = isinstance(input_tensor_list, (list, tuple)) and len(input_tensor_list) > 0
     first = input_tensor_list[0] if listed else None
-    ran = _ALL_TO_ALL(first, group, async_op, out=output_tensor_list, items=input_tensor_list)
-    if ran is not FALL_THROUGH:
+    if (
+        _ALL_TO_ALL(first, group, async_op, out=output_tensor_list, items=input_tensor_list)
+        is not FALL_THROUGH
+    ):
         return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter

@@ -1,17 +1,18 @@
 """The common case of every collective, in one place: a synchronous call on the world, with
 dense, non-empty tensors of a type seen before, a reduction and a root that passed before, and
-no pre-flight check or deferred receive in the way. Each public collective runs its spec's
-common case first (:func:`compile_spec` makes it once, from the
-:class:`compat.core.specs.Spec`)::
+no pre-flight check or deferred receive in the way. Each public collective runs its common case
+first, made once from its :class:`compat.core.specs.Spec` by :func:`compile_spec`::
 
-    collective(tensor, ...)                              compat/collectives.py
-      └─ its common case (compile_spec(SPEC))            this module
-           may it run?   synchronous, on the world, nothing waiting
-           the tensor    dense, of a type and dtype seen before: its (dtype, shape)
-           op, root      seen before / a global rank      (where the spec has them)
-           out, items    as the common case takes them    (the steps of the spec's roles)
-           choose        State.world_implementation: the table's choice by (collective, dtype)
-           issue         the spec calls the choice with the roles in its order
+    collective(tensor, ...)                         compat/collectives.py
+      └─ its common case                            compile_spec(SPEC), made at import
+           tensor_facts   synchronous, on the world, nothing waiting; the tensor dense, of a
+                          type and dtype seen before: its (dtype, shape)
+           op             a reduction seen before with that dtype   (reducing collectives)
+           _global_root   a global rank of the world, given as such (rooted collectives)
+           out, items     the steps of the spec's roles (_OUT_STEPS, _ITEMS_STEPS)
+           choose         State.world_implementation: the table's choice, kept by
+                          (collective, dtype)
+           issue          the spec calls the choice with the roles in its order
       └─ FALL_THROUGH: the general path (compat.core.call.Call), which checks every argument
          and says what is wrong
 
@@ -48,7 +49,7 @@ from compat.core.specs import (
 FALL_THROUGH: Any = object()
 
 #: A collective's common case: ``(tensor, group, async_op, out=, items=, op=, root=,
-#: group_root=)`` -> its result (``out`` for a functional form, else None) or FALL_THROUGH.
+#: group_root=)`` -> ``out`` as the call took it (a functional form's result), or FALL_THROUGH.
 CommonCase = Callable[..., Any]
 #: The step of ``out``'s role: ``(current, tensor, out, facts)`` -> ``out`` as the chosen
 #: callable takes it (made where the form makes it), or FALL_THROUGH.
