@@ -1034,10 +1034,8 @@ def all_to_all(
     """
     listed = isinstance(input_tensor_list, (list, tuple)) and len(input_tensor_list) > 0
     first = input_tensor_list[0] if listed else None
-    if (
-        _ALL_TO_ALL(first, group, async_op, out=output_tensor_list, items=input_tensor_list)
-        is not FALL_THROUGH
-    ):
+    ran = _ALL_TO_ALL(first, group, async_op, out=output_tensor_list, items=input_tensor_list)
+    if ran is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
