@@ -24,154 +24,38 @@ from datetime import timedelta
 from itertools import pairwise
 from typing import Any
 
-from compat.algorithms import deferred_sources
-from compat.base.adapter import Adapter, Tensor, TensorFacts
+from compat.base.adapter import Adapter, Tensor
 from compat.base.errors import UnsupportedError
 from compat.base.types import Group, ReduceOp, Work, with_result
-from compat.core import state
+from compat.core import common, specs, state
+from compat.core.call import Call
+from compat.core.common import FALL_THROUGH
 from compat.core.dispatch import framework_of
-from compat.core.layout import Staging, completed
 from compat.core.preflight import Description
-from compat.core.preflight import check as preflight
+from compat.core.specs import DEFAULT_ROOT
 from compat.core.values import check_bool, check_dtype, check_int, describe, even_split
 
-
-class Call(Staging):
-    """One call of a collective: the process state, the group it runs on, the stand-ins of its
-    tensors (a :class:`compat.core.layout.Staging`: ``call.read(tensor)`` and so on), and whether it
-    returns a Work (``async_op``)."""
-
-    __slots__ = ("async_op", "checks", "group", "state")
-
-    def __init__(self, group: object, async_op: object = False) -> None:
-        current = self.state = state.current()
-        self.adapter, self._writebacks = current.adapter, None  # Staging's, without a call
-        self.checks = current.checks
-        self.group = self.checks.group(group) if group is not None else current.world
-        self.async_op = async_op if async_op is False else check_bool(async_op, "async_op")
-
-    def agree(self, describe_call: Callable[[], Description]) -> None:
-        """The pre-flight check (``init(check=True)``): every rank of the group compares its call
-        with the others' before anything runs."""
-        if self.state.check:
-            preflight(self.adapter, self.group, describe_call())
-
-    def issue(
-        self,
-        collective: str,
-        like: Tensor,
-        *args: Any,
-        nbytes: int | None = None,
-        agree: Callable[[], Description],
-        empty: bool = False,
-        dtype: str | None = None,
-        outputs: Sequence[Tensor] = (),
-    ) -> Work | None:
-        """Run ``collective`` with ``args`` (then the group's handle and ``async_op``) through
-        what the capability table chooses for ``like``'s dtype (``dtype``, where the caller has
-        read it) and ``nbytes``; nothing when ``empty`` (every rank knows its call moves no
-        data). ``outputs``: the user's tensors the call writes (its Work's ``result()``)."""
-        waiting = deferred_sources(self.adapter)
-        if waiting and not waiting.isdisjoint(self.group.ranks):
-            # A deferred irecv (MCCL) receives at wait(); MCCL matches messages by source rank
-            # alone, so this collective would take that peer's message, and the irecv one of the
-            # collective's: silently wrong results on both (measured by the soak).
-            peers = sorted(waiting.intersection(self.group.ranks))
-            raise UnsupportedError(
-                f"irecv: {collective} cannot run while an irecv from rank "
-                f"{', '.join(map(str, peers))} is not waited for: on this backend a receive "
-                "takes the next message from its source whatever call sent it; call wait() on "
-                f"the irecv's Work before {collective}"
-            )
-        if self.state.check:
-            preflight(self.adapter, self.group, agree())
-        if empty:
-            return with_result(completed(self.async_op), outputs)
-        run = self.state.implementation(collective, like, nbytes, self.group.handle, dtype)
-        pending = run(*args, self.group.handle, self.async_op)
-        if self.async_op or self._writebacks:
-            return with_result(self.done(pending, self.async_op), outputs)
-        return None  # a synchronous call that has completed, with nothing to copy back
-
-    def issue_blocking(
-        self, collective: str, like: Tensor, *args: Any, tag: int, empty: bool
-    ) -> None:
-        """Point to point: ``args``, the group's handle, then ``tag``; returns once it has
-        completed."""
-        if not empty:
-            run = self.state.implementation(collective, like, group=self.group.handle)
-            run(*args, self.group.handle, tag)
-            self.finish()
-
-    def result(self, tensor: Tensor, work: Work | None) -> Any:
-        """A functional form's result: the tensor, or ``(tensor, Work)`` with async_op."""
-        return (tensor, work) if self.async_op else tensor
+# Each collective's common case (compat.core.common), made once from its spec.
+_ALL_GATHER = common.compile_spec(specs.ALL_GATHER)
+_ALL_GATHER_INTO_TENSOR = common.compile_spec(specs.ALL_GATHER_INTO_TENSOR)
+_ALL_REDUCE = common.compile_spec(specs.ALL_REDUCE)
+_ALL_TO_ALL = common.compile_spec(specs.ALL_TO_ALL)
+_ALL_TO_ALL_SINGLE = common.compile_spec(specs.ALL_TO_ALL_SINGLE)
+_BROADCAST = common.compile_spec(specs.BROADCAST)
+_GATHER = common.compile_spec(specs.GATHER)
+_REDUCE = common.compile_spec(specs.REDUCE)
+_REDUCE_SCATTER = common.compile_spec(specs.REDUCE_SCATTER)
+_REDUCE_SCATTER_TENSOR = common.compile_spec(specs.REDUCE_SCATTER_TENSOR)
+_SCATTER = common.compile_spec(specs.SCATTER)
+_SCATTER_TENSOR = common.compile_spec(specs.SCATTER_TENSOR)
 
 
-def _plain_tensor_form(
-    current: state.State,
-    tensor: object,
-    group: object,
-    async_op: object,
-    out: object,
-    split_sizes: object,
-    dim: object,
-    out_required: bool,
-) -> tuple[TensorFacts, TensorFacts | None] | None:
-    """:meth:`compat.core.checks.Checks.plain_tensor` for the tensor forms of all_gather and
-    reduce_scatter: also no split sizes, dim the int 0 (not False, not 0.0), and an ``out``
-    where the form requires one."""
+def _tensor_form(out: object, split_sizes: object, dim: object, out_required: bool) -> bool:
+    """Whether a tensor form of all_gather or reduce_scatter may be the common case: no split
+    sizes, dim the int 0 (not False, not 0.0), and an ``out`` where the form requires one."""
     if split_sizes is not None or type(dim) is not int or dim != 0:
-        return None
-    if out is None and out_required:
-        return None
-    return current.checks.plain_tensor(tensor, group, async_op, out)
-
-
-def _ran_plain_rooted(
-    collective: str,
-    tensor: Tensor,
-    value: object,
-    root: object,
-    group_root: object,
-    group: object,
-    async_op: object,
-) -> bool:
-    """scatter's and gather's common case: :meth:`compat.core.checks.Checks.plain_tensor` for
-    ``tensor``, a root given as a global rank, and the list ``value`` one that
-    :meth:`compat.core.checks.Checks.plain_list` takes on the root and None elsewhere. Runs
-    ``collective`` and says True; False: the call takes the full path, which says what is
-    wrong."""
-    current = state.current()
-    plain = current.checks.plain_tensor(tensor, group, async_op)
-    root = 0 if root is DEFAULT_ROOT else root
-    if plain is None or not current.checks.plain_root(root, group_root):
         return False
-    facts = plain[0]
-    if current.rank != root:
-        if value is not None:
-            return False
-        parts = None
-    else:
-        parts = current.checks.plain_list(value, facts)
-        if parts is None:
-            return False
-    world = current.world.handle
-    run = current.plain_implementation(collective, tensor, facts[0], shape=facts[1])
-    run(tensor, parts, root, world, False)
-    return True
-
-
-class _DefaultRank(int):
-    """The default ``src=0``/``dst=0`` of scatter, scatter_tensor and gather: 0, but told apart
-    from a 0 the caller passed, so that ``group_src=``/``group_dst=`` alone is accepted and both
-    together are refused, as in torch 2.13 (whose default is None)."""
-
-    __slots__ = ()
-
-
-#: The default root of scatter, scatter_tensor and gather (see :class:`_DefaultRank`).
-DEFAULT_ROOT = _DefaultRank(0)
+    return out is not None or not out_required
 
 
 def _moved(call: Call, tensor: Tensor, dim: int) -> Tensor:
@@ -251,28 +135,8 @@ def reduce_scatter(
         tensor([3., 6.])   # rank 0
         tensor([9., 12.])  # rank 1
     """
-    current = state.current()
-    plain = current.checks.plain_tensor(output, group, async_op)
-    if plain is not None:
-        facts = plain[0]
-        dtype = facts[0]
-        known = current.checks.known_reduction(op, dtype)
-        inputs = None if known is None else current.checks.plain_list(input_list, facts)
-        if inputs is not None:
-            # One part (a world of one) is the whole; plain_list found it dense.
-            whole = inputs[0] if len(inputs) == 1 else current.adapter.joined(inputs)
-            world = current.world.handle
-            if whole is not None:  # as below
-                run = current.plain_implementation(
-                    "reduce_scatter_tensor", whole, dtype, len(inputs), facts[1]
-                )
-                run(output, whole, known, world, False)
-            else:
-                run = current.plain_implementation(
-                    "reduce_scatter", output, dtype, len(inputs), facts[1]
-                )
-                run(output, inputs, known, world, False)
-            return None
+    if _REDUCE_SCATTER(output, group, async_op, items=input_list, op=op) is not FALL_THROUGH:
+        return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(output, "output")
@@ -293,13 +157,27 @@ def reduce_scatter(
             "reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree, outputs=[output],
             empty=0 in shape, dtype=dtype,
         )  # fmt: skip
+    return _reduce_scatter_parts(call, target, inputs, even, reduce_op, agree, output, dtype)
+
+
+def _reduce_scatter_parts(
+    call: Call,
+    target: Tensor,
+    inputs: list[Tensor],
+    even: bool,
+    reduce_op: ReduceOp,
+    agree: Callable[[], Description],
+    output: Tensor,
+    dtype: str,
+) -> Work | None:
+    """reduce_scatter of parts that are not one buffer: equal parts, or parts of different
+    sizes, which have a capability entry of their own (HCCL's kernel takes equal parts only)."""
+    adapter = call.adapter
     if even:
-        nbytes, empty = adapter.nbytes(output) * len(inputs), 0 in shape
+        nbytes, empty = adapter.nbytes(output) * len(inputs), 0 in adapter.shape(output)
     else:
         nbytes = sum(adapter.nbytes(item) for item in inputs)
         empty = all(adapter.numel(item) == 0 for item in inputs)
-    # Parts of different sizes have a capability entry of their own (HCCL's kernel takes equal
-    # parts only).
     return call.issue(
         "reduce_scatter" if even else "reduce_scatter_uneven", output, target,
         call.read_all(inputs), reduce_op, nbytes=nbytes, agree=agree,
@@ -418,25 +296,10 @@ def _reduce_scatter_tensor(
 ) -> Any:
     """reduce_scatter_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
-    current = state.current()
-    plain = _plain_tensor_form(
-        current, tensor, group, async_op, out, input_split_sizes, dim, out_required
-    )
-    if plain is not None:
-        (dtype, shape), out_facts = plain
-        reduce_op = current.checks.known_reduction(op, dtype)
-        count = current.world_size
-        if reduce_op is not None and shape and shape[0] % count == 0:
-            part = (shape[0] // count, *shape[1:])
-            if out is None:
-                out = current.adapter.empty(part, tensor)
-            if out_facts is None or out_facts == (dtype, part):
-                world = current.world.handle
-                run = current.plain_implementation(
-                    "reduce_scatter_tensor", tensor, dtype, shape=shape
-                )
-                run(out, tensor, reduce_op, world, False)
-                return out
+    if _tensor_form(out, input_split_sizes, dim, out_required):
+        ran = _REDUCE_SCATTER_TENSOR(tensor, group, async_op, out=out, op=op)
+        if ran is not FALL_THROUGH:
+            return ran
     tensor_param, out_param = names
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -484,16 +347,8 @@ def all_reduce(
         >>> t
         tensor([3., 6.])   # ranks 0 and 1
     """
-    current = state.current()
-    plain = current.checks.plain_tensor(tensor, group, async_op)
-    if plain is not None:
-        dtype = plain[0][0]
-        known = current.checks.known_reduction(op, dtype)
-        if known is not None:
-            world = current.world.handle
-            run = current.plain_implementation("all_reduce", tensor, dtype, shape=plain[0][1])
-            run(tensor, known, world, False)
-            return None
+    if _ALL_REDUCE(tensor, group, async_op, op=op) is not FALL_THROUGH:
+        return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
     adapter = call.adapter
@@ -541,52 +396,14 @@ def all_reduce_coalesced(
         >>> a, b
         (tensor([3.]), tensor([[3., 6.]]))   # ranks 0 and 1
     """
-    if isinstance(tensors, (list, tuple)) and tensors:
-        current = state.current()
-        plain = current.checks.plain_tensor(tensors[0], group, async_op)
-        if plain is not None:
-            dtype = plain[0][0]
-            checks = current.checks
-            known = checks.known_reduction(op, dtype)
-            each = None if known is None else checks.plain_tensors(tensors, dtype, tensors[0])
-            if each is not None and not _may_share_memory(current.adapter, each):
-                world = current.world.handle
-                whole, finish = None, _nothing
-                if _coalesces(current, each, world):
-                    whole, finish = _one_buffer(current.adapter, each)
-                # Else one synchronous all_reduce after another: the results are those of the
-                # calls issued at once, and no Work is made per tensor.
-                for tensor in each if whole is None else [whole]:
-                    run = current.plain_implementation("all_reduce", tensor, dtype)
-                    run(tensor, known, world, False)
-                finish()
-                return None
+    if _ran_coalesced_common(tensors, op, group, async_op):
+        return None
     current = state.current()
-    checks, adapter = current.checks, current.adapter
-    if not isinstance(tensors, (list, tuple)) or not tensors:
-        raise TypeError(f"tensors: expected a non-empty list of tensors; got {describe(tensors)}")
-    for index, tensor in enumerate(tensors):
-        checks.tensor(tensor, f"tensors[{index}]")
-    dtype = adapter.dtype(tensors[0])
-    for index, tensor in enumerate(tensors):
-        check_dtype(adapter.dtype(tensor), dtype, f"tensors[{index}]", "as tensors[0]'s")
-    checks.reduction(op, dtype, "tensors")
-    group_handle = checks.group(group).handle
-    check_bool(async_op, "async_op")
-    copy_back = None
-    if _may_share_memory(adapter, tensors):
-        # torch's Gloo reduces a tensor given twice, or elements two tensors share, once: it
-        # flattens the tensors into one buffer and copies the results back. An all_reduce per
-        # tensor in place would reduce them once per tensor, so compat reduces copies.
-        originals, tensors = tensors, [adapter.clone(tensor) for tensor in tensors]
-
-        def copy_back() -> None:
-            for original, reduced in zip(originals, tensors, strict=True):
-                adapter.copy_(original, reduced)
-
+    group_handle = _checked_coalesced(current, tensors, op, group, async_op)
+    tensors, copy_back = _apart(current.adapter, tensors)
     reduced, finish = tensors, copy_back  # what the all_reduces take; what runs after them
     if _coalesces(current, tensors, group_handle):
-        whole, copy_out = _one_buffer(adapter, tensors)
+        whole, copy_out = _one_buffer(current.adapter, tensors)
         if whole is not None:
             reduced, finish = [whole], _in_turn(copy_out, copy_back)
     works = [all_reduce(tensor, op, group, async_op=True) for tensor in reduced]
@@ -598,6 +415,68 @@ def all_reduce_coalesced(
     if finish is not None:
         finish()
     return None
+
+
+def _ran_coalesced_common(tensors: object, op: object, group: object, async_op: object) -> bool:
+    """all_reduce_coalesced's common case, all_reduce's (:mod:`compat.core.common`) for a list
+    of tensors of one dtype and any shapes that share no memory: one all_reduce of their one
+    buffer, or one synchronous all_reduce after another (the results are those of the calls
+    issued at once, and no Work is made per tensor). False: the general path."""
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        return False
+    current = state.current()
+    facts = common.tensor_facts(current, tensors[0], group, async_op)
+    if facts is None:
+        return False
+    dtype = facts[0]
+    known = current.checks.known_reduction(op, dtype)
+    each = None if known is None else current.checks.plain_tensors(tensors, dtype, tensors[0])
+    if each is None or _may_share_memory(current.adapter, each):
+        return False
+    world = current.world.handle
+    whole, finish = None, _nothing
+    if _coalesces(current, each, world):
+        whole, finish = _one_buffer(current.adapter, each)
+    for tensor in each if whole is None else [whole]:
+        current.world_implementation("all_reduce", tensor, dtype)(tensor, known, world, False)
+    finish()
+    return True
+
+
+def _checked_coalesced(
+    current: state.State, tensors: object, op: object, group: object, async_op: object
+) -> Any:
+    """all_reduce_coalesced's arguments checked; the group's handle."""
+    checks, adapter = current.checks, current.adapter
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise TypeError(f"tensors: expected a non-empty list of tensors; got {describe(tensors)}")
+    for index, tensor in enumerate(tensors):
+        checks.tensor(tensor, f"tensors[{index}]")
+    dtype = adapter.dtype(tensors[0])
+    for index, tensor in enumerate(tensors):
+        check_dtype(adapter.dtype(tensor), dtype, f"tensors[{index}]", "as tensors[0]'s")
+    checks.reduction(op, dtype, "tensors")
+    group_handle = checks.group(group).handle
+    check_bool(async_op, "async_op")
+    return group_handle
+
+
+def _apart(
+    adapter: Adapter, tensors: list[Tensor]
+) -> tuple[list[Tensor], Callable[[], None] | None]:
+    """``tensors``, or copies of them where two may share memory, with what copies the results
+    back: torch's Gloo reduces a tensor given twice, or elements two tensors share, once (it
+    flattens them into one buffer), where an all_reduce per tensor in place would reduce them
+    once per tensor."""
+    if not _may_share_memory(adapter, tensors):
+        return tensors, None
+    copies = [adapter.clone(tensor) for tensor in tensors]
+
+    def copy_back() -> None:
+        for original, reduced in zip(tensors, copies, strict=True):
+            adapter.copy_(original, reduced)
+
+    return copies, copy_back
 
 
 def _coalesces(current: state.State, tensors: Sequence[Tensor], group: Any) -> bool:
@@ -702,16 +581,8 @@ def all_gather(
         >>> out
         [tensor([1., 2.]), tensor([11., 12.])]   # ranks 0 and 1
     """
-    current = state.current()
-    plain = current.checks.plain_tensor(tensor, group, async_op)
-    if plain is not None:
-        facts = plain[0]
-        outputs = current.checks.plain_list(tensor_list, facts)
-        if outputs is not None:
-            world = current.world.handle
-            run = current.plain_implementation("all_gather", tensor, facts[0], shape=facts[1])
-            run(outputs, tensor, world, False)
-            return None
+    if _ALL_GATHER(tensor, group, async_op, out=tensor_list) is not FALL_THROUGH:
+        return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
@@ -849,23 +720,10 @@ def _all_gather_into_tensor(
 ) -> Any:
     """all_gather_into_tensor, its messages naming the input and the output ``names``; with
     ``out_required`` (torch's form) the output must be a tensor, checked first."""
-    current = state.current()
-    plain = _plain_tensor_form(
-        current, tensor, group, async_op, out, output_split_sizes, dim, out_required
-    )
-    if plain is not None:
-        (dtype, shape), out_facts = plain
-        if shape:
-            gathered = (shape[0] * current.world_size, *shape[1:])
-            if out is None:
-                out = current.adapter.empty(gathered, tensor)
-            if out_facts is None or out_facts == (dtype, gathered):
-                world = current.world.handle
-                run = current.plain_implementation(
-                    "all_gather_into_tensor", tensor, dtype, shape=shape
-                )
-                run(out, tensor, world, False)
-                return out
+    if _tensor_form(out, output_split_sizes, dim, out_required):
+        ran = _ALL_GATHER_INTO_TENSOR(tensor, group, async_op, out=out)
+        if ran is not FALL_THROUGH:
+            return ran
     tensor_param, out_param = names
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -904,13 +762,7 @@ def broadcast(
 ) -> Work | None:
     """Copy ``tensor`` of global rank ``src`` (or of group rank ``group_src``; exactly one of
     the two) into ``tensor`` on every rank of the group."""
-    current = state.current()
-    plain = current.checks.plain_tensor(tensor, group, async_op)
-    if plain is not None and current.checks.plain_root(src, group_src):
-        dtype = plain[0][0]
-        world = current.world.handle
-        run = current.plain_implementation("broadcast", tensor, dtype, shape=plain[0][1])
-        run(tensor, src, world, False)
+    if _BROADCAST(tensor, group, async_op, root=src, group_root=group_src) is not FALL_THROUGH:
         return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
@@ -954,7 +806,10 @@ def scatter(
         tensor([1., 2.])   # rank 0
         tensor([3., 4.])   # rank 1
     """
-    if _ran_plain_rooted("scatter", tensor, scatter_list, src, group_src, group, async_op):
+    if (
+        _SCATTER(tensor, group, async_op, items=scatter_list, root=src, group_root=group_src)
+        is not FALL_THROUGH
+    ):
         return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -996,25 +851,9 @@ def scatter_tensor(
         tensor([1., 2.])   # rank 0
         tensor([3., 4.])   # rank 1
     """
-    current = state.current()
-    plain = current.checks.plain_tensor(tensor, group, async_op, out)
-    root = 0 if src is DEFAULT_ROOT else src
-    if plain is not None and current.checks.plain_root(root, group_src):
-        (dtype, shape), out_facts = plain
-        count = current.world_size
-        if shape and shape[0] % count == 0:
-            rows = shape[0] // count
-            part = (rows, *shape[1:])
-            if out is None:
-                out = current.adapter.empty(part, tensor)
-            if out_facts is None or out_facts == (dtype, part):
-                parts = (
-                    current.adapter.parts(tensor, [rows] * count) if current.rank == root else None
-                )
-                world = current.world.handle
-                run = current.plain_implementation("scatter", out, dtype, shape=part)
-                run(out, parts, root, world, False)
-                return out
+    ran = _SCATTER_TENSOR(tensor, group, async_op, out=out, root=src, group_root=group_src)
+    if ran is not FALL_THROUGH:
+        return ran
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     checks.tensor(tensor, "tensor")
@@ -1050,7 +889,10 @@ def gather(
     ``gather_list`` is given on ``dst`` only (one tensor per rank, each like ``tensor``). The
     root is global rank ``dst`` (default 0) or group rank ``group_dst``, not both.
     """
-    if _ran_plain_rooted("gather", tensor, gather_list, dst, group_dst, group, async_op):
+    if (
+        _GATHER(tensor, group, async_op, items=gather_list, root=dst, group_root=group_dst)
+        is not FALL_THROUGH
+    ):
         return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
@@ -1081,16 +923,8 @@ def reduce(
 ) -> Work | None:
     """Reduce ``tensor`` across ranks into ``tensor`` on global rank ``dst`` (or group rank
     ``group_dst``; exactly one of the two). Other ranks' tensors are left as they were."""
-    current = state.current()
-    plain = current.checks.plain_tensor(tensor, group, async_op)
-    if plain is not None and current.checks.plain_root(dst, group_dst):
-        dtype = plain[0][0]
-        known = current.checks.known_reduction(op, dtype)
-        if known is not None:
-            world = current.world.handle
-            run = current.plain_implementation("reduce", tensor, dtype, shape=plain[0][1])
-            run(tensor, dst, known, world, False)
-            return None
+    if _REDUCE(tensor, group, async_op, op=op, root=dst, group_root=group_dst) is not FALL_THROUGH:
+        return None
     call = Call(group, async_op)
     call.checks.tensor(tensor, "tensor")
     root = call.checks.root(dst, "dst", group_dst, "group_dst", call.group)
@@ -1128,22 +962,35 @@ def all_to_all_single(
         tensor([ 1., 11.])   # rank 0
         tensor([ 2., 12.])   # rank 1
     """
-    current = state.current()
-    plain = (
-        current.checks.plain_tensor(input, group, async_op, output)
-        if output is not None and output_split_sizes is None and input_split_sizes is None
-        else None  # a missing output: the full path says so
-    )
-    if plain is not None:
-        (dtype, shape), out_facts = plain
-        count = current.world_size
-        if shape and shape[0] % count == 0 and out_facts == (dtype, shape):
-            sizes = [shape[0] // count] * count
-            world = current.world.handle
-            run = current.plain_implementation("all_to_all_single", input, dtype, shape=shape)
-            run(output, input, sizes, sizes, world, False)
+    # A missing output is the general path's to refuse.
+    if output is not None and output_split_sizes is None and input_split_sizes is None:
+        if _ALL_TO_ALL_SINGLE(input, group, async_op, out=output) is not FALL_THROUGH:
             return None
     call = Call(group, async_op)
+    dtype, in_shape, in_sizes, out_sizes = _checked_single(
+        call, output, input, output_split_sizes, input_split_sizes
+    )
+    agree = lambda: Description(  # noqa: E731
+        "all_to_all_single", dtype, in_shape, send=in_sizes, receive=out_sizes
+    )
+    source, target = call.read(input), call.write(output)
+    return call.issue(
+        "all_to_all_single", source, target, source, out_sizes, in_sizes, agree=agree,
+        outputs=[output],
+        # The trailing dims agree on every rank: with a 0 among them, every part is empty.
+        empty=0 in in_shape[1:], dtype=dtype,
+    )  # fmt: skip
+
+
+def _checked_single(
+    call: Call,
+    output: Tensor,
+    input: Tensor,
+    output_split_sizes: object,
+    input_split_sizes: object,
+) -> tuple[str, tuple[int, ...], list[int], list[int]]:
+    """all_to_all_single's arguments checked: the dtype, the input's shape, and the split sizes
+    of the input and of the output."""
     checks, adapter = call.checks, call.adapter
     checks.tensor(output, "output")
     checks.tensor(input, "input")
@@ -1158,16 +1005,7 @@ def all_to_all_single(
         output_split_sizes, "output_split_sizes", count, out_shape[0], "output"
     )
     checks.dtype(dtype, "input")
-    agree = lambda: Description(  # noqa: E731
-        "all_to_all_single", dtype, in_shape, send=in_sizes, receive=out_sizes
-    )
-    source, target = call.read(input), call.write(output)
-    return call.issue(
-        "all_to_all_single", source, target, source, out_sizes, in_sizes, agree=agree,
-        outputs=[output],
-        # The trailing dims agree on every rank: with a 0 among them, every part is empty.
-        empty=0 in in_shape[1:], dtype=dtype,
-    )  # fmt: skip
+    return dtype, in_shape, in_sizes, out_sizes
 
 
 def all_to_all(
@@ -1195,18 +1033,10 @@ def all_to_all(
         [tensor([1., 1.]), tensor([11., 11., 11.])]    # rank 1
     """
     listed = isinstance(input_tensor_list, (list, tuple)) and len(input_tensor_list) > 0
-    current = state.current()
-    plain = current.checks.plain_tensor(input_tensor_list[0], group, async_op) if listed else None
-    if plain is not None:
-        facts = plain[0]
-        first, checks = input_tensor_list[0], current.checks
-        inputs = checks.plain_list(input_tensor_list, facts, first) if facts[1] else None
-        outputs = checks.plain_list(output_tensor_list, facts) if inputs else None
-        if inputs and outputs:
-            world = current.world.handle
-            run = current.plain_implementation("all_to_all", first, facts[0], len(inputs), facts[1])
-            run(outputs, inputs, world, False)
-            return None
+    first = input_tensor_list[0] if listed else None
+    ran = _ALL_TO_ALL(first, group, async_op, out=output_tensor_list, items=input_tensor_list)
+    if ran is not FALL_THROUGH:
+        return None
     call = Call(group, async_op)
     checks, adapter = call.checks, call.adapter
     outputs, inputs, dtype, shape, even = checks.exchange_lists(

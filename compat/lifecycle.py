@@ -105,16 +105,30 @@ def init(
         ...     compat.init("mindspore", init_method="tcp://127.0.0.1:29500", rank=rank,
         ...                 world_size=2)
     """
+    _not_initialised()
+    chosen = choose_framework(framework)
+    backend = _own_backend(chosen, check_backend(backend, "backend"))
+    timeout = _check_timeout(timeout, "timeout")
+    rendezvous = _check_rendezvous(init_method, rank, world_size, store)
+    _check_name_and_device(group_name, device_id)
+    rendezvous = replace(rendezvous, device_id=device_id, pg_options=pg_options)
+    check = check_bool(state.check_from_environment() if check is None else check, "check")
+    started = state.start(chosen, backend, timeout, rendezvous, check)
+    started.open_window(None)
+
+
+def _not_initialised() -> None:
+    """compat is not initialised yet (init twice is an error, as in torch)."""
     if state.get_current() is not None:
         current = state.current()
         raise RuntimeError(
             f"compat is already initialised ({current.framework}/{current.backend}); "
             "call compat.destroy() first"
         )
-    chosen = choose_framework(framework)
-    backend = _own_backend(chosen, check_backend(backend, "backend"))
-    timeout = _check_timeout(timeout, "timeout")
-    rendezvous = _check_rendezvous(init_method, rank, world_size, store)
+
+
+def _check_name_and_device(group_name: object, device_id: object) -> None:
+    """init's ``group_name`` (a str, ignored) and ``device_id`` (None, an index or a device)."""
     if not isinstance(group_name, str):
         raise TypeError(
             f"group_name: expected a str (ignored, as torch does); got {describe(group_name)}"
@@ -123,10 +137,6 @@ def init(
         raise ValueError(
             f"device_id: expected None, a device index >= 0 or a device; got {device_id!r}"
         )
-    rendezvous = replace(rendezvous, device_id=device_id, pg_options=pg_options)
-    check = check_bool(state.check_from_environment() if check is None else check, "check")
-    started = state.start(chosen, backend, timeout, rendezvous, check)
-    started.open_window(None)
 
 
 def check_backend(backend: object, param: str) -> str | None:
@@ -479,6 +489,22 @@ def new_subgroups_by_enumeration(
     """torch's ``new_subgroups_by_enumeration``: every rank makes every subgroup, in list order
     (each rank in at most one); returns (this rank's subgroup, or None outside all of them, and
     every subgroup), the framework's own groups as :func:`new_framework_group` makes them."""
+    _check_enumeration(ranks_per_subgroup_list)
+    me = state.checked().rank
+    mine: object = None
+    subgroups: list[object] = []
+    for index, ranks in enumerate(ranks_per_subgroup_list):
+        name = None if group_desc is None else f"{group_desc}_{index}"
+        made = new_framework_group(ranks, timeout, backend, group_desc=name)
+        subgroups.append(made)
+        if me in ranks:
+            mine = made
+    return mine, subgroups
+
+
+def _check_enumeration(ranks_per_subgroup_list: object) -> None:
+    """new_subgroups_by_enumeration's list: non-empty, of lists of global ranks, each rank in
+    one of them at most."""
     if not isinstance(ranks_per_subgroup_list, Sequence) or not ranks_per_subgroup_list:
         raise ValueError(
             "ranks_per_subgroup_list: expected a non-empty list of lists of global ranks; got "
@@ -500,16 +526,6 @@ def new_subgroups_by_enumeration(
                 f"got rank {min(twice)} again"
             )
         seen.update(members)
-    me = state.checked().rank
-    mine: object = None
-    subgroups: list[object] = []
-    for index, ranks in enumerate(ranks_per_subgroup_list):
-        name = None if group_desc is None else f"{group_desc}_{index}"
-        made = new_framework_group(ranks, timeout, backend, group_desc=name)
-        subgroups.append(made)
-        if me in ranks:
-            mine = made
-    return mine, subgroups
 
 
 def new_subgroups(

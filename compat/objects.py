@@ -21,8 +21,9 @@ from typing import Any
 
 from compat.base.adapter import Adapter, Tensor
 from compat.base.types import Group
-from compat.collectives import DEFAULT_ROOT, all_gather_into_tensor, broadcast, gather, scatter
+from compat.collectives import all_gather_into_tensor, broadcast, gather, scatter
 from compat.core import state
+from compat.core.specs import DEFAULT_ROOT
 from compat.core.state import State
 from compat.core.values import check_absent, check_bool, describe
 from compat.p2p import recv, send
@@ -113,7 +114,7 @@ def _dumps(obj: object, param: str, stream: io.BytesIO | None = None) -> io.Byte
     """``obj`` pickled onto the end of ``stream`` (a new one if None); the pickling error
     itself if it cannot be, noted with ``param``. A tensor then takes the stream's buffer as it
     is (``_writable``): over ``pickle.dumps``'s bytes it would need a copy, as tensors want
-    writable memory, and a fresh copy of 16 MB took 12-30 ms here, its pages faulted in."""
+    writable memory, and a fresh copy of a large object costs its pages faulted in."""
     stream = io.BytesIO() if stream is None else stream
     try:
         pickle.Pickler(stream).dump(obj)
@@ -396,23 +397,28 @@ def scatter_object_list(
             "receives this rank's object); got an empty list"
         )
     root = call.root(src, "src", group_src, "group_src")
-    count = call.group.size()
-    if call.rank == root:
-        inputs = _object_list(scatter_object_input_list, "scatter_object_input_list", count)
-        pieces = [_dumps(obj, f"scatter_object_input_list[{i}]") for i, obj in enumerate(inputs)]
-        sizes = call.sizes_tensor([piece.tell() for piece in pieces])
+    pieces = _pickled_on_root(call, root, scatter_object_input_list)
+    if pieces is None:
+        sizes = call.tensor(bytes(_SIZE_BYTES * call.group.size()))
     else:
-        sizes = call.tensor(bytes(_SIZE_BYTES * count))
+        sizes = call.sizes_tensor([piece.tell() for piece in pieces])
     broadcast(sizes, root, call.group)
     counts = call.read_sizes(sizes)
     largest = max(counts)
-    parts = None
-    if call.rank == root:
-        parts = [call.tensor(_writable(piece, largest)) for piece in pieces]
+    parts = None if pieces is None else [call.tensor(_writable(p, largest)) for p in pieces]
     out = call.adapter.empty((largest,), sizes)
     scatter(out, parts, root, call.group)
     size = counts[call.group.group_rank(call.rank)]
     scatter_object_output_list[0] = _loads(call.adapter.bytes_view(out)[:size])
+
+
+def _pickled_on_root(call: _Objects, root: int, inputs: object) -> list[io.BytesIO] | None:
+    """On the root, ``scatter_object_input_list`` checked (one object per rank of the group) and
+    pickled, one piece per rank; None elsewhere (the list is ignored there, as in torch)."""
+    if call.rank != root:
+        return None
+    checked = _object_list(inputs, "scatter_object_input_list", call.group.size())
+    return [_dumps(obj, f"scatter_object_input_list[{i}]") for i, obj in enumerate(checked)]
 
 
 def send_object_list(

@@ -18,15 +18,15 @@ of irecv-then-isend on every rank does not deadlock.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from compat import algorithms
 from compat.base.adapter import P2PSpec, Tensor
 from compat.base.errors import UnsupportedError
-from compat.base.types import Group, Work
-from compat.collectives import Call
-from compat.core import state
+from compat.base.types import Group, Handle, Work
+from compat.core import common, state
+from compat.core.call import Call
 from compat.core.layout import Staging
 from compat.core.values import check_int, describe
 
@@ -118,10 +118,9 @@ def send(
         >>> t
         tensor([1., 2.])   # ranks 0 and 1
     """
-    current = state.current()
-    dtype = current.checks.plain_point_to_point(tensor, dst, group, tag, group_dst)
-    if dtype is not None:
-        current.plain_implementation("send", tensor, dtype)(tensor, dst, None, 0)
+    run = common.point_to_point("send", tensor, dst, group, tag, group_dst)
+    if run is not None:
+        run(tensor, dst, None, 0)
         return
     call = Call(group)
     rank, tag = _check_point_to_point(call, tensor, dst, "dst", group_dst, "group_dst", tag)
@@ -163,12 +162,11 @@ def recv(
     --------
     See :func:`send`.
     """
-    current = state.current()
-    dtype = current.checks.plain_point_to_point(tensor, src, group, tag, group_src)
-    if dtype is not None and src is not None:  # a plain call's src is an int: for the typing
+    run = common.point_to_point("recv", tensor, src, group, tag, group_src)
+    if run is not None and src is not None:  # a common call's src is an int: for the typing
         # Receives from src issued earlier by irecv and not yet run take their messages first.
-        algorithms.settle_deferred_recvs(current.adapter, src, None)
-        current.plain_implementation("recv", tensor, dtype)(tensor, src, None, 0)
+        algorithms.settle_deferred_recvs(state.current().adapter, src, None)
+        run(tensor, src, None, 0)
         return src
     call = Call(group)
     _source(src, group_src)
@@ -218,10 +216,8 @@ def isend(
         tensor([0., 0.])   # rank 1
         tensor([1., 1.])   # rank 2
     """
-    current = state.current()
-    dtype = current.checks.plain_point_to_point(tensor, dst, group, tag, group_dst)
-    if dtype is not None:
-        run = current.plain_implementation("isend", tensor, dtype)
+    run = common.point_to_point("isend", tensor, dst, group, tag, group_dst)
+    if run is not None:
         sent = Work((run(tensor, dst, None, 0),))
         sent._result = [tensor]
         return sent
@@ -269,10 +265,8 @@ def irecv(
         tensor([2., 2.])   # rank 0
         tensor([1., 1.])   # rank 1
     """
-    current = state.current()
-    dtype = current.checks.plain_point_to_point(tensor, src, group, tag, group_src)
-    if dtype is not None:
-        run = current.plain_implementation("irecv", tensor, dtype)
+    run = common.point_to_point("irecv", tensor, src, group, tag, group_src)
+    if run is not None:
         received = Work((run(tensor, src, None, 0),))
         received._result = [tensor]
         return received
@@ -410,22 +404,34 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
         tensor([1., 1.])   # rank 1
     """
     current = state.current()
-    plain = _plain_batch(current, p2p_op_list)
+    plain = _common_batch(current, p2p_op_list)
     if plain is not None:
-        plain_specs, dtype = plain
-        world = current.world.handle
-        like = plain_specs[0][1]
-        run = current.plain_implementation("batch_isend_irecv", like, dtype)
-        handles = run(plain_specs, world)
-        if len(handles) == len(plain_specs):
-            return [
-                with_work_result(Work((handle,)), spec[1])
-                for handle, spec in zip(handles, plain_specs, strict=True)
-            ]
-        # One Work for the whole batch, as torch returns where the backend coalesces (NCCL).
-        return [with_work_result(Work(handles), *(spec[1] for spec in plain_specs))]
-    ops = _op_list(p2p_op_list)
+        ops, dtype = plain
+        run = current.world_implementation("batch_isend_irecv", ops[0][1], dtype)
+        done = run(ops, current.world.handle)
+        return _batch_works(done, [op[1] for op in ops], range(len(ops)), [None] * len(ops))
     call = Call(None)
+    group, checked = _checked_batch(call, _op_list(p2p_op_list))
+    specs: list[P2PSpec] = []
+    moving, finishes = [], []
+    for index, (direction, tensor, peer, tag) in enumerate(checked):
+        if call.adapter.numel(tensor) == 0:  # an op of an empty tensor moves nothing
+            continue
+        staging = Staging(call.adapter)
+        staged = staging.read(tensor) if direction == "isend" else staging.write(tensor)
+        specs.append((direction, staged, peer, tag))
+        moving.append(index)
+        finishes.append(staging.finish)
+    handles: list[Handle] = []
+    if specs:
+        run = call.state.implementation("batch_isend_irecv", specs[0][1], group=group.handle)
+        handles = run(specs, group.handle)
+    return _batch_works(handles, [op[1] for op in checked], moving, finishes)
+
+
+def _checked_batch(call: Call, ops: Sequence[P2POp]) -> tuple[Group, list[P2PSpec]]:
+    """Every op of a batch checked before any is issued: their group (one for all) and each as
+    (direction, the user's tensor, the peer's global rank, tag)."""
     checks = call.checks
     group: Group | None = None
     checked: list[P2PSpec] = []
@@ -448,34 +454,32 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
         )  # fmt: skip
         checked.append((direction, op.tensor, peer, tag))
     assert group is not None
-    adapter = call.adapter
-    works = [Work() for _ in checked]  # an op of an empty tensor moves nothing
-    specs: list[P2PSpec] = []
-    stagings: list[tuple[int, Staging]] = []
-    for index, (direction, tensor, peer, tag) in enumerate(checked):
-        if adapter.numel(tensor) == 0:
-            continue
-        staging = Staging(adapter)
-        staged = staging.read(tensor) if direction == "isend" else staging.write(tensor)
-        specs.append((direction, staged, peer, tag))
-        stagings.append((index, staging))
-    if specs:
-        run = call.state.implementation("batch_isend_irecv", specs[0][1], group=group.handle)
-        handles = run(specs, group.handle)
-        if len(handles) != len(specs):
-            # One Work for the whole batch, as torch returns where the backend coalesces (NCCL,
-            # HCCL): it waits for every op and then copies each staged receive back.
-            finishes = [staging.finish for _, staging in stagings]
+    return group, checked
 
-            def finish_all() -> None:
-                for finish in finishes:
-                    finish()
 
-            whole = Work(handles, finish_all)
-            return [with_work_result(whole, *(tensor for _, tensor, _, _ in checked))]
-        for position, (index, staging) in enumerate(stagings):
-            works[index] = Work([handles[position]], staging.finish)
-    for work, (_, tensor, _, _) in zip(works, checked, strict=True):
+def _batch_works(
+    handles: list[Handle],
+    tensors: list[Tensor],
+    moving: Sequence[int],
+    finishes: Sequence[Callable[[], None] | None],
+) -> list[Work]:
+    """A batch's result, one Work per op of ``tensors``: for each op that moves data (the
+    indices ``moving``; an op of an empty tensor moves nothing) its handle and its finish (which
+    copies a staged receive back). Where the backend returned one handle for the batch (it
+    coalesces: NCCL, HCCL), one Work for the whole batch, as torch returns: it waits for every
+    op and then runs every finish."""
+    if len(handles) != len(moving):
+        kept = [finish for finish in finishes if finish is not None]
+
+        def finish_all() -> None:
+            for finish in kept:
+                finish()
+
+        return [with_work_result(Work(handles, finish_all if kept else None), *tensors)]
+    works = [Work() for _ in tensors]
+    for index, handle, finish in zip(moving, handles, finishes, strict=True):
+        works[index] = Work([handle], finish)
+    for work, tensor in zip(works, tensors, strict=True):
         work._result = [tensor]
     return works
 
@@ -486,13 +490,12 @@ def with_work_result(work: Work, *tensors: Tensor) -> Work:
     return work
 
 
-def _plain_batch(current: state.State, value: object) -> tuple[list[P2PSpec], str] | None:
+def _common_batch(current: state.State, value: object) -> tuple[list[P2PSpec], str] | None:
     """The ops of ``value`` and its first tensor's dtype where a batch is the common case:
     compat's own P2POp objects, each as :meth:`compat.core.checks.Checks.plain_point_to_point`
     takes a point-to-point call (on the world, another rank's global rank, tag 0, a dense
-    non-empty tensor), so that nothing is staged. Right after a collective compat's Python runs
-    cold: the full checks of a batch of two ops took 55 us there, against 10 us back to back
-    (measured, 2 ranks on Gloo's transport). None: the full path, which says what is wrong."""
+    non-empty tensor), so that nothing is staged and no message is built, as compat's Python
+    runs cold right after a collective. None: the general path, which says what is wrong."""
     if type(value) is not list or not value:
         return None
     plain_point_to_point = current.checks.plain_point_to_point

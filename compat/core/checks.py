@@ -1,18 +1,17 @@
-"""The argument checks of the collectives, bound to the process state: they run on the calling
-rank before any communication, and each failure names the parameter, what was expected and what
-was given. Facts checked on every call are kept in the form that is cheapest to test (per-call
-overhead matters at small sizes: ``compat bench -n 1`` prints it).
+"""The argument checks of the collectives: they run on the calling rank before any
+communication, and each failure names the parameter, what was expected and what was given.
+Facts checked on every call are kept in the form that is cheapest to test (per-call overhead
+matters at small sizes: ``compat bench -n 1`` prints it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from compat.algorithms import deferred
 from compat.base import tables
-from compat.base.adapter import Tensor, TensorFacts
+from compat.base.adapter import Adapter, Tensor, TensorFacts
 from compat.base.errors import UnsupportedError
 from compat.base.types import WORLD, Group, ReduceOp, parse_op
 from compat.core.dispatch import framework_of
@@ -27,9 +26,6 @@ from compat.core.values import (
     even_split,
 )
 
-if TYPE_CHECKING:
-    from compat.core.state import State
-
 #: ``checked`` of plain_list and plain_tensors where no tensor of the list was checked before.
 #: Not None: an item that is ``checked`` is not read again, and None is a bad item, which the
 #: full checks must see (with None here, ``all_gather([None], t)`` at world size 1 reached
@@ -38,39 +34,61 @@ _NOTHING_CHECKED: Any = object()
 
 
 class Checks:
-    """The checks of one process's calls (``State.checks``), with what they have seen before."""
+    """The checks of one process's calls (``State.checks``), with what they have seen before.
 
-    def __init__(self, state: State) -> None:
-        self.state = state
-        self.adapter = state.adapter
+    Given what they check against: the adapter, the backend's name and capability entry (its
+    dtypes and reduce ops), this rank, the world, and the groups compat.new_group made (by their
+    ranks, the process state's dict, filled as groups are made)."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        backend: str,
+        backend_entry: dict[str, Any],
+        rank: int,
+        world: Group,
+        groups: dict[tuple[int, ...], Group],
+    ) -> None:
+        self.adapter = adapter
+        self.framework = adapter.framework
+        self.backend = backend
+        self.rank = rank
+        self.world = world
+        self.world_size = world.size()
+        self._groups = groups
         self._dtype_kinds = {
             name: entry["kind"] for name, entry in tables.lookup("dtypes", "dtypes").items()
         }
-        self._dtypes_ok = frozenset(state.backend_entry["dtypes"])
-        self._reduce_ops_ok = frozenset(state.backend_entry["reduce_ops"])
-        self._tensor_types: set[type] = set()
+        self._dtype_names = list(backend_entry["dtypes"])
+        self._reduce_op_names = list(backend_entry["reduce_ops"])
+        #: the backend's dtypes (read by the common case, compat.core.common)
+        self.dtypes_ok = frozenset(self._dtype_names)
+        self._reduce_ops_ok = frozenset(self._reduce_op_names)
+        #: the tensor types a call has passed :meth:`tensor` with: the common case takes only
+        #: these (it does not ask which framework a tensor belongs to)
+        self.tensor_types: set[type] = set()
         self._reductions: dict[tuple[type, Any, str], ReduceOp] = {}
         self._native_groups: dict[object, Group] = {}
         #: The framework's own group (handle) of each group compat.destroy freed.
         self._destroyed: dict[object, Group] = {}
-        self._world_peers = frozenset(range(state.world_size)) - {state.rank}
+        self._world_peers = frozenset(range(self.world_size)) - {rank}
 
     # -- tensors -------------------------------------------------------------------------------
     def tensor(self, obj: object, param: str) -> None:
         """``obj`` is a tensor of the framework compat was initialised for, on this rank's
         device (the backend cannot communicate it from anywhere else)."""
-        if type(obj) not in self._tensor_types:
-            framework = self.state.framework
+        if type(obj) not in self.tensor_types:
+            framework = self.framework
             if framework_of(obj) != framework:
                 raise TypeError(
                     f"{param}: expected a {framework} tensor (compat was initialised for "
                     f"{framework}); got {describe(obj)}"
                 )
-            self._tensor_types.add(type(obj))
+            self.tensor_types.add(type(obj))
         if not self.adapter.on_home(obj):
             raise TypeError(
                 f"{param}: expected a tensor on {self.adapter.home_device()} (this rank's device "
-                f"for {self.state.backend}); got one on {self.adapter.device(obj)}"
+                f"for {self.backend}); got one on {self.adapter.device(obj)}"
             )
 
     def plain_point_to_point(
@@ -79,9 +97,8 @@ class Checks:
         """``tensor``'s dtype if a point-to-point call is the common case, valid in every
         argument: on the world, with another rank's global rank as an int, tag 0, and a dense,
         non-empty tensor of a type seen before, on this rank's device, of a supported dtype.
-        Checked without building any message: point to point is bound by latency, and on this
-        2-core machine each microsecond of Python before the wait added 3-4 us to a 1 KB
-        isend/irecv pair (measured). None sends the call to the full checks, which raise where
+        Checked without building any message: point to point is bound by latency, so every
+        call before the wait counts. None sends the call to the full checks, which raise where
         they fail."""
         if not (
             (group is None or group is WORLD)
@@ -90,63 +107,23 @@ class Checks:
             and peer in self._world_peers
             and type(tag) is int
             and tag == 0
-            and type(tensor) in self._tensor_types
+            and type(tensor) in self.tensor_types
         ):
             return None
         dtype = self.adapter.dense_dtype(tensor)
-        return dtype if dtype in self._dtypes_ok else None
-
-    def plain_tensor(
-        self, tensor: object, group: object, async_op: object, out: object = None
-    ) -> tuple[TensorFacts, TensorFacts | None] | None:
-        """``(facts, out_facts)``: ``tensor``'s dtype and shape if a collective on it is the
-        common case in every argument checked here: synchronous, on the world, without the
-        pre-flight check, no deferred receive waiting (:meth:`compat.collectives.Call.issue`'s
-        check), and a dense, non-empty tensor of a type seen before, on this rank's device, of
-        a supported dtype; with them, ``out``'s dtype and shape, where the call writes a tensor
-        form's ``out`` (None where ``out`` is None: the call makes it). None where either is
-        not the common case; an ``out`` of another dtype or shape is the caller's to refuse, as
-        it knows the shape it expects.
-
-        Checked in one step without building any message: right after a collective compat's
-        Python runs cold, and the full checks of a broadcast took 9.5 us there (1.5 us back to
-        back) while the other ranks waited (measured, 2 ranks on Gloo). Reading ``out`` here
-        rather than in calls of their own saves the calls between the reads: MindSpore's
-        reduce_scatter_tensor with ``out`` at world size 1 took 4.4-4.9 us against 4.8-5.2,
-        torch's 2.9-3.0 against 3.3-3.4 and one 5.0 (one process, the two alternating, the
-        collective a no-op). None sends the call to the full checks, which raise where they
-        fail."""
-        known = self._tensor_types
-        # deferred.WAITING read as it is, not through algorithms.deferred_sources: right after a
-        # collective each Python call costs about 1.5 us (cold caches, measured on Gloo).
-        if (
-            async_op is not False
-            or (group is not None and group is not WORLD)
-            or type(tensor) not in known
-            or (out is not None and type(out) not in known)
-            or self.state.check
-            or self.adapter in deferred.WAITING
-        ):
-            return None
-        facts = self.adapter.dense_facts(tensor)
-        if facts is None or facts[0] not in self._dtypes_ok:
-            return None
-        if out is None:
-            return facts, None
-        out_facts = self.adapter.dense_facts(out)
-        return None if out_facts is None else (facts, out_facts)
+        return dtype if dtype in self.dtypes_ok else None
 
     def plain_list(
         self, value: object, facts: TensorFacts, checked: object = _NOTHING_CHECKED
     ) -> list[Tensor] | None:
         """``value`` as a list if it is the common case of the list forms: one tensor per rank
-        of the world, each as :meth:`plain_tensor` checks a tensor (dense, non-empty, of a type
+        of the world, each as the common case takes a tensor (dense, non-empty, of a type
         seen before, on this rank's device) and of the dtype and shape ``facts``; ``checked``, a
         tensor of them checked before, is not read again. None sends the call to the full
         checks."""
-        if not isinstance(value, (list, tuple)) or len(value) != self.state.world_size:
+        if not isinstance(value, (list, tuple)) or len(value) != self.world_size:
             return None
-        known, dense_facts = self._tensor_types, self.adapter.dense_facts
+        known, dense_facts = self.tensor_types, self.adapter.dense_facts
         for item in value:
             if item is checked:
                 continue
@@ -157,24 +134,19 @@ class Checks:
     def plain_tensors(
         self, value: object, dtype: str, checked: object = _NOTHING_CHECKED
     ) -> list[Tensor] | None:
-        """``value`` as a list if it is a non-empty list of tensors, each as :meth:`plain_tensor`
-        checks a tensor and of ``dtype``, of any shapes (all_reduce_coalesced's common case);
+        """``value`` as a list if it is a non-empty list of tensors, each as the common case
+        takes a tensor and of ``dtype``, of any shapes (all_reduce_coalesced's common case);
         ``checked``, a tensor of them checked before, is not read again. None sends the call to
         the full checks."""
         if not isinstance(value, (list, tuple)) or not value:
             return None
-        known, dense_dtype = self._tensor_types, self.adapter.dense_dtype
+        known, dense_dtype = self.tensor_types, self.adapter.dense_dtype
         for item in value:
             if item is checked:
                 continue
             if type(item) not in known or dense_dtype(item) != dtype:
                 return None
         return list(value)
-
-    def plain_root(self, root: object, group_root: object) -> bool:
-        """Whether a rooted call's root is given as a global rank of the world, the common
-        case (``group_root`` absent)."""
-        return group_root is None and type(root) is int and 0 <= root < self.state.world_size
 
     def known_reduction(self, op: object, dtype: str) -> ReduceOp | None:
         """``op`` as a ReduceOp if a call has passed :meth:`reduction` with it and ``dtype``
@@ -267,7 +239,7 @@ class Checks:
                 self.like(item, f"{param}[{i}]", like, like_param, None)
                 if not any_shape:
                     self.trailing(item, f"{param}[{i}]", like, like_param)
-        me = group.group_rank(self.state.rank)
+        me = group.group_rank(self.rank)
         if not even and self.adapter.shape(items[me]) != shape:
             check_shape(
                 self.adapter.shape(items[me]), shape, f"{param}[{me}]",
@@ -288,8 +260,8 @@ class Checks:
     ) -> list[Tensor] | None:
         """scatter_list / gather_list: a list of tensors like ``tensor`` (of ``dtype`` and
         ``shape``) on the root, else absent."""
-        if self.state.rank != root:
-            check_absent(value, param, root_param, root, self.state.rank)
+        if self.rank != root:
+            check_absent(value, param, root_param, root, self.rank)
             return None
         items = check_list(value, param, group.size())
         if self._all_like(items, dtype, shape, True) is None:
@@ -305,7 +277,7 @@ class Checks:
         building any message and in one loop: the list forms run this on every call, with one
         item per rank. True: they pass and all have ``shape``; False: they pass, some differ in
         dim 0; None: some do not pass, which sends the items to the full checks, which raise."""
-        known, adapter = self._tensor_types, self.adapter
+        known, adapter = self.tensor_types, self.adapter
         on_home, dtype_of, shape_of = adapter.on_home, adapter.dtype, adapter.shape
         ndim, trailing, even = len(shape), shape[1:], True
         for item in items:
@@ -324,9 +296,8 @@ class Checks:
         the framework's own group (a torch ProcessGroup, a MindSpore group name); or, as
         funcol takes it, a list of global ranks naming the world or a group made before. With
         ``member``, this rank must belong to it."""
-        state = self.state
         if group is None or group is WORLD:
-            return state.world
+            return self.world
         if isinstance(group, (list, tuple)):
             resolved = self._group_of_ranks(group, param)
         elif isinstance(group, Group):
@@ -338,9 +309,9 @@ class Checks:
                 f"{param}: {resolved!r} was destroyed by compat.destroy(group); expected a group "
                 "that is alive (make a new one with compat.new_group)"
             )
-        if member and state.rank not in resolved:
+        if member and self.rank not in resolved:
             raise ValueError(
-                f"{param}: this rank ({state.rank}) is not a member of the group; expected a "
+                f"{param}: this rank ({self.rank}) is not a member of the group; expected a "
                 f"group containing it, got one with ranks {list(resolved.ranks)}"
             )
         return resolved
@@ -350,10 +321,9 @@ class Checks:
         framework, for a group compat has been handed) made with exactly these ranks, in any
         order (funcol matches them as a set; new_group sorts them)."""
         wanted = tuple(sorted(check_int(rank, f"{param}[{i}]") for i, rank in enumerate(ranks)))
-        state = self.state
-        if wanted == state.world.ranks:
-            return state.world
-        found = state.groups.get(wanted)
+        if wanted == self.world.ranks:
+            return self.world
+        found = self._groups.get(wanted)
         if found is None:
             native = self._native_groups.values()
             found = next((group for group in native if tuple(sorted(group.ranks)) == wanted), None)
@@ -399,7 +369,7 @@ class Checks:
                 f"{self.adapter.native_group_names}; got {describe(obj)}"
             )
         ranks, handle = found
-        group = self.state.world if handle is None else Group(ranks, handle, repr(obj)[:40])
+        group = self.world if handle is None else Group(ranks, handle, repr(obj)[:40])
         if len(self._native_groups) < 256:
             self._native_groups[obj] = group
         return group
@@ -408,7 +378,7 @@ class Checks:
         """A global rank that must be a member of ``group``."""
         rank = check_int(value, param)
         if rank not in group.ranks:
-            where = "the world" if group is self.state.world else "the group"
+            where = "the world" if group is self.world else "the group"
             raise ValueError(
                 f"{param}: expected a global rank in {where}, one of {list(group.ranks)}; "
                 f"got {rank}"
@@ -417,10 +387,10 @@ class Checks:
 
     # -- dtypes and reductions -----------------------------------------------------------------
     def dtype(self, dtype: str, param: str) -> None:
-        if dtype not in self._dtypes_ok:
+        if dtype not in self.dtypes_ok:
             raise UnsupportedError(
-                f"{param}: dtype {dtype} is not supported by the {self.state.backend} backend; "
-                f"supported: {', '.join(self.state.backend_entry['dtypes'])}"
+                f"{param}: dtype {dtype} is not supported by the {self.backend} backend; "
+                f"supported: {', '.join(self._dtype_names)}"
             )
 
     def reduction(self, op: object, dtype: str, param: str) -> ReduceOp:
@@ -449,8 +419,8 @@ class Checks:
     def reduce_op(self, op: ReduceOp, dtype: str, param: str = "op") -> None:
         if op.value not in self._reduce_ops_ok:
             raise UnsupportedError(
-                f"{param}: {op.name} is not supported by the {self.state.backend} backend; "
-                f"supported: {', '.join(self.state.backend_entry['reduce_ops'])}"
+                f"{param}: {op.name} is not supported by the {self.backend} backend; "
+                f"supported: {', '.join(self._reduce_op_names)}"
             )
         if op is ReduceOp.AVG and self._dtype_kinds.get(dtype) not in ("float", "complex"):
             raise UnsupportedError(
@@ -534,7 +504,7 @@ class Checks:
                 for i, item in enumerate(items):
                     self.like(item, f"{param}[{i}]", first, first_param, None)
                     self.trailing(item, f"{param}[{i}]", first, first_param)
-        me = group.group_rank(self.state.rank)
+        me = group.group_rank(self.rank)
         if not (inputs_even and outputs_even):
             if self.adapter.shape(outs[me]) != self.adapter.shape(ins[me]):
                 check_shape(

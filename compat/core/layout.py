@@ -2,11 +2,10 @@
 
 Backends do not see views. Gloo and NCCL read and write ``numel`` elements from a tensor's first
 element, ignoring its strides: an all_reduce of ``x[:, :2]`` reduces and overwrites elements
-outside the view (measured, torch 2.13). MindSpore's collectives use the whole storage behind a
-tensor: an all_reduce of ``x[:2]`` reduces all of ``x`` (measured, MindSpore 2.10). So a tensor
-the backend cannot serve as it is (:meth:`compat.base.adapter.Adapter.is_dense` says which) is
-replaced
-for the call by a contiguous tensor of its own. The stand-in is filled from the user's tensor when
+outside the view (torch 2.13). MindSpore's collectives use the whole storage behind a
+tensor: an all_reduce of ``x[:2]`` reduces all of ``x`` (MindSpore 2.10). So a tensor the backend
+cannot serve as it is (:meth:`compat.base.adapter.Adapter.is_dense` says which) is replaced for
+the call by a contiguous tensor of its own. The stand-in is filled from the user's tensor when
 the call reads it, and copied back into exactly the user's elements once the call has completed
 (at once for a synchronous call, in ``Work.wait()`` for an asynchronous one). A dense tensor is
 passed through untouched: no copy.

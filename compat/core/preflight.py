@@ -17,23 +17,13 @@ from compat.base.adapter import Adapter
 from compat.base.errors import CollectiveMismatchError
 from compat.base.types import Group
 from compat.core import recorder
+from compat.core.specs import SPECS
 
-# What each collective needs every rank to agree on. Uneven forms legitimately differ in dim 0,
-# so they compare the trailing dims and the per-rank sizes instead of the whole shape.
-AGREE: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("op", "dtype", "shape"),
-    "reduce_scatter": ("op", "dtype", "trailing", "sizes"),
-    "reduce_scatter_tensor": ("op", "dtype", "shape", "sizes", "dim"),
-    "all_gather": ("dtype", "trailing", "sizes"),
-    "all_gather_into_tensor": ("dtype", "trailing", "sizes", "dim"),
-    "broadcast": ("dtype", "shape", "root"),
-    "scatter": ("dtype", "shape", "root"),
-    "scatter_tensor": ("dtype", "shape", "root"),
-    "gather": ("dtype", "shape", "root"),
-    "reduce": ("op", "dtype", "shape", "root"),
-    "all_to_all_single": ("dtype", "trailing"),
-    "all_to_all": ("dtype", "trailing"),
-    "barrier": (),
+#: What each collective needs every rank to agree on (its spec's ``agree``; a barrier, nothing).
+#: Uneven forms legitimately differ in dim 0, so they compare the trailing dims and the per-rank
+#: sizes.
+AGREE: dict[str, tuple[str, ...]] = {name: spec.agree for name, spec in SPECS.items()} | {
+    "barrier": ()
 }
 
 

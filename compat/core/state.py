@@ -55,32 +55,32 @@ class State:
         self.rank = adapter.rank()
         self.world_size = adapter.world_size()
         self.world = Group(range(self.world_size), None, "world")
-        self.checks = Checks(self)
+        #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
+        self.groups: dict[tuple[int, ...], Group] = {}
+        self.checks = Checks(
+            adapter, backend, self.backend_entry, self.rank, self.world, self.groups
+        )
         #: (collective, dtype, group handle, tensor in host memory) -> choices by size
         self._implementations: dict[
             tuple[str, str, Any, bool], list[tuple[int, Callable[..., Any]]]
         ] = {}
-        #: (collective, dtype) -> what runs it on the world, for a tensor the common-case checks
-        #: passed (plain_implementation): one callable for every size, else the choices by size
-        self._plain_runs: dict[tuple[str, str], Callable[..., Any]] = {}
-        self._plain_sized: dict[tuple[str, str], list[tuple[int, Callable[..., Any]]]] = {}
+        #: (collective, dtype) -> the choices by size on the world for a tensor the common case
+        #: checked (world_implementation): those of _implementations, found by a shorter key
+        self._world_choices: dict[tuple[str, str], list[tuple[int, Callable[..., Any]]]] = {}
         #: bytes an element, by dtype (mapping_tables/dtypes.toml): a size from a shape read
         self._dtype_bytes = tables.dtype_bytes()
         self._one_host_choices: dict[str, bool] = {}
         self._forced: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self._stand_ins: dict[tuple[str, str], Callable[..., Any]] = {}
-        #: the shape plain_implementation was given for the call about to run (compat.core.recorder)
+        #: the shape world_implementation was given for the call about to run (compat.core.recorder)
         self.shape_hint: list[tuple[int, ...] | None] = [None]
         self.group_count = 0
-        #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
-        self.groups: dict[tuple[int, ...], Group] = {}
 
     def forget_choices(self) -> None:
         """Drop every choice kept: the next call of each collective chooses anew (after a peer
         was found gone, a call on a group with it raises at once: :func:`_raises_lost`)."""
         self._implementations.clear()
-        self._plain_runs.clear()
-        self._plain_sized.clear()
+        self._world_choices.clear()
 
     # -- implementations ---------------------------------------------------------------------
     def implementation(
@@ -97,7 +97,7 @@ class State:
         depends on it), as :func:`compat.core.capabilities.resolve` chooses it: the adapter's native
         method or an algorithm bound to the adapter. With ``group`` (its handle), a choice that
         needs the group's ranks on one host can apply. ``dtype`` is ``like``'s, where the caller
-        has read it already (a MindSpore tensor's dtype costs 0.3 us a read, measured)."""
+        has read it already (a dtype read is not free on MindSpore)."""
         if dtype is None:
             dtype = self.adapter.dtype(like)
         # No tensor (barrier): nothing that is not in host memory.
@@ -107,7 +107,7 @@ class State:
             return by_size[0][1]
         return self._sized(by_size, like, nbytes, copies)
 
-    def plain_implementation(
+    def world_implementation(
         self,
         collective: str,
         like: Any,
@@ -116,33 +116,27 @@ class State:
         shape: tuple[int, ...] | None = None,
     ) -> Callable[..., Any]:
         """:meth:`implementation` on the world, for ``like``, a tensor of ``dtype`` that the
-        common-case checks (:class:`compat.core.checks.Checks`, ``plain_*``) passed: on this
-        rank's device, so whether it is in host memory is the same for every such tensor, and
-        the choice, or the choices by size, are kept by (collective, dtype) alone. Right after a
-        collective, where each Python call and tensor read costs microseconds, this saved a 1 KB
-        isend/irecv pair on Gloo's own transport 1.08-1.12 -> 1.03-1.09 of torch's; a choice by
-        size took 12.5-13.4 us there before its choices were kept, 8.8-9.3 after (back to back
-        0.70-1.30 -> 0.49-0.84 us; measured, 2 ranks).
+        common case (:mod:`compat.core.common`) checked: on this rank's device, so whether it is
+        in host memory is the same for every such tensor, and the choices are found by
+        (collective, dtype) alone, the one look-up right after a collective, where each call
+        costs most.
 
         ``shape``: ``like``'s, where the checks have read it. A choice by size then takes the
         size from it and the dtype's bytes (``mapping_tables/dtypes.toml``), ``copies`` times,
-        instead of reading the tensor: a dense tensor's size is exactly that, and on MindSpore
-        the read costs 0.30 us against 0.11 (measured, a tensor an op made)."""
-        key = (collective, dtype)
+        instead of reading the tensor: a dense tensor's size is exactly that, and a read costs
+        more on MindSpore."""
         # The flight recorder takes the size of the call about to run from here, where the
-        # checks have read it (a shape read costs 0.4-0.9 us: compat.core.recorder).
+        # checks have read it (compat.core.recorder).
         self.shape_hint[0] = shape
-        run = self._plain_runs.get(key)
-        if run is not None:
-            return run
-        by_size = self._plain_sized.get(key)
+        key = (collective, dtype)
+        by_size = self._world_choices.get(key)
         if by_size is None:
             in_host = self.adapter.in_host_memory(like)
-            by_size = self._choices(collective, dtype, self.world.handle, in_host)
-            if len(by_size) == 1:
-                self._plain_runs[key] = by_size[0][1]
-                return by_size[0][1]
-            self._plain_sized[key] = by_size
+            by_size = self._world_choices[key] = self._choices(
+                collective, dtype, self.world.handle, in_host
+            )
+        if len(by_size) == 1:
+            return by_size[0][1]
         if shape is None:
             return self._sized(by_size, like, None, copies)
         nbytes = math.prod(shape) * self._dtype_bytes[dtype] * copies
@@ -154,7 +148,7 @@ class State:
         """(min_bytes, callable) from 0 bytes up for ``collective`` on ``dtype`` and ``group``
         (a handle, or NO_GROUP), for tensors in host memory or not (``in_host``)."""
         # Keyed by the group itself: whether it has a window, and its size, are settled on its
-        # first call, so later calls skip finding them (0.25 us a call, measured).
+        # first call, so later calls skip finding them.
         key = (collective, dtype, group, in_host)
         by_size = self._implementations.get(key)
         if by_size is None:
@@ -292,8 +286,7 @@ class State:
         """Drop every choice kept for (collective, dtype) ``key``: the next call makes it anew."""
         for cached in [kept for kept in self._implementations if kept[:2] == key]:
             del self._implementations[cached]
-        self._plain_runs.pop(key, None)
-        self._plain_sized.pop(key, None)
+        self._world_choices.pop(key, None)
 
     def _by_size(
         self, collective: str, dtype: str, ranks: int | None, one_host: bool
@@ -308,8 +301,7 @@ class State:
         for size in capabilities.size_thresholds(key, collective, dtype, one_host, ranks):
             choice = capabilities.choice(key, collective, dtype, size, one_host, ranks)
             # A threshold where the choice stays the same (one for another group size) is
-            # left out: with one choice a call reads no size and makes no choice (choosing by
-            # size took 0.71-0.82 us on MindSpore, measured).
+            # left out: with one choice a call reads no size and makes no choice.
             if not choices or choices[-1][1] != choice:
                 choices.append((size, choice))
         stand_in = self._stand_ins.get((collective, dtype))
@@ -359,8 +351,8 @@ def checked() -> State:
     process group ended, e.g. torch.distributed.destroy_process_group called directly): compat
     then drops its state and adopts a process group initialised since, or raises
     NotInitializedError. What the queries, init, new_group and destroy use; the collectives use
-    :func:`current`, since the framework's own check costs 0.5 us (torch) to 2 us (MindSpore)
-    a call (measured)."""
+    :func:`current`, since the framework's own check would cost more than the rest of a small
+    call's own work."""
     _drop_stale()
     return current()
 
@@ -445,7 +437,7 @@ def start(
     set_current(started)
     shared_memory.LOSS_LISTENERS[:] = [started.forget_choices]
     # A torch process that exits with its process group alive aborts ("terminate called without
-    # an active exception", measured): leave the job at exit if the script did not.
+    # an active exception"): leave the job at exit if the script did not.
     atexit.register(leave)
     return started
 

@@ -1,6 +1,6 @@
 """all_reduce, broadcast, reduce, all_gather_into_tensor and reduce_scatter_tensor (both forms
 each), scatter_tensor, all_to_all_single and the list forms (all_gather, reduce_scatter,
-scatter, gather, all_to_all) skip compat.collectives.Call where every argument is the common
+scatter, gather, all_to_all) skip compat.core.call.Call where every argument is the common
 case (a synchronous call on the world, dense, non-empty tensors, lists of one such tensor per
 rank of one shape, a root given as a global rank, an op seen before with the dtype, dim 0
 without split sizes) and take the full path otherwise: both give numpy's results, outputs
@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 import compat
-from compat import collectives, p2p
+from compat import collectives
 from compat.core import capabilities, state
+from compat.core.call import Call
 from tests.ranks.cases import (
     SENTINEL,
     assert_close,
@@ -34,23 +35,20 @@ from tests.ranks.cases import (
 
 @contextmanager
 def calls_counted() -> Iterator[list[int]]:
-    """How many compat.collectives.Call were made meanwhile (the full path's), by the
+    """How many compat.core.call.Call were made meanwhile (the general path's), by the
     collectives and by point to point."""
     made = [0]
-    original = collectives.Call
+    original = Call.__init__
 
-    class Counting(original):  # type: ignore[misc, valid-type]
-        __slots__ = ()
+    def counting(self: Call, *args: Any, **kwargs: Any) -> None:
+        made[0] += 1
+        original(self, *args, **kwargs)
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            made[0] += 1
-            super().__init__(*args, **kwargs)
-
-    collectives.Call = p2p.Call = Counting  # type: ignore[misc]
+    Call.__init__ = counting  # type: ignore[method-assign]
     try:
         yield made
     finally:
-        collectives.Call = p2p.Call = original  # type: ignore[misc]
+        Call.__init__ = original  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -448,7 +446,7 @@ def case_coalesced_shared_memory_reduced_once(kit: Any) -> None:
 def all_reduces_counted() -> Iterator[list[int]]:
     """How many all_reduce implementations were run meanwhile (each is one collective on the
     wire, whichever path issued it: State.implementation or, in the common case,
-    State.plain_implementation)."""
+    State.world_implementation)."""
     current = state.current()
     made = [0]
 
@@ -467,12 +465,12 @@ def all_reduces_counted() -> Iterator[list[int]]:
         return choose
 
     current.implementation = counting(current.implementation)  # type: ignore[method-assign]
-    current.plain_implementation = counting(current.plain_implementation)  # type: ignore[method-assign]
+    current.world_implementation = counting(current.world_implementation)  # type: ignore[method-assign]
     try:
         yield made
     finally:
         del current.implementation
-        del current.plain_implementation
+        del current.world_implementation
 
 
 def _expected_all_reduces(kit: Any, shapes: list[tuple[int, ...]], itemsize: int = 4) -> int:
@@ -743,7 +741,7 @@ def case_blocking_point_to_point(kit: Any) -> None:
 
 def case_forced_choice_after_the_common_path(kit: Any) -> None:
     """The common path's choice, kept by (collective, dtype) once made
-    (State.plain_implementation), is what State.implementation chooses on the world, and gives
+    (State.world_implementation), is what State.implementation chooses on the world, and gives
     way to a choice forced later and back to the table's once the force is lifted: isend, irecv,
     send, recv, all_reduce and broadcast, each run before, during and after the force, their
     results checked; and all_gather_into_tensor, whose choice can depend on the size (its
@@ -786,9 +784,9 @@ def case_forced_choice_after_the_common_path(kit: Any) -> None:
     run_all("before the force")
     for name in names:
         chosen = current.implementation(name, outgoing, group=current.world.handle)
-        kept = current.plain_implementation(name, outgoing, "float32")
+        kept = current.world_implementation(name, outgoing, "float32")
         assert kept is chosen, f"{name}: the common path's choice {kept} is not {chosen}"
-    real = {name: current.plain_implementation(name, outgoing, "float32") for name in names}
+    real = {name: current.world_implementation(name, outgoing, "float32") for name in names}
 
     def recording(name: str) -> Callable[..., Any]:
         def run(*args: Any) -> Any:
@@ -977,7 +975,7 @@ def _sizes_from_shapes(kit: Any, dtype: str) -> None:
                 for name in names:
                     current._forget_choices((name, dtype))
                     upper = (threshold, choice("upper"))
-                    current._plain_sized[(name, dtype)] = [(0, choice("lower")), upper]
+                    current._world_choices[(name, dtype)] = [(0, choice("lower")), upper]
                 chosen.clear()
                 fresh.clear()
                 with calls_counted() as made, sizes_read(current.adapter) as read:

@@ -12,7 +12,7 @@ job usable: after each function's trials every rank runs a good all_reduce (``fo
 
 No bad call can communicate, and so none can hang, even one compat wrongly accepts: each runs
 under a tripwire that replaces every way into communication (``State.implementation`` and
-``State.plain_implementation``, which every collective, point-to-point call and object
+``State.world_implementation``, which every collective, point-to-point call and object
 collective goes through, and the adapter's
 collectives, barrier, new_group and destroy, the pre-flight check and the deferred receives) by
 a function raising :class:`Reached`. A call that gets there is reported as accepted, with its
@@ -49,6 +49,7 @@ import numpy as np
 import compat
 import compat.algorithms
 import compat.collectives
+import compat.core.call
 import compat.core.state
 from compat.base import tables
 from compat.core.dispatch import framework_of
@@ -135,12 +136,12 @@ def tripwire() -> Iterator[None]:
     count, groups = state.group_count, dict(state.groups)
     instance = [
         (state, "implementation"),
-        (state, "plain_implementation"),
+        (state, "world_implementation"),
         *((adapter, name) for name in _ADAPTER_METHODS),
     ]
     modules = [
         (compat.core.state, "leave"),
-        (compat.collectives, "preflight"),
+        (compat.core.call, "preflight"),
         (compat.algorithms, "settle_deferred_recvs"),
     ]
     saved = [(module, name, getattr(module, name)) for module, name in modules]
