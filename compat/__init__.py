@@ -4,24 +4,25 @@
 The modules at this level are what users call; each folder is a layer beneath them, and a layer
 imports only the layers below it (``tests/test_layers.py`` says so)::
 
-    compat.all_reduce(t)                 compat/*.py       what users call: lifecycle,
-        │                                                  collectives, p2p, objects, comm,
-        │                                                  autograd, trace
+    compat.all_reduce(t)                 compat/*.py        what users call: lifecycle,
+        │                                                   collectives, p2p, objects, comm,
+        │                                                   autograd, trace
         ▼
-    core.call: the collective's spec     compat/core/      one description per collective,
-      ├─ common case? (one guard)                          the checks, the call, the state,
-      │     └─ the kept choice ─┐                          the choice from the capability table
-      └─ full checks, staging ──┤
-                                ▼
+    its common case, compiled once       compat/core/       specs.py: each collective once;
+    from its spec (core/common.py)                          common.py: the common case;
+      ├─ passes: the kept choice ──┐                        call.py: the general path;
+      └─ falls through: Call, the  │                        checks, state, capabilities
+         full checks, staging ─────┤                        (the table's choice)
+                                   ▼
     the chosen callable: a native call or an algorithm
-                                │        compat/algorithms/ the emulations, one module a family
-                                │        compat/transport/  shared memory between one host's
-                                │                           ranks: windows, mailboxes, waits
-                                ▼
-    adapters/torch.py, adapters/mindspore/   translation only (compat.adapters)
-                                         compat/base/      what every layer shares: errors,
-                                                           value types, the tables, the
-                                                           adapter interface
+                                   │    compat/algorithms/  the emulations, one module a family
+                                   │    compat/transport/   shared memory between one host's
+                                   │                        ranks: windows, mailboxes, waits
+                                   ▼
+    adapters/torch.py, adapters/mindspore/                  translation only (compat.adapters)
+                                        compat/base/        what every layer shares: errors,
+                                                            value types, the tables, the
+                                                            adapter interface
 
 ``compat/tools/`` (the ``compat`` command: launch, bench, docs, port, trace) sits on top.
 """

@@ -959,6 +959,11 @@ def _check_reduction(kit: Any, collective: str, op: str, n: int, what: str) -> N
 
 
 register("algorithm-choice", case_choice)
-register("versions-reduce-ops", case_reduce_ops_by_release)
+# One case per framework: each checks its own backends' collectives, so the parity test does
+# not compare their records.
+for _framework in ("torch", "mindspore"):
+    register(
+        f"versions-reduce-ops[{_framework}]", case_reduce_ops_by_release, frameworks=(_framework,)
+    )
 register("algorithm-choice-gather", case_choice_gather)
 register("algorithm-choice-by-group-size", case_choice_by_group_size)
