@@ -204,6 +204,8 @@ class Rewriter(cst.CSTTransformer):
         self._seen: set[int] = set()  # names reported as a whole
         #: uses of torch.distributed's other packages (DTensor, FSDP, ...), by package
         self.outside: dict[str, int] = {}
+        #: the first assignment to a name of torch.distributed (`dist.get_rank = wrap(...)`)
+        self._patch: str | None = None
 
     # -- names
 
@@ -277,6 +279,16 @@ class Rewriter(cst.CSTTransformer):
         module = self._name_of(node.value)
         if module is not None and module in _modules():
             self._aliases[id(node.targets[0].target)] = module
+
+    def visit_Module(self, node: cst.Module) -> None:
+        """Whether the file replaces torch.distributed's own names (``dist.all_reduce =
+        wrap(dist.all_reduce)``): then its references to torch's functions stay torch's."""
+        for target in _walk(node):
+            if isinstance(target, (cst.AssignTarget, cst.AugAssign)):
+                name = self._name_of(target.target)
+                if name is not None and name not in _modules() and self._patch is None:
+                    line = self.get_metadata(PositionProvider, target).start.line
+                    self._patch = f"{_code(target.target)} (line {line})"
 
     # -- findings
 
@@ -361,7 +373,7 @@ class Rewriter(cst.CSTTransformer):
         if isinstance(original, cst.Attribute) and id(original.value) in self._seen:
             return updated  # `ReduceOp.SUM.name`: reported at `ReduceOp.SUM`
         parent = self.get_metadata(ParentNodeProvider, original, None)
-        if isinstance(parent, (cst.AssignTarget, cst.Import, cst.ImportFrom)):
+        if isinstance(parent, (cst.Import, cst.ImportFrom)) or self._assigned(original):
             return updated
         name = self._name_of(original)
         if name is None or name == "builtins.hasattr" or name in _modules():
@@ -379,6 +391,11 @@ class Rewriter(cst.CSTTransformer):
             return self._reduce_op(original, updated, member)
         written = _code(original)
         options = candidates().get(name, ())
+        if self._patch is not None and options and not self._in_annotation(original):
+            if options[0].params is not None or _is_type(options[0].compat):
+                found = self._finding(original, name, written, left=("patched", self._patched()))
+                self.receivers.append(found)
+                return updated
         if not options:
             found = self._finding(
                 original,
@@ -425,6 +442,25 @@ class Rewriter(cst.CSTTransformer):
         if options[0].params is not None:
             self.receivers.append(attempts[0])  # a torch function stored: any call may follow
         return updated
+
+    def _assigned(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is what an assignment binds, or the object it sets an attribute or
+        an item of (``dist.P2POp`` in ``dist.P2POp.__init__ = ...``): torch's, never rewritten."""
+        while True:
+            parent = self.get_metadata(ParentNodeProvider, node, None)
+            if isinstance(parent, (cst.Attribute, cst.Subscript)) and parent.value is node:
+                node = parent
+                continue
+            if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+                return parent.target is node
+            return False
+
+    def _patched(self) -> str:
+        return (
+            f"this file replaces torch.distributed's own names ({self._patch}): a reference "
+            "here is torch's function, which a replacement may wrap or be compared with; "
+            "compat calls torch's functions, so a replacement wrapping compat's would call itself"
+        )
 
     def _may_receive(self, call: cst.Call, params: Params | None) -> bool:
         """Whether a variable may hand ``call`` (left on torch) a ReduceOp or a group: an
