@@ -1172,3 +1172,37 @@ def test_a_file_that_patches_torch_distributed_keeps_the_torch_functions_it_wrap
         assert done.returncode == 0, done.stderr[-2000:]
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1] == "0 [1.0, 1.0] True True\n"
+
+
+def test_names_a_module_exports_stay_imported_when_the_rewrite_stops_using_them() -> None:
+    """A hub module re-exports torch's names for the rest of its project (``from hub import
+    ReduceOp``): an import marked ``# noqa`` (F401) or named in ``__all__`` stays whole after the
+    rewrite, though the module itself no longer uses it; unmarked imports still go."""
+    result = port_text(
+        """
+        from torch import distributed as dist
+        from torch.distributed import ProcessGroup, ReduceOp, Work  # noqa: F401
+        from torch.distributed import ReduceOp as Op
+        from torch.distributed import get_rank
+
+        __all__ = ["Op", "all_reduce"]
+
+
+        def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+            return dist.all_reduce(tensor, op, group, async_op)
+
+
+        def reduce_max(tensor):
+            return dist.all_reduce(tensor, Op.MAX), get_rank()
+        """,
+        "hub.py",
+    )
+    text = result.rewritten
+    assert "from torch.distributed import ProcessGroup, ReduceOp, Work  # noqa: F401\n" in text
+    assert "from torch.distributed import ReduceOp as Op\n" in text
+    assert "from torch" + " import distributed" not in text and "import get_rank" not in text
+    assert "def all_reduce(tensor, op=compat.ReduceOp.SUM, group=None, async_op=False):" in text
+    assert "return compat.all_reduce(tensor, compat.ReduceOp.MAX), compat.get_rank()" in text
+    namespace: dict[str, object] = {}
+    exec(compile(text, "hub.py", "exec"), namespace)  # the test's own module, ported
+    assert namespace["ReduceOp"] is namespace["Op"] is __import__("torch").distributed.ReduceOp

@@ -18,6 +18,7 @@ The rules, each for a way a rewrite could change what the program does:
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Sequence
 
 import libcst as cst
@@ -1148,7 +1149,12 @@ def fix_imports(original: cst.Module, module: cst.Module) -> cst.Module:
     left unused; add ``import compat`` after the last top-level import if it is missing."""
     unused_before = {name for _, name in _unused_imports(MetadataWrapper(original))}
     wrapper = MetadataWrapper(module)
-    unused = {(node, name) for node, name in _unused_imports(wrapper) if name not in unused_before}
+    exported = _exported(wrapper.module)
+    unused = {
+        (node, name)
+        for node, name in _unused_imports(wrapper)
+        if name not in unused_before and (node, name) not in exported
+    }
     pruner = ImportPruner(unused)
     module = wrapper.module.visit(pruner)
     if not _uses_ported(module):
@@ -1253,6 +1259,50 @@ def _unused_imports(wrapper: MetadataWrapper) -> set[tuple[int, str]]:
             if any(ported(qualified(name)) or name == "torch" for name in names):
                 unused.add((id(node), assignment.name))
     return unused
+
+
+def _exported(module: cst.Module) -> set[tuple[int, str]]:
+    """(id of the import node, bound name) of the module's top-level imports that the module
+    exports: on a line marked ``# noqa`` (bare, or naming F401) or named in ``__all__``. Other
+    modules may import them from it, so they stay when the rewrite stops using them."""
+    listed: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Assign, cst.AugAssign)):
+                    listed |= _all_names(small)
+    exported: set[tuple[int, str]] = set()
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        comment = statement.trailing_whitespace.comment
+        marked = comment is not None and re.search(r"noqa(?!:)|noqa:.*F401", comment.value)
+        for small in statement.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+                small.names, cst.ImportStar
+            ):
+                names = {_bound_name(alias) for alias in small.names}
+                exported |= {(id(small), name) for name in names if marked or name in listed}
+    return exported
+
+
+def _all_names(statement: cst.Assign | cst.AugAssign) -> set[str]:
+    """The strings of ``__all__ = [...]`` (or ``+=``, a tuple)."""
+    targets = (
+        [t.target for t in statement.targets]
+        if isinstance(statement, cst.Assign)
+        else [statement.target]
+    )
+    if not any(isinstance(t, cst.Name) and t.value == "__all__" for t in targets):
+        return set()
+    if not isinstance(statement.value, (cst.List, cst.Tuple)):
+        return set()
+    return {
+        element.value.evaluated_value
+        for element in statement.value.elements
+        if isinstance(element.value, cst.SimpleString)
+        and isinstance(element.value.evaluated_value, str)
+    }
 
 
 def _bound_name(alias: cst.ImportAlias) -> str:
