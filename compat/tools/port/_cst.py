@@ -285,7 +285,9 @@ class Rewriter(cst.CSTTransformer):
         """Whether the file replaces torch.distributed's own names (``dist.all_reduce =
         wrap(dist.all_reduce)``): then its references to torch's functions stay torch's."""
         for target in _walk(node):
-            if isinstance(target, (cst.AssignTarget, cst.AugAssign)):
+            if isinstance(target, (cst.AssignTarget, cst.AugAssign)) and isinstance(
+                target.target, cst.Attribute
+            ):  # `name = ...` rebinds a name of the file's, never torch's
                 name = self._name_of(target.target)
                 if name is not None and name not in _modules() and self._patch is None:
                     line = self.get_metadata(PositionProvider, target).start.line
