@@ -1088,3 +1088,121 @@ def test_the_world_group_before_init_is_none_where_torchs_helper_raises() -> Non
         """
     ).findings[0]
     assert finding.rewritten and any("before init" in d for d in finding.differences)
+
+
+PATCHING_MODULE = '''
+import torch.distributed as dist
+
+
+class Wrapped:
+    """A group handed out in place of torch's; the patched functions unwrap it."""
+
+    def __init__(self, group):
+        self.group = group
+
+
+def unwrapping(function):
+    def call(*args, **kwargs):
+        args = tuple(a.group if isinstance(a, Wrapped) else a for a in args)
+        kwargs = {k: v.group if isinstance(v, Wrapped) else v for k, v in kwargs.items()}
+        return function(*args, **kwargs)
+
+    return call
+
+
+def patch_torch():
+    send = dist.isend
+    dist.get_rank = unwrapping(dist.get_rank)
+    dist.all_reduce = unwrapping(dist.all_reduce)
+    dist.barrier = unwrapping(dist.barrier)
+    dist.P2POp.__init__ = unwrapping(dist.P2POp.__init__)
+    return send
+
+
+def world():
+    return Wrapped(dist.group.WORLD) if dist.is_initialized() else None
+'''
+
+PATCHED_PROGRAM = """
+import sys
+
+import torch
+import torch.distributed as dist
+
+import compat
+import patching
+
+dist.init_process_group("gloo", init_method=sys.argv[1], rank=0, world_size=1)
+send = patching.patch_torch()
+t = torch.ones(2)
+dist.all_reduce(t, group=patching.world())
+compat.all_reduce(t)
+op = dist.P2POp(dist.isend, t, 0, patching.world())
+print(dist.get_rank(patching.world()), t.tolist(), send is dist.isend, op.group is not None)
+dist.destroy_process_group()
+"""
+
+
+def test_a_file_that_patches_torch_distributed_keeps_the_torch_functions_it_wraps(
+    tmp_path: Path,
+) -> None:
+    """A module that replaces torch.distributed's functions by wrappers (``dist.all_reduce =
+    unwrapping(dist.all_reduce)``, as a reloadable-group layer does) keeps torch's functions
+    in them: compat calls torch's, so a wrapper of compat's would call itself. What it assigns
+    (``dist.P2POp.__init__``) stays torch's; its calls are still rewritten. Run on Gloo, the
+    ported module gives the original's output."""
+    result = port_text(PATCHING_MODULE, "patching.py")
+    text = result.rewritten
+    for kept in (
+        "    send = dist.isend",
+        "    dist.get_rank = unwrapping(dist.get_rank)",
+        "    dist.all_reduce = unwrapping(dist.all_reduce)",
+        "    dist.P2POp.__init__ = unwrapping(dist.P2POp.__init__)",
+    ):
+        assert kept in text
+    assert "compat.framework_group()" in text and "compat.is_initialized()" in text
+    left = {f.written: f.category for f in result.findings if not f.rewritten}
+    assert set(left.values()) == {"patched"}, left
+    outputs = []
+    for source in (PATCHING_MODULE, text):
+        (tmp_path / "patching.py").write_text(source, encoding="utf-8")
+        (tmp_path / "program.py").write_text(PATCHED_PROGRAM, encoding="utf-8")
+        init = f"file://{tmp_path}/store-{len(outputs)}"
+        done = run_bounded([sys.executable, "program.py", init], timeout=120, cwd=str(tmp_path))
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1] == "0 [1.0, 1.0] True True\n"
+
+
+def test_names_a_module_exports_stay_imported_when_the_rewrite_stops_using_them() -> None:
+    """A hub module re-exports torch's names for the rest of its project (``from hub import
+    ReduceOp``): an import marked ``# noqa`` (F401) or named in ``__all__`` stays whole after the
+    rewrite, though the module itself no longer uses it; unmarked imports still go."""
+    result = port_text(
+        """
+        from torch import distributed as dist
+        from torch.distributed import ProcessGroup, ReduceOp, Work  # noqa: F401
+        from torch.distributed import ReduceOp as Op
+        from torch.distributed import get_rank
+
+        __all__ = ["Op", "all_reduce"]
+
+
+        def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+            return dist.all_reduce(tensor, op, group, async_op)
+
+
+        def reduce_max(tensor):
+            return dist.all_reduce(tensor, Op.MAX), get_rank()
+        """,
+        "hub.py",
+    )
+    text = result.rewritten
+    assert "from torch.distributed import ProcessGroup, ReduceOp, Work  # noqa: F401\n" in text
+    assert "from torch.distributed import ReduceOp as Op\n" in text
+    assert "from torch" + " import distributed" not in text and "import get_rank" not in text
+    assert "def all_reduce(tensor, op=compat.ReduceOp.SUM, group=None, async_op=False):" in text
+    assert "return compat.all_reduce(tensor, compat.ReduceOp.MAX), compat.get_rank()" in text
+    namespace: dict[str, object] = {}
+    exec(compile(text, "hub.py", "exec"), namespace)  # the test's own module, ported
+    assert namespace["ReduceOp"] is namespace["Op"] is __import__("torch").distributed.ReduceOp

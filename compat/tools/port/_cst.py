@@ -18,6 +18,7 @@ The rules, each for a way a rewrite could change what the program does:
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Sequence
 
 import libcst as cst
@@ -204,6 +205,8 @@ class Rewriter(cst.CSTTransformer):
         self._seen: set[int] = set()  # names reported as a whole
         #: uses of torch.distributed's other packages (DTensor, FSDP, ...), by package
         self.outside: dict[str, int] = {}
+        #: the first assignment to a name of torch.distributed (`dist.get_rank = wrap(...)`)
+        self._patch: str | None = None
 
     # -- names
 
@@ -277,6 +280,18 @@ class Rewriter(cst.CSTTransformer):
         module = self._name_of(node.value)
         if module is not None and module in _modules():
             self._aliases[id(node.targets[0].target)] = module
+
+    def visit_Module(self, node: cst.Module) -> None:
+        """Whether the file replaces torch.distributed's own names (``dist.all_reduce =
+        wrap(dist.all_reduce)``): then its references to torch's functions stay torch's."""
+        for target in _walk(node):
+            if isinstance(target, (cst.AssignTarget, cst.AugAssign)) and isinstance(
+                target.target, cst.Attribute
+            ):  # `name = ...` rebinds a name of the file's, never torch's
+                name = self._name_of(target.target)
+                if name is not None and name not in _modules() and self._patch is None:
+                    line = self.get_metadata(PositionProvider, target).start.line
+                    self._patch = f"{_code(target.target)} (line {line})"
 
     # -- findings
 
@@ -361,7 +376,7 @@ class Rewriter(cst.CSTTransformer):
         if isinstance(original, cst.Attribute) and id(original.value) in self._seen:
             return updated  # `ReduceOp.SUM.name`: reported at `ReduceOp.SUM`
         parent = self.get_metadata(ParentNodeProvider, original, None)
-        if isinstance(parent, (cst.AssignTarget, cst.Import, cst.ImportFrom)):
+        if isinstance(parent, (cst.Import, cst.ImportFrom)) or self._assigned(original):
             return updated
         name = self._name_of(original)
         if name is None or name == "builtins.hasattr" or name in _modules():
@@ -379,6 +394,11 @@ class Rewriter(cst.CSTTransformer):
             return self._reduce_op(original, updated, member)
         written = _code(original)
         options = candidates().get(name, ())
+        if self._patch is not None and options and not self._in_annotation(original):
+            if options[0].params is not None or _is_type(options[0].compat):
+                found = self._finding(original, name, written, left=("patched", self._patched()))
+                self.receivers.append(found)
+                return updated
         if not options:
             found = self._finding(
                 original,
@@ -425,6 +445,25 @@ class Rewriter(cst.CSTTransformer):
         if options[0].params is not None:
             self.receivers.append(attempts[0])  # a torch function stored: any call may follow
         return updated
+
+    def _assigned(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is what an assignment binds, or the object it sets an attribute or
+        an item of (``dist.P2POp`` in ``dist.P2POp.__init__ = ...``): torch's, never rewritten."""
+        while True:
+            parent = self.get_metadata(ParentNodeProvider, node, None)
+            if isinstance(parent, (cst.Attribute, cst.Subscript)) and parent.value is node:
+                node = parent
+                continue
+            if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+                return parent.target is node
+            return False
+
+    def _patched(self) -> str:
+        return (
+            f"this file replaces torch.distributed's own names ({self._patch}): a reference "
+            "here is torch's function, which a replacement may wrap or be compared with; "
+            "compat calls torch's functions, so a replacement wrapping compat's would call itself"
+        )
 
     def _may_receive(self, call: cst.Call, params: Params | None) -> bool:
         """Whether a variable may hand ``call`` (left on torch) a ReduceOp or a group: an
@@ -1112,7 +1151,12 @@ def fix_imports(original: cst.Module, module: cst.Module) -> cst.Module:
     left unused; add ``import compat`` after the last top-level import if it is missing."""
     unused_before = {name for _, name in _unused_imports(MetadataWrapper(original))}
     wrapper = MetadataWrapper(module)
-    unused = {(node, name) for node, name in _unused_imports(wrapper) if name not in unused_before}
+    exported = _exported(wrapper.module)
+    unused = {
+        (node, name)
+        for node, name in _unused_imports(wrapper)
+        if name not in unused_before and (node, name) not in exported
+    }
     pruner = ImportPruner(unused)
     module = wrapper.module.visit(pruner)
     if not _uses_ported(module):
@@ -1217,6 +1261,50 @@ def _unused_imports(wrapper: MetadataWrapper) -> set[tuple[int, str]]:
             if any(ported(qualified(name)) or name == "torch" for name in names):
                 unused.add((id(node), assignment.name))
     return unused
+
+
+def _exported(module: cst.Module) -> set[tuple[int, str]]:
+    """(id of the import node, bound name) of the module's top-level imports that the module
+    exports: on a line marked ``# noqa`` (bare, or naming F401) or named in ``__all__``. Other
+    modules may import them from it, so they stay when the rewrite stops using them."""
+    listed: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Assign, cst.AugAssign)):
+                    listed |= _all_names(small)
+    exported: set[tuple[int, str]] = set()
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        comment = statement.trailing_whitespace.comment
+        marked = comment is not None and re.search(r"noqa(?!:)|noqa:.*F401", comment.value)
+        for small in statement.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+                small.names, cst.ImportStar
+            ):
+                names = {_bound_name(alias) for alias in small.names}
+                exported |= {(id(small), name) for name in names if marked or name in listed}
+    return exported
+
+
+def _all_names(statement: cst.Assign | cst.AugAssign) -> set[str]:
+    """The strings of ``__all__ = [...]`` (or ``+=``, a tuple)."""
+    targets = (
+        [t.target for t in statement.targets]
+        if isinstance(statement, cst.Assign)
+        else [statement.target]
+    )
+    if not any(isinstance(t, cst.Name) and t.value == "__all__" for t in targets):
+        return set()
+    if not isinstance(statement.value, (cst.List, cst.Tuple)):
+        return set()
+    return {
+        element.value.evaluated_value
+        for element in statement.value.elements
+        if isinstance(element.value, cst.SimpleString)
+        and isinstance(element.value.evaluated_value, str)
+    }
 
 
 def _bound_name(alias: cst.ImportAlias) -> str:

@@ -60,6 +60,8 @@ HINTS = {
     "the function on torch, or drop fullgraph (compat's calls then run between graphs)",
     "kept for torch": "compat takes torch's value as it is: it goes once the uses left on torch "
     "are ported",
+    "patched": "the file replaces torch.distributed's functions: keep the functions it wraps or "
+    "compares with on torch (compat calls torch's, which then run the replacements)",
 }
 
 
