@@ -332,7 +332,7 @@ def _reduce_scatter_tensor(
     issue: dict[str, Any] = {"agree": agree, "outputs": [result], "empty": 0 in shape}
     issue["dtype"] = dtype
     if out is not None and (block := coalescing.block_on(call.group)) is not None:
-        later = _issued_later(call, args, issue)
+        later = _issued_later(call, args, issue, _RS)
         ticket = block.record(_RS, later, call.async_op, [result], reduce_op)
         return call.result(result, ticket)
     return call.result(result, call.issue(*args, **issue))
@@ -659,9 +659,19 @@ def _issue_block(block: coalescing.Block) -> Work | None:
 
 
 def _issued_later(
-    call: Call, args: tuple[Any, ...], issue: dict[str, Any]
+    call: Call, args: tuple[Any, ...], issue: dict[str, Any], kind: str
 ) -> Callable[[], Work | None]:
-    """What issues a recorded call at its block's end, asynchronously (the block waits)."""
+    """What issues a recorded call of ``kind`` at its block's end, asynchronously (the block
+    waits), one after another: the emulation of torch's one coalesced call that the backend's
+    ``coalesced_in_order`` entry in ``capabilities.toml`` records (a kind it does not list is
+    refused, before anything is sent)."""
+    rule = call.state.backend_entry.get("coalesced_in_order")
+    if rule is None or kind not in rule["collectives"]:
+        raise UnsupportedError(
+            f"{kind}: a coalescing_manager block on {call.state.capability_key} cannot collect "
+            f"it: capabilities.toml records no coalesced_in_order for {kind} there; expected "
+            "the call outside the block"
+        )
 
     def later() -> Work | None:
         call.async_op = True
@@ -862,7 +872,7 @@ def _all_gather_into_tensor(
     issue: dict[str, Any] = {"agree": agree, "outputs": [result], "empty": 0 in out_shape}
     issue["dtype"] = dtype
     if out is not None and (block := coalescing.block_on(call.group)) is not None:
-        later = _issued_later(call, args, issue)
+        later = _issued_later(call, args, issue, _AG)
         return call.result(result, block.record(_AG, later, call.async_op, [result]))
     return call.result(result, call.issue(*args, **issue))
 
