@@ -68,15 +68,18 @@ def case_all_reduce_block(kit: Any, op: str, async_ops: bool) -> None:
 
 def case_all_gather_block(kit: Any, async_ops: bool) -> None:
     """all_gather_into into outputs inside sentinel-filled bases (one a strided view), and
-    all_gather_into_tensor given ``out``: every output right after the block."""
+    all_gather_into_tensor given ``out``, of two dtypes (torch's Gloo gathers such a block into
+    wrong values): every output right after the block."""
     seed, count = "coalescing-all_gather", world()
     shapes = [(2, 3), (1, 4), (3,)]
+    dtypes = ["float32", "int32", "float32"]
     inputs = [
-        kit.tensor(values(f"{seed}-{i}", my_rank(), s), "float32") for i, s in enumerate(shapes)
+        kit.tensor(values(f"{seed}-{i}", my_rank(), shape), dtype)
+        for i, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True))
     ]
     outs = [
-        sentinel_out(kit, (s[0] * count, *s[1:]), "float32", layout)
-        for s, layout in zip(shapes, ["dense", "strided", "interior"], strict=True)
+        sentinel_out(kit, (s[0] * count, *s[1:]), dtype, layout)
+        for s, dtype, layout in zip(shapes, dtypes, ["dense", "strided", "interior"], strict=True)
     ]
     with compat.coalescing_manager(async_ops=async_ops) as manager:
         assert compat.all_gather_into(outs[0].view, inputs[0]) is None
