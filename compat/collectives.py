@@ -363,6 +363,8 @@ def all_reduce(
     dtype = adapter.dtype(tensor)
     reduce_op = call.checks.reduction(op, dtype, "tensor")
     if (block := coalescing.block_on(call.group)) is not None:
+        # what the table chooses, resolved now: a collective it refuses raises before recording
+        call.state.implementation("all_reduce", tensor, None, call.group.handle, dtype)
         return block.record_reduction(tensor, dtype, reduce_op, call.async_op)
     agree = lambda: Description(  # noqa: E731
         "all_reduce", dtype, adapter.shape(tensor), reduce_op.value
@@ -672,6 +674,8 @@ def _issued_later(
             f"it: capabilities.toml records no coalesced_in_order for {kind} there; expected "
             "the call outside the block"
         )
+    if not issue["empty"]:  # what the table chooses, resolved now: a refusal raises here
+        call.state.implementation(args[0], args[1], None, call.group.handle, issue["dtype"])
 
     def later() -> Work | None:
         call.async_op = True
