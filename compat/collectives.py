@@ -19,7 +19,8 @@ process group was initialised elsewhere (``torch.distributed.init_process_group`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from itertools import pairwise
 from typing import Any
@@ -27,13 +28,15 @@ from typing import Any
 from compat.base.adapter import Adapter, Tensor
 from compat.base.errors import UnsupportedError
 from compat.base.types import Group, ReduceOp, Work, with_result
-from compat.core import common, specs, state
+from compat.core import coalescing, common, specs, state
 from compat.core.call import Call
 from compat.core.common import FALL_THROUGH
 from compat.core.dispatch import framework_of
 from compat.core.preflight import Description
 from compat.core.specs import DEFAULT_ROOT
 from compat.core.values import check_bool, check_dtype, check_int, describe, even_split
+
+_AG, _RS = coalescing.ALL_GATHER_INTO_TENSOR, coalescing.REDUCE_SCATTER_TENSOR
 
 # Each collective's common case (compat.core.common), made once from its spec.
 _ALL_GATHER = common.compile_spec(specs.ALL_GATHER)
@@ -326,8 +329,13 @@ def _reduce_scatter_tensor(
         args: tuple[Any, ...] = ("reduce_scatter_tensor", source, target, source, reduce_op)
     else:
         args = ("reduce_scatter_uneven", source, target, adapter.parts(source, sizes), reduce_op)
-    work = call.issue(*args, agree=agree, outputs=[result], empty=0 in shape, dtype=dtype)
-    return call.result(result, work)
+    issue: dict[str, Any] = {"agree": agree, "outputs": [result], "empty": 0 in shape}
+    issue["dtype"] = dtype
+    if out is not None and (block := coalescing.block_on(call.group)) is not None:
+        later = _issued_later(call, args, issue, _RS)
+        ticket = block.record(_RS, later, call.async_op, [result], reduce_op)
+        return call.result(result, ticket)
+    return call.result(result, call.issue(*args, **issue))
 
 
 def all_reduce(
@@ -354,6 +362,10 @@ def all_reduce(
     adapter = call.adapter
     dtype = adapter.dtype(tensor)
     reduce_op = call.checks.reduction(op, dtype, "tensor")
+    if (block := coalescing.block_on(call.group)) is not None:
+        # what the table chooses, resolved now: a collective it refuses raises before recording
+        call.state.implementation("all_reduce", tensor, None, call.group.handle, dtype)
+        return block.record_reduction(tensor, dtype, reduce_op, call.async_op)
     agree = lambda: Description(  # noqa: E731
         "all_reduce", dtype, adapter.shape(tensor), reduce_op.value
     )
@@ -406,7 +418,8 @@ def all_reduce_coalesced(
         whole, copy_out = _one_buffer(current.adapter, tensors)
         if whole is not None:
             reduced, finish = [whole], _in_turn(copy_out, copy_back)
-    works = [all_reduce(tensor, op, group, async_op=True) for tensor in reduced]
+    with coalescing.suspended(group_handle):  # torch's manager runs this call at once
+        works = [all_reduce(tensor, op, group, async_op=True) for tensor in reduced]
     pending = [work for work in works if work is not None]
     if async_op:
         return Work(pending, finish)
@@ -557,6 +570,118 @@ def _may_share_memory(adapter: Adapter, tensors: Sequence[Tensor]) -> bool:
         spans.append(span)
     spans.sort()
     return any(later[0] < earlier[1] for earlier, later in pairwise(spans))
+
+
+class CoalescingManager:
+    """What :func:`coalescing_manager` yields (torch's ``_CoalescingManager``): ``works``, the
+    block's Work once the block has ended with ``async_ops=True``, and :meth:`wait`."""
+
+    __slots__ = ("works",)
+
+    def __init__(self) -> None:
+        self.works: list[Work] = []
+
+    def append(self, work: Work | None = None) -> None:
+        if work:
+            self.works.append(work)
+
+    def wait(self) -> None:
+        """Wait for the block's calls (after a block with ``async_ops=True``)."""
+        for work in self.works:
+            work.wait()
+
+
+@contextmanager
+def coalescing_manager(
+    group: Group | None = None, device: object = None, async_ops: bool = False
+) -> Iterator[CoalescingManager]:
+    """Collect the collectives of a ``with`` block and issue them together at its end, as
+    ``torch.distributed._coalescing_manager`` does.
+
+    Inside the block, on ``group``, each :func:`all_reduce`, :func:`all_gather_into` and
+    :func:`reduce_scatter_into` (and :func:`all_gather_into_tensor` /
+    :func:`reduce_scatter_tensor` given ``out``) is checked at once and recorded; their
+    results are valid after the block, or with ``async_ops=True`` after the manager's
+    ``wait()`` (the block's end then does not wait). A block collects one kind, with one
+    ``op``: another raises ValueError at that call, before anything is sent; an error inside
+    the block drops its calls. The all_reduces are reduced by :func:`all_reduce_coalesced`
+    (one call per dtype, in order of first use); the other kinds run one after another, in
+    issue order (``capabilities.toml``, ``coalesced_in_order``). Other collectives and calls
+    on other groups run at once. ``device`` (torch's, for NCCL's coalescing) is accepted and
+    not needed. MindSpore has no such manager; the block runs there the same way.
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> grads = [torch.ones(3) * (rank + 1), torch.ones(2, 2)]
+        >>> with compat.coalescing_manager(async_ops=True) as cm:
+        ...     for grad in grads:
+        ...         compat.all_reduce(grad)
+        >>> cm.wait()
+        >>> grads[0]
+        tensor([3., 3., 3.])   # ranks 0 and 1
+    """
+    current = state.current()
+    resolved = current.checks.group(group)
+    check_bool(async_ops, "async_ops")
+    if device is not None and current.adapter.canonical_device(device) is None:
+        raise TypeError(
+            f"device: expected None or a device (torch.device('cpu'), 'cpu', ...); "
+            f"got {describe(device)}"
+        )
+    block = coalescing.open_block(resolved, async_ops)
+    manager = CoalescingManager()
+    try:
+        yield manager
+    finally:
+        coalescing.close(block)  # an error inside the block drops its calls
+    block.work = _issue_block(block)
+    if async_ops:
+        manager.append(block.work)
+    elif block.work is not None:
+        block.work.wait()
+
+
+def _issue_block(block: coalescing.Block) -> Work | None:
+    """Issue a block's calls, asynchronously; their Work (None for an empty block)."""
+    if block.kind is None:
+        return None
+    if block.kind == coalescing.ALL_REDUCE:
+        by_dtype: dict[str, list[Tensor]] = {}
+        for tensor, dtype in block.reductions:
+            by_dtype.setdefault(dtype, []).append(tensor)
+        works = [
+            all_reduce_coalesced(tensors, block.op or ReduceOp.SUM, block.group, async_op=True)
+            for tensors in by_dtype.values()
+        ]
+    else:
+        works = [issue() for issue in block.issues]
+    return Work([work for work in works if work is not None])
+
+
+def _issued_later(
+    call: Call, args: tuple[Any, ...], issue: dict[str, Any], kind: str
+) -> Callable[[], Work | None]:
+    """What issues a recorded call of ``kind`` at its block's end, asynchronously (the block
+    waits), one after another: the emulation of torch's one coalesced call that the backend's
+    ``coalesced_in_order`` entry in ``capabilities.toml`` records (a kind it does not list is
+    refused, before anything is sent)."""
+    rule = call.state.backend_entry.get("coalesced_in_order")
+    if rule is None or kind not in rule["collectives"]:
+        raise UnsupportedError(
+            f"{kind}: a coalescing_manager block on {call.state.capability_key} cannot collect "
+            f"it: capabilities.toml records no coalesced_in_order for {kind} there; expected "
+            "the call outside the block"
+        )
+    if not issue["empty"]:  # what the table chooses, resolved now: a refusal raises here
+        call.state.implementation(args[0], args[1], None, call.group.handle, issue["dtype"])
+
+    def later() -> Work | None:
+        call.async_op = True
+        return call.issue(*args, **issue)
+
+    return later
 
 
 def all_gather(
@@ -748,8 +873,12 @@ def _all_gather_into_tensor(
         args: tuple[Any, ...] = ("all_gather_into_tensor", source, target, source)
     else:
         args = ("all_gather_uneven", source, adapter.parts(target, sizes), source)
-    work = call.issue(*args, agree=agree, outputs=[result], empty=0 in out_shape, dtype=dtype)
-    return call.result(result, work)
+    issue: dict[str, Any] = {"agree": agree, "outputs": [result], "empty": 0 in out_shape}
+    issue["dtype"] = dtype
+    if out is not None and (block := coalescing.block_on(call.group)) is not None:
+        later = _issued_later(call, args, issue, _AG)
+        return call.result(result, block.record(_AG, later, call.async_op, [result]))
+    return call.result(result, call.issue(*args, **issue))
 
 
 def broadcast(

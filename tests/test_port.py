@@ -936,33 +936,88 @@ def test_availability_subgroups_and_teardown_are_rewritten_to_compats_counterpar
     assert all(finding.rewritten for finding in result.findings)
 
 
-def test_calls_inside_torchs_coalescing_manager_stay_on_torch() -> None:
-    """torch's _coalescing_manager batches the torch calls made while it is open (and waits for
-    them as one): calls in its block, written directly or through a variable holding it, stay
-    torch's; the calls outside it are rewritten."""
+def test_coalescing_manager_blocks_of_an_optimizer_move_to_compat() -> None:
+    """A sharded optimizer's blocks under torch's _coalescing_manager (gradients all-reduced
+    asynchronously, parameters all-gathered, gradients reduce-scattered; a manager held in a
+    variable) become compat.coalescing_manager blocks with their calls rewritten: compat's
+    block collects compat's calls as torch's collects torch's."""
+    result = port_text(
+        """
+        import torch
+        import torch.distributed as dist
+
+
+        class ShardedOptimizer:
+            def __init__(self, params, dp_group):
+                self.params = [p for p in params if p.requires_grad]
+                self.dp_group = dp_group
+                self.dp_size = dist.get_world_size(dp_group)
+
+            def reduce_gradients(self):
+                grads = [p.grad for p in self.params if p.grad is not None]
+                dev = grads[0].device
+                with dist._coalescing_manager(group=self.dp_group, device=dev, async_ops=True) as h:
+                    for grad in grads:
+                        dist.all_reduce(grad, group=self.dp_group)
+                h.wait()
+                torch._foreach_div_(grads, self.dp_size)
+
+            def gather_parameters(self, shards, full):
+                with dist._coalescing_manager(self.dp_group, shards[0].device):
+                    for shard, flat in zip(shards, full):
+                        dist.all_gather_into_tensor(flat, shard, group=self.dp_group)
+
+            def scatter_gradients(self, flat_grads, grad_shards, overlap):
+                manager = dist._coalescing_manager(group=self.dp_group, async_ops=overlap)
+                with manager as cm:
+                    for flat, shard in zip(flat_grads, grad_shards):
+                        dist.reduce_scatter_tensor(
+                            shard, flat, op=dist.ReduceOp.AVG, group=self.dp_group
+                        )
+                return cm
+        """
+    )
+    text = result.rewritten
+    assert (
+        "with compat.coalescing_manager(group=self.dp_group, device=dev, async_ops=True) "
+        "as h:" in text
+    )
+    assert "compat.all_reduce(grad, group=self.dp_group)" in text
+    assert "with compat.coalescing_manager(self.dp_group, shards[0].device):" in text
+    assert "compat.all_gather_into_tensor(shard, out=flat, group=self.dp_group)" in text
+    assert "manager = compat.coalescing_manager(group=self.dp_group, async_ops=overlap)" in text
+    assert "compat.reduce_scatter_tensor(" in text and "op=compat.ReduceOp.AVG" in text
+    assert "dist." not in text and "import torch.distributed" not in text
+    assert all(finding.rewritten for finding in result.findings)
+
+
+def test_a_coalescing_manager_block_with_a_call_left_on_torch_stays_on_torch() -> None:
+    """A call torch's manager collects that compat cannot take (ReduceOp.BAND) keeps the whole
+    block on torch, its manager included: compat's block would run that torch call at once,
+    out of torch's batch. The calls outside the block are rewritten."""
     result = port_text(
         """
         import torch.distributed as dist
 
-        def gather(out, inp, group, async_op, outer):
-            with dist._coalescing_manager(group=group, async_ops=async_op) as cm:
-                dist.all_gather_into_tensor(out[0], inp[0], group=group)
-                dist.all_reduce(inp[1], op=dist.ReduceOp.MAX, group=group)
-            manager = dist._coalescing_manager(group=group) if not outer else nullcontext()
-            with manager:
-                dist.reduce_scatter_tensor(out[1], inp[2], group=group)
+        def sync_flags(flags, grads, group):
+            with dist._coalescing_manager(group=group, async_ops=True) as cm:
+                for flag in flags:
+                    dist.all_reduce(flag, op=dist.ReduceOp.BAND, group=group)
+                dist.broadcast(grads[0], 0, group=group)
+            cm.wait()
             dist.barrier(group=group)
-            return cm
         """
     )
     text = result.rewritten
-    assert "dist.all_gather_into_tensor(out[0], inp[0], group=group)" in text
-    assert "dist.all_reduce(inp[1], op=dist.ReduceOp.MAX, group=group)" in text
-    assert "dist.reduce_scatter_tensor(out[1], inp[2], group=group)" in text
+    assert "with dist._coalescing_manager(group=group, async_ops=True) as cm:" in text
+    assert "dist.all_reduce(flag, op=dist.ReduceOp.BAND, group=group)" in text
+    assert "dist.broadcast(grads[0], 0, group=group)" in text
     assert "compat.barrier(group=group)" in text
-    left = {f.written: f.category for f in result.findings if not f.rewritten}
-    assert left["dist.all_gather_into_tensor"] == "inside a torch block"
-    assert left["dist.reduce_scatter_tensor"] == "inside a torch block"
+    left = {f.written: (f.category, f.reason) for f in result.findings if not f.rewritten}
+    category, reason = left["dist._coalescing_manager"]
+    assert category == "inside a torch block"
+    assert reason.startswith("dist.all_reduce in its block stays on torch")
+    assert left["dist.broadcast"][0] == "inside a torch block"
 
 
 def test_identity_with_the_world_group_is_compared_by_value() -> None:

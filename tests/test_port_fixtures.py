@@ -50,6 +50,7 @@ TORCH_JOB = [
     "funcol",
     "deepspeed_comm",
     "left_on_torch",
+    "sharded_optimizer",
 ]
 NEUTRAL_JOB = [
     "timm_distributed",
@@ -281,6 +282,18 @@ EXPECTED: dict[str, Expected] = {
             "all_reduce": 1,  # with op=ReduceOp.BAND
             "ReduceOp.BAND": 1,
         },
+    ),
+    "sharded_optimizer.py": Expected(
+        # the blocks become compat.coalescing_manager blocks with their calls
+        {
+            "_coalescing_manager": 3,
+            "all_reduce": 1,
+            "reduce_scatter_tensor": 1,
+            "all_gather_into_tensor": 1,
+            "get_world_size": 2,
+            "get_rank": 2,
+            "new_group": 1,
+        }
     ),
     "torchrec_groups.py": Expected(
         # the private helpers become compat.WORLD and compat.get_rank(group) < 0

@@ -188,6 +188,11 @@ COALESCE = Record(
     optional={"one_host_min_tensors": Scalar(int), "one_host_max_mean_bytes": Scalar(int)},
 )
 
+#: The collectives of a compat.coalescing_manager block that compat does not batch on a backend:
+#: the block's end issues their calls one after another, in issue order (an emulation of torch's
+#: one coalesced call; compat.collectives.coalescing_manager refuses a kind not listed).
+COALESCED_IN_ORDER = Record(required={"collectives": ListOf(TEXT), "reason": TEXT, "source": TEXT})
+
 #: An emulation a backend needs for some ReduceOps at older releases: calls of ``collective``
 #: with one of ``ops`` that would reach the backend's own reduction (the implementations in
 #: ``replaces``: "native" or an algorithm that calls the backend's reduction with the op) run
@@ -232,6 +237,7 @@ CAPABILITIES = MapOf(
             "backend": TEXT,
             "device_target": TEXT,
             "coalesce": COALESCE,
+            "coalesced_in_order": COALESCED_IN_ORDER,
             # an environment variable: where it is set, this entry replaces the backend's plain
             # one (compat.core.capabilities.backend_key)
             "switch": TEXT,

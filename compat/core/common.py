@@ -5,8 +5,8 @@ first, made once from its :class:`compat.core.specs.Spec` by :func:`compile_spec
 
     collective(tensor, ...)                         compat/collectives.py
       └─ its common case                            compile_spec(SPEC), made at import
-           tensor_facts   synchronous, on the world, nothing waiting; the tensor dense, of a
-                          type and dtype seen before: its (dtype, shape)
+           tensor_facts   synchronous, on the world, nothing waiting, no block open; the
+                          tensor dense, of a type and dtype seen before: its (dtype, shape)
            op             a reduction seen before with that dtype   (reducing collectives)
            _global_root   a global rank of the world, given as such (rooted collectives)
            out, items     the steps of the spec's roles (_OUT_STEPS, _ITEMS_STEPS)
@@ -32,6 +32,7 @@ from compat.algorithms.deferred import WAITING
 from compat.base.adapter import Tensor, TensorFacts
 from compat.base.types import WORLD
 from compat.core import state
+from compat.core.coalescing import OPEN
 from compat.core.specs import (
     DEFAULT_ROOT,
     EVEN_SIZES,
@@ -110,7 +111,8 @@ def tensor_facts(
 ) -> TensorFacts | None:
     """``tensor``'s (dtype, shape) where the call may take the common case, else None: it is
     synchronous, on the world, without the pre-flight check, no deferred receive waits (the
-    collective would take its message: :meth:`compat.core.call.Call.issue`), and the tensor is
+    collective would take its message: :meth:`compat.core.call.Call.issue`), no
+    coalescing_manager block is open (:mod:`compat.core.coalescing`), and the tensor is
     dense, non-empty, of a type seen before and a dtype the backend takes (with a dim 0 where
     the collective splits or joins on it)."""
     checks = current.checks
@@ -119,6 +121,7 @@ def tensor_facts(
         or (group is not None and group is not WORLD)
         or current.check
         or current.adapter in WAITING
+        or OPEN
         or type(tensor) not in checks.tensor_types
     ):
         return None

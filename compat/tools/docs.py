@@ -585,6 +585,12 @@ def _backend_lines(name: str, entry: Table) -> list[str]:
     lines += [f"- views and non-contiguous tensors: {entry['views']}"]
     if "coalesce" in entry:
         lines += [f"- all_reduce_coalesced: {_coalesce_text(entry['coalesce'])}"]
+    if "coalesced_in_order" in entry:
+        rule = entry["coalesced_in_order"]
+        kinds = ", ".join(rule["collectives"])
+        lines += [
+            f"- coalescing_manager, in issue order: {kinds}. {rule['reason']} ({rule['source']})"
+        ]
     for op, cap in entry["ops"].items():
         if "reason" in cap:
             lines.append(f"- {op}: {_capability_cell(cap)}. {cap['reason']} ({cap['source']})")

@@ -123,6 +123,20 @@ def _notes(rewriter: Rewriter, stars: StarNames, findings: list[Finding], path: 
     ]
 
 
+#: torch's _coalescing_manager, and the calls it collects (torch 2.13's names and their aliases).
+_COALESCING = "torch.distributed._coalescing_manager"
+_COLLECTED = frozenset(
+    f"torch.distributed.{name}"
+    for name in (
+        "all_reduce",
+        "all_gather_into_tensor",
+        "all_gather_single",
+        "reduce_scatter_tensor",
+        "reduce_scatter_single",
+    )
+)
+
+
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
@@ -684,7 +698,9 @@ class Rewriter(cst.CSTTransformer):
         ``_coalescing_manager``, which batches the torch calls made inside it and waits for them
         as one): the calls in it stay torch's, or they would run apart from its batch."""
         for item in original_node.items:
-            written = self._torch_manager(item.item)
+            written = self._torch_manager(item.item) or self._coalescing_kept(
+                item.item, original_node.body
+            )
             if written is None:
                 continue
             self._undo(
@@ -693,8 +709,34 @@ class Rewriter(cst.CSTTransformer):
                 f"inside the block of {written}, which stays on torch and batches the torch calls "
                 "made in it",
             )
-            return updated_node.with_changes(body=original_node.body)
+            return updated_node.with_changes(items=original_node.items, body=original_node.body)
         return updated_node
+
+    def _coalescing_kept(self, expression: cst.BaseExpression, body: cst.CSTNode) -> str | None:
+        """``dist._coalescing_manager(...)`` (rewritten to compat.coalescing_manager) where its
+        block stays on torch after all: the call was left, or a call of a kind torch's manager
+        collects is left in the block, which compat's block would run at once, out of the batch
+        (then the manager's rewrite is undone too). None: the block moves to compat."""
+        if not isinstance(expression, cst.Call) or self._name_of(expression.func) != _COALESCING:
+            return None
+        found = self._by_node.get(id(expression))
+        if found is None or not found.rewritten:
+            return _code(expression.func)
+        left = [
+            _code(node.func)
+            for node in _walk(body)
+            if isinstance(node, cst.Call)
+            and self._name_of(node.func) in _COLLECTED
+            and not (id(node) in self._by_node and self._by_node[id(node)].rewritten)
+        ]
+        if not left:
+            return None
+        self._undo(
+            expression,
+            "inside a torch block",
+            f"{left[0]} in its block stays on torch, and torch's manager batches it",
+        )
+        return _code(expression.func)
 
     def leave_FunctionDef(
         self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
