@@ -390,8 +390,11 @@ def get_rank(group: object = None) -> int:
 
 
 def get_world_size(group: object = None) -> int:
-    """The number of ranks in the world, or in ``group``."""
-    return state.checked().checks.group(group, member=False).size()
+    """The number of ranks in the world, or in ``group`` (-1 if this process is not a member,
+    as torch's and MindSpore's answer)."""
+    current = state.checked()
+    resolved = current.checks.group(group, member=False)
+    return resolved.size() if current.rank in resolved else -1
 
 
 def get_process_group_ranks(group: object) -> list[int]:

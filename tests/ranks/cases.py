@@ -566,7 +566,9 @@ def case_queries(kit: Any) -> None:
     group = subgroup()
     expected = group.ranks.index(rank()) if rank() in group.ranks else -1
     assert compat.get_rank(group) == expected, (compat.get_rank(group), expected)
-    assert compat.get_world_size(group) == len(group.ranks)
+    # As torch's and MindSpore's: -1 on a rank outside the group.
+    expected_size = len(group.ranks) if rank() in group.ranks else -1
+    assert compat.get_world_size(group) == expected_size, compat.get_world_size(group)
     assert 0 <= compat.get_rank() < compat.get_world_size()
 
 

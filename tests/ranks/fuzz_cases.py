@@ -1334,7 +1334,7 @@ def good_query_group(ctx: Ctx) -> dict[str, Any]:
 
 def good_get_global_rank(ctx: Ctx) -> dict[str, Any]:
     args = good_query_group(ctx)
-    ctx.facts["size"] = size = compat.get_world_size(args["group"])
+    ctx.facts["size"] = size = len(compat.get_process_group_ranks(args["group"]))
     args["group_rank"] = ctx.integer(0, size - 1)
     return args
 

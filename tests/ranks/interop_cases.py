@@ -81,6 +81,7 @@ def case_native_group_in_compat(kit: Any) -> None:
     if rank() not in ranks:
         if kit.framework == "torch":  # MindSpore's non-members never create the group
             assert compat.get_rank(group) == -1
+            assert compat.get_world_size(group) == -1  # as torch's, for NON_GROUP_MEMBER
         return
     assert compat.get_process_group_ranks(group) == ranks
     assert compat.get_world_size(group) == len(ranks)
