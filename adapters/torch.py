@@ -259,14 +259,26 @@ class TorchAdapter(Adapter):
         return dist.get_world_size()
 
     def new_group(
-        self, ranks: Sequence[int], name: str, timeout: timedelta | None, backend: str | None
+        self,
+        ranks: Sequence[int],
+        name: str,
+        timeout: timedelta | None,
+        backend: str | None,
+        *,
+        members_only: bool = False,
+        options: object = None,
     ) -> GroupHandle:
-        options: dict[str, Any] = {"group_desc": name}
+        arguments: dict[str, Any] = {"group_desc": name}
         if timeout is not None:
-            options["timeout"] = timeout
+            arguments["timeout"] = timeout
         if backend is not None:
-            options["backend"] = backend
-        handle = dist.new_group(list(ranks), **options)
+            arguments["backend"] = backend
+        if options is not None:
+            arguments["pg_options"] = options
+        if members_only:
+            # torch's member-only creation: the members meet in the group's own store.
+            arguments["use_local_synchronization"] = True
+        handle = dist.new_group(list(ranks), **arguments)
         if dist.get_rank() not in ranks:
             return None
         if not isinstance(handle, dist.ProcessGroup) or handle.size() != len(ranks):

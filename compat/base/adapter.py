@@ -206,10 +206,20 @@ class Adapter(ABC):
 
     @abstractmethod
     def new_group(
-        self, ranks: Sequence[int], name: str, timeout: timedelta | None, backend: str | None
+        self,
+        ranks: Sequence[int],
+        name: str,
+        timeout: timedelta | None,
+        backend: str | None,
+        *,
+        members_only: bool = False,
+        options: object = None,
     ) -> GroupHandle:
-        """Create a group; called on every rank, in the same order. Returns None on ranks
-        outside ``ranks``; never a handle that means another group (the world)."""
+        """Create a group named ``name`` (the same on every member); called on every rank, in
+        the same order, or with ``members_only`` on the members only (torch's
+        ``use_local_synchronization=True``). Returns None on ranks outside ``ranks``; never a
+        handle that means another group (the world). ``options``: the backend's options
+        (torch's ``pg_options``), None for none."""
 
     @abstractmethod
     def destroy_group(self, group: GroupHandle) -> None:
