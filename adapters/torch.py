@@ -170,9 +170,16 @@ class _Differentiable(torch.autograd.Function):
         return ctx.backward_collective(grad.contiguous()), None, None
 
 
+#: torch's split_group from 2.14 (2.14.1 read) numbers a split's ranks in the order listed and
+#: gives a rank in no split GroupMember.NON_GROUP_MEMBER; 2.7 to 2.13 sort them and give None.
+_SPLIT_KEEPS_ORDER = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 14)
+
+
 class TorchAdapter(Adapter):
     framework = "torch"
     native_group_names = "a torch.distributed ProcessGroup (dist.group.WORLD too)"
+    split_keeps_listed_order = _SPLIT_KEEPS_ORDER
+    outside_split = dist.GroupMember.NON_GROUP_MEMBER if _SPLIT_KEEPS_ORDER else None
 
     def __init__(self) -> None:
         super().__init__()

@@ -505,8 +505,11 @@ def split_group(
 ) -> object:
     """torch's ``split_group``: every rank of ``parent_pg`` (default the world) calls it with
     the same ``split_ranks``, disjoint lists of ranks *in the parent group*; returns the
-    framework's own group of this rank's split (as :func:`new_framework_group`), or None on a
-    rank in none of them.
+    framework's own group of this rank's split (as :func:`new_framework_group`), or what the
+    installed torch's split_group gives a rank in none of them (None; from torch 2.14
+    ``GroupMember.NON_GROUP_MEMBER``; None on MindSpore). A split's group ranks follow its
+    ranks' order (torch up to 2.13 sorts each list; from 2.14, which keeps the listed order,
+    a list out of order is a ValueError here).
 
     Each split is made by its members only (:func:`new_framework_group` with
     ``use_local_synchronization=True``), with the parent's backend, on every backend (torch's
@@ -521,21 +524,23 @@ def split_group(
             f"parent_pg: expected a group this rank ({current.rank}) is a member of; got one "
             f"with ranks {list(parent.ranks)}"
         )
-    splits = _check_splits(split_ranks, parent.size())
+    splits = _check_splits(split_ranks, parent.size(), current.adapter.split_keeps_listed_order)
     _check_timeout(timeout, "timeout")
     me = parent.group_rank(current.rank)
     mine = next((split for split in splits if me in split), None)
     if mine is None:
-        return None
+        return current.adapter.outside_split
     backend = None if parent.handle is None else current.adapter.group_backend(parent.handle)
     return new_framework_group(
         [parent.ranks[r] for r in sorted(mine)], timeout, backend, pg_options, True, group_desc
     )
 
 
-def _check_splits(split_ranks: object, size: int) -> list[list[int]]:
+def _check_splits(split_ranks: object, size: int, listed_order: bool) -> list[list[int]]:
     """split_group's ``split_ranks``: a non-empty list of non-empty lists of distinct ranks of
-    the parent group (``[0, size)``), each rank in one list at most."""
+    the parent group (``[0, size)``), each rank in one list at most; sorted where torch's
+    split_group keeps the listed order (``listed_order``), since compat's groups number their
+    ranks in sorted order."""
     if not isinstance(split_ranks, Sequence) or isinstance(split_ranks, str) or not split_ranks:
         raise ValueError(
             "split_ranks: expected a non-empty list of lists of ranks in the parent group; got "
@@ -556,6 +561,12 @@ def _check_splits(split_ranks: object, size: int) -> list[list[int]]:
             raise ValueError(
                 f"split_ranks[{index}]: expected distinct ranks of the parent group, in [0, "
                 f"{size}), each in one split at most; got {members}"
+            )
+        if listed_order and members != sorted(members):
+            raise ValueError(
+                f"split_ranks[{index}]: expected the ranks in increasing order (this torch's "
+                "split_group numbers a split's ranks as listed, compat's groups in sorted "
+                f"order); got {members}"
             )
         seen.update(members)
         splits.append(members)

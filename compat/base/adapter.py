@@ -232,6 +232,12 @@ class Adapter(ABC):
     #: whether the framework's process group was initialised outside compat (then adopted)
     _adopted = False
 
+    #: split_group's rules where torch's versions differ (compat.split_group follows the
+    #: installed one's): whether a split's group ranks follow the order its list gives (else
+    #: sorted), and what a rank in no split gets.
+    split_keeps_listed_order = False
+    outside_split: object = None
+
     def destroy_adopted(self) -> None:
         """Leave the job and end the framework's process group even where compat adopted it,
         as ``torch.distributed.destroy_process_group()`` ends the default group whoever made

@@ -56,6 +56,18 @@ def _world_sum(kit: Any, value: float) -> None:
     assert_close(kit.numpy(x), np.full((4,), n * value + n * (n - 1) / 2), "float32", "world")
 
 
+def _outside_split(kit: Any) -> object:
+    """What split_group gives a rank in no split: torch up to 2.13 None, from 2.14 (read in
+    2.14.1's source) GroupMember.NON_GROUP_MEMBER; None on MindSpore."""
+    if kit.framework != "torch":
+        return None
+    import torch
+    import torch.distributed as dist
+
+    newer = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 14)
+    return dist.GroupMember.NON_GROUP_MEMBER if newer else None
+
+
 def case_members_only(kit: Any) -> None:
     """Two groups that cover the world, each made by its own members only (rank 1 alone, the
     others together), then each group's collectives, then the world's. A rank outside a
@@ -111,6 +123,8 @@ def case_split(kit: Any) -> None:
         import torch.distributed as dist
     n = world()
     splits = [[2, 0], [1]] if n > 2 else [[1, 0]]
+    if _outside_split(kit) is not None:  # a torch that keeps the listed order: compat sorts
+        splits = [sorted(split) for split in splits]
     mine = compat.split_group(split_ranks=splits, group_desc="halves")
     members = sorted(next(split for split in splits if rank() in split))
     assert mine is not None
@@ -129,8 +143,8 @@ def case_split(kit: Any) -> None:
         if parent_ranks.index(rank()) == last:
             assert child is not None
             _check_collectives(kit, child, [parent_ranks[-1]], 700.0)
-        else:
-            assert child is None  # in no split: nothing made, as torch's answer
+        else:  # in no split: nothing made, and the installed torch's answer
+            assert child is _outside_split(kit), child
             compat.new_group([rank()], use_local_synchronization=True)  # torch's count kept
     else:  # two groups, as the parent's last rank makes (torch's count kept)
         compat.new_group([rank()], use_local_synchronization=True)
@@ -165,14 +179,23 @@ def case_bad_input(kit: Any) -> None:
     ]  # fmt: skip
     for error, call, param, fragments in bad:
         expect_error(kit, error, call, param, fragments, [buffer])
+    if _outside_split(kit) is not None:  # a torch whose split_group keeps the listed order
+        expect_error(kit, ValueError, lambda: compat.split_group(split_ranks=[[1, 0]]),
+                     "split_ranks[0]", ["increasing order", "[1, 0]"], [buffer])  # fmt: skip
     # A parent this rank is not in: the group of the next rank, made member-only by it.
     other = compat.new_group([(rank() + 1) % n], use_local_synchronization=True)
     assert other.handle is None
     expect_error(kit, ValueError, lambda: compat.split_group(other, [[0]]), "parent_pg",
                  ["a member", f"[{(rank() + 1) % n}]"], [buffer])  # fmt: skip
     if kit.framework == "mindspore":
-        expect_error(kit, UnsupportedError, lambda: compat.split_group(
-            split_ranks=[[rank()]], pg_options=object()), "pg_options", ["mindspore"], [buffer])
+        expect_error(
+            kit,
+            UnsupportedError,
+            lambda: compat.split_group(split_ranks=[[rank()]], pg_options=object()),
+            "pg_options",
+            ["mindspore"],
+            [buffer],
+        )
         expect_error(kit, UnsupportedError, lambda: compat.split_group(
             split_ranks=[[rank()]], timeout=timedelta(seconds=5)), "timeout", ["mindspore"],
             [buffer])  # fmt: skip
