@@ -936,6 +936,39 @@ def test_availability_subgroups_and_teardown_are_rewritten_to_compats_counterpar
     assert all(finding.rewritten for finding in result.findings)
 
 
+def test_member_only_groups_and_split_group_are_rewritten() -> None:
+    """new_group(..., use_local_synchronization=True) (by keyword or position) and split_group
+    (imported or through the module, by keyword or position) -> compat's member-only forms,
+    which return the framework's own groups; split_group's backend=, which compat does not
+    take, keeps that call on torch, saying why."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+        from torch.distributed import split_group
+
+        def build(ranks, parent):
+            tp = dist.new_group(ranks, use_local_synchronization=True, group_desc="tp")
+            dp = dist.new_group(ranks, None, None, None, True)
+            pp = dist.split_group(parent, [[0, 1], [2, 3]], group_desc="pp")
+            ep = split_group(split_ranks=[[0], [1]], timeout=None)
+            cp = dist.split_group(split_ranks=[[0, 1]], backend="nccl")
+            return tp, dp, pp, ep, cp
+        """
+    )
+    text = result.rewritten
+    assert (
+        'tp = compat.new_framework_group(ranks, use_local_synchronization=True, group_desc="tp")'
+        in text
+    )
+    assert "dp = compat.new_framework_group(ranks, None, None, None, True)" in text
+    assert 'pp = compat.split_group(parent, [[0, 1], [2, 3]], group_desc="pp")' in text
+    assert "ep = compat.split_group(split_ranks=[[0], [1]], timeout=None)" in text
+    assert 'cp = dist.split_group(split_ranks=[[0, 1]], backend="nccl")' in text
+    left = [finding for finding in result.findings if not finding.rewritten]
+    assert len(left) == 1 and "compat.split_group has no backend" in (left[0].reason or ""), left
+    assert len(result.findings) == 5
+
+
 def test_calls_inside_torchs_coalescing_manager_stay_on_torch() -> None:
     """torch's _coalescing_manager batches the torch calls made while it is open (and waits for
     them as one): calls in its block, written directly or through a variable holding it, stay
