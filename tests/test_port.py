@@ -367,7 +367,7 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
         """
         import torch.distributed as dist
 
-        dist.new_group([0, 1], pg_options=options)
+        dist.new_group([0, 1], device_id=device)
         sender = dist.recv(t)
         dist.all_reduce(t, op=dist.ReduceOp.BAND)
         handler = dist.init_process_group
@@ -378,7 +378,7 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
     reasons = {(f.line, f.written): f.reason for f in result.findings}
     assert all(reason for reason in reasons.values())
     reasons = {written: reason for (line, written), reason in reasons.items()}
-    assert "compat.new_framework_group has no pg_options" in str(reasons["dist.new_group"])
+    assert "compat.new_framework_group has no device_id" in str(reasons["dist.new_group"])
     assert "compat.recv needs src or group_src" in str(reasons["dist.recv"])
     assert "compat.ReduceOp has no BAND" in str(reasons["dist.ReduceOp.BAND"])
     assert "compat has no dist.ReduceOp.BAND" in str(reasons["dist.all_reduce"])
