@@ -518,12 +518,7 @@ def split_group(
     split's name is ``group_desc`` with its ranks' digest).
     """
     current = state.checked()
-    parent = current.checks.group(parent_pg, member=False)
-    if current.rank not in parent:
-        raise ValueError(
-            f"parent_pg: expected a group this rank ({current.rank}) is a member of; got one "
-            f"with ranks {list(parent.ranks)}"
-        )
+    parent = current.checks.group(parent_pg, "parent_pg")  # this rank a member, as torch asks
     splits = _check_splits(split_ranks, parent.size(), current.adapter.split_keeps_listed_order)
     _check_timeout(timeout, "timeout")
     me = parent.group_rank(current.rank)
