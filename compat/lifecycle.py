@@ -511,23 +511,35 @@ def split_group(
     ranks' order (torch up to 2.13 sorts each list; from 2.14, which keeps the listed order,
     a list out of order is a ValueError here).
 
-    Each split is made by its members only (:func:`new_framework_group` with
-    ``use_local_synchronization=True``), with the parent's backend, on every backend (torch's
-    own split_group runs on NCCL and XCCL only, sharing the parent's communicator there).
-    ``timeout``, ``pg_options`` and ``group_desc`` as in :func:`new_framework_group` (each
-    split's name is ``group_desc`` with its ranks' digest).
+    Made on every backend (torch's own split_group runs on NCCL and XCCL only, sharing the
+    parent's communicator there), with the parent's backend. A split of the world: every rank
+    makes every split, in list order, as :func:`new_subgroups_by_enumeration` (named
+    ``group_desc`` with the split's index); of another parent, the ranks outside it do not
+    call, so each split is made by its members only (:func:`new_framework_group` with
+    ``use_local_synchronization=True``, whose rule on torch applies). ``timeout`` and
+    ``pg_options`` as in :func:`new_framework_group`.
     """
     current = state.checked()
     parent = current.checks.group(parent_pg, "parent_pg")  # this rank a member, as torch asks
     splits = _check_splits(split_ranks, parent.size(), current.adapter.split_keeps_listed_order)
     _check_timeout(timeout, "timeout")
+    if group_desc is not None and not isinstance(group_desc, str):
+        raise TypeError(f"group_desc: expected None or a str; got {describe(group_desc)}")
     me = parent.group_rank(current.rank)
-    mine = next((split for split in splits if me in split), None)
-    if mine is None:
-        return current.adapter.outside_split
     backend = None if parent.handle is None else current.adapter.group_backend(parent.handle)
+    if parent is current.world:
+        # Every rank is here: made as world groups, whose names need no agreement but the order.
+        mine: object = current.adapter.outside_split
+        for index, split in enumerate(splits):
+            name = None if group_desc is None else f"{group_desc}_{index}"
+            made = new_framework_group(sorted(split), timeout, backend, pg_options, False, name)
+            mine = made if me in split else mine
+        return mine
+    own = next((split for split in splits if me in split), None)
+    if own is None:
+        return current.adapter.outside_split
     return new_framework_group(
-        [parent.ranks[r] for r in sorted(mine)], timeout, backend, pg_options, True, group_desc
+        [parent.ranks[r] for r in sorted(own)], timeout, backend, pg_options, True, group_desc
     )
 
 

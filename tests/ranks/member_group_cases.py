@@ -214,7 +214,9 @@ def case_bad_input(kit: Any) -> None:
     _world_sum(kit, 7.0)
 
 
-register("member_groups-members_only", case_members_only, min_world=2)
-register("member_groups-while_world_waits", case_members_only_while_world_waits, min_world=2)
-register("member_groups-split", case_split, min_world=2)
-register("member_groups-bad_input", case_bad_input, min_world=2)
+# In a job of their own (tests/test_member_groups.py): see own_job_case_names.
+register("member_groups-members_only", case_members_only, min_world=2, own_job=True)
+register("member_groups-while_world_waits", case_members_only_while_world_waits, min_world=2,
+         own_job=True)  # fmt: skip
+register("member_groups-split", case_split, min_world=2, own_job=True)
+register("member_groups-bad_input", case_bad_input, min_world=2, own_job=True)
