@@ -200,17 +200,22 @@ def case_bad_input(kit: Any) -> None:
     expect_error(kit, ValueError, lambda: compat.split_group(other, [[0]]), "parent_pg",
                  ["a member", f"[{(rank() + 1) % n}]"], [buffer])  # fmt: skip
     if kit.framework == "mindspore":
+        singles = [[r] for r in range(n)]
         expect_error(
             kit,
             UnsupportedError,
-            lambda: compat.split_group(split_ranks=[[rank()]], pg_options=object()),
+            lambda: compat.split_group(split_ranks=singles, pg_options=object()),
             "pg_options",
             ["mindspore"],
             [buffer],
         )
         expect_error(kit, UnsupportedError, lambda: compat.split_group(
-            split_ranks=[[rank()]], timeout=timedelta(seconds=5)), "timeout", ["mindspore"],
+            split_ranks=singles, timeout=timedelta(seconds=5)), "timeout", ["mindspore"],
             [buffer])  # fmt: skip
+        # Member-only, on this rank alone: refused before anything is made.
+        expect_error(kit, UnsupportedError, lambda: compat.new_framework_group(
+            [rank()], pg_options=object(), use_local_synchronization=True), "pg_options",
+            ["mindspore"], [buffer])  # fmt: skip
     _world_sum(kit, 7.0)
 
 
