@@ -274,8 +274,9 @@ class TorchAdapter(Adapter):
         *,
         members_only: bool = False,
         options: object = None,
+        description: str | None = None,
     ) -> GroupHandle:
-        arguments: dict[str, Any] = {"group_desc": name}
+        arguments: dict[str, Any] = {"group_desc": description or name}
         if timeout is not None:
             arguments["timeout"] = timeout
         if backend is not None:

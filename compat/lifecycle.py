@@ -745,8 +745,9 @@ def _new_members_only_group(
     if current.rank not in members:
         return Group(members, None, name)  # torch's new_group answers at once here
     handle = current.adapter.new_group(
-        members, name, timeout, backend, members_only=True, options=options
-    )
+        members, name, timeout, backend, members_only=True, options=options,
+        description=description,
+    )  # fmt: skip
     current.members_only_counts[tuple(members)] = made_before + 1
     group = Group(members, handle, name)
     current.open_window(handle)

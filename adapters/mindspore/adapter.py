@@ -238,6 +238,7 @@ class MindSporeAdapter(MindSporeTensors):
         *,
         members_only: bool = False,
         options: object = None,
+        description: str | None = None,
     ) -> GroupHandle:
         # members_only changes nothing here: create_group runs on the members only either way.
         _check_group_arguments(timeout, backend, options)

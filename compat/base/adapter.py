@@ -214,12 +214,14 @@ class Adapter(ABC):
         *,
         members_only: bool = False,
         options: object = None,
+        description: str | None = None,
     ) -> GroupHandle:
         """Create a group named ``name`` (the same on every member); called on every rank, in
         the same order, or with ``members_only`` on the members only (torch's
         ``use_local_synchronization=True``). Returns None on ranks outside ``ranks``; never a
         handle that means another group (the world). ``options``: the backend's options
-        (torch's ``pg_options``), None for none."""
+        (torch's ``pg_options``), None for none; ``description``: the user's description of the
+        group, where the framework keeps one apart from its name (torch's ``group_desc``)."""
 
     @abstractmethod
     def destroy_group(self, group: GroupHandle) -> None:

@@ -151,10 +151,14 @@ def case_split(kit: Any) -> None:
     if rank() in parent_ranks:
         # Group rank 0 of the parent is global rank 1: a split of the parent's last rank only.
         last = len(parent_ranks) - 1
-        child = compat.split_group(parent.handle if dist is not None else parent, [[last]])
+        child = compat.split_group(
+            parent.handle if dist is not None else parent, [[last]], group_desc="child"
+        )
         if parent_ranks.index(rank()) == last:
             assert child is not None
             _check_collectives(kit, child, [parent_ranks[-1]], 700.0)
+            if dist is not None:  # torch's own description, as torch's split_group keeps it
+                assert child.group_desc == "child", child.group_desc
         else:  # in no split: nothing made, and the installed torch's answer
             assert child is _outside_split(kit), child
             compat.new_group([rank()], use_local_synchronization=True)  # torch's count kept
