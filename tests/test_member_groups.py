@@ -30,3 +30,16 @@ def test_member_only_groups_on_real_ranks(
     result = spec.run()
     failures = [failure for name in spec.cases if (failure := result.failure(name)) is not None]
     assert not failures, "\n\n".join(failures)
+
+
+def test_split_lists_out_of_order_refused_where_torch_keeps_the_listed_order() -> None:
+    """compat's own check (no ranks): where the installed torch's split_group numbers a split's
+    ranks as listed (2.14 on), a list out of increasing order is refused naming it, since
+    compat's groups number their ranks in sorted order; up to 2.13 torch sorts, and so does
+    compat. (The rank cases run the installed torch's rule.)"""
+    from compat.lifecycle import _check_splits
+
+    assert _check_splits([[2, 0], [1]], 3, listed_order=False) == [[2, 0], [1]]
+    with pytest.raises(ValueError, match=r"^split_ranks\[0\]: expected the ranks in increasing"):
+        _check_splits([[2, 0], [1]], 3, listed_order=True)
+    assert _check_splits([[0, 2], [1]], 3, listed_order=True) == [[0, 2], [1]]
