@@ -170,9 +170,16 @@ class _Differentiable(torch.autograd.Function):
         return ctx.backward_collective(grad.contiguous()), None, None
 
 
+#: torch's split_group from 2.14 (2.14.1 read) numbers a split's ranks in the order listed and
+#: gives a rank in no split GroupMember.NON_GROUP_MEMBER; 2.7 to 2.13 sort them and give None.
+_SPLIT_KEEPS_ORDER = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 14)
+
+
 class TorchAdapter(Adapter):
     framework = "torch"
     native_group_names = "a torch.distributed ProcessGroup (dist.group.WORLD too)"
+    split_keeps_listed_order = _SPLIT_KEEPS_ORDER
+    outside_split = dist.GroupMember.NON_GROUP_MEMBER if _SPLIT_KEEPS_ORDER else None
 
     def __init__(self) -> None:
         super().__init__()
@@ -259,14 +266,27 @@ class TorchAdapter(Adapter):
         return dist.get_world_size()
 
     def new_group(
-        self, ranks: Sequence[int], name: str, timeout: timedelta | None, backend: str | None
+        self,
+        ranks: Sequence[int],
+        name: str,
+        timeout: timedelta | None,
+        backend: str | None,
+        *,
+        members_only: bool = False,
+        options: object = None,
+        description: str | None = None,
     ) -> GroupHandle:
-        options: dict[str, Any] = {"group_desc": name}
+        arguments: dict[str, Any] = {"group_desc": description or name}
         if timeout is not None:
-            options["timeout"] = timeout
+            arguments["timeout"] = timeout
         if backend is not None:
-            options["backend"] = backend
-        handle = dist.new_group(list(ranks), **options)
+            arguments["backend"] = backend
+        if options is not None:
+            arguments["pg_options"] = options
+        if members_only:
+            # torch's member-only creation: the members meet in the group's own store.
+            arguments["use_local_synchronization"] = True
+        handle = dist.new_group(list(ranks), **arguments)
         if dist.get_rank() not in ranks:
             return None
         if not isinstance(handle, dist.ProcessGroup) or handle.size() != len(ranks):

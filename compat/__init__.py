@@ -78,6 +78,7 @@ from compat.lifecycle import (
     new_group,
     new_subgroups,
     new_subgroups_by_enumeration,
+    split_group,
 )
 from compat.objects import (
     all_gather_object,
@@ -152,4 +153,5 @@ __all__ = [
     "scatter_tensor",
     "send",
     "send_object_list",
+    "split_group",
 ]

@@ -9,6 +9,7 @@ process group was initialised elsewhere (``torch.distributed.init_process_group`
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Sequence
@@ -448,24 +449,33 @@ def new_group(
     *,
     timeout: float | timedelta | None = None,
     backend: str | None = None,
+    use_local_synchronization: bool = False,
 ) -> Group:
     """Create a group of the given global ranks (None: every rank). Every rank of the world
     must call it, in the same order relative to other new_group calls, like
     ``torch.distributed.new_group``; on MindSpore too (compat creates the group on its members
     only, which MindSpore needs).
 
+    With ``use_local_synchronization=True`` (torch's), only the members call it and only they
+    meet: ranks outside the group may be elsewhere (in another collective, making another
+    group). As torch asks, every member makes its member-only groups in the same order (on
+    torch the group's name counts the groups each member has: members that made different
+    numbers of groups before would wait for each other in vain). A rank outside ``ranks`` that
+    calls it gets a Group with no handle, at once.
+
     Ranks are sorted: group rank i is the i-th smallest global rank. ``timeout`` and
     ``backend`` as in torch (torch: any of its backends, e.g. a gloo group in an NCCL job;
     MindSpore: its own backend only, and no timeout: a clear error otherwise).
     """
-    return _new_group(ranks, timeout, backend, None)
+    return _new_group(ranks, timeout, backend, None, use_local_synchronization)
 
 
 def new_framework_group(
     ranks: Sequence[int] | None = None,
     timeout: float | timedelta | None = None,
     backend: str | None = None,
-    *,
+    pg_options: object = None,
+    use_local_synchronization: bool = False,
     group_desc: str | None = None,
 ) -> object:
     """:func:`new_group`, returning the framework's own group: a torch ``ProcessGroup``
@@ -474,12 +484,103 @@ def new_framework_group(
     stays usable by code that calls the framework directly (``dist.get_global_rank(group, 0)``,
     a checkpoint loader's ``process_group=``), and every compat call takes it too.
 
-    ``ranks``, ``timeout`` and ``backend`` as in torch's ``new_group`` (same positions);
-    ``group_desc`` names the group (torch's description of it).
+    Parameters as torch's ``new_group`` (same positions): ``pg_options`` is passed to torch
+    (MindSpore has no counterpart: anything but None is an UnsupportedError there);
+    ``use_local_synchronization=True``: only the members call it (see :func:`new_group`), and
+    a rank outside the group that calls it gets None, as torch's; ``group_desc`` names the group
+    (torch's description of it).
     """
     if group_desc is not None and not isinstance(group_desc, str):
         raise TypeError(f"group_desc: expected None or a str; got {describe(group_desc)}")
-    return framework_group(_new_group(ranks, timeout, backend, group_desc))
+    local = check_bool(use_local_synchronization, "use_local_synchronization")
+    made = _new_group(ranks, timeout, backend, group_desc, local, pg_options)
+    if local and made.handle is None:
+        return None  # torch's answer outside a member-only group
+    return framework_group(made)
+
+
+def split_group(
+    parent_pg: object = None,
+    split_ranks: Sequence[Sequence[int]] | None = None,
+    timeout: float | timedelta | None = None,
+    pg_options: object = None,
+    group_desc: str | None = None,
+) -> object:
+    """torch's ``split_group``: every rank of ``parent_pg`` (default the world) calls it with
+    the same ``split_ranks``, disjoint lists of ranks *in the parent group*; returns the
+    framework's own group of this rank's split (as :func:`new_framework_group`), or what the
+    installed torch's split_group gives a rank in none of them (None; from torch 2.14
+    ``GroupMember.NON_GROUP_MEMBER``; None on MindSpore). A split's group ranks follow its
+    ranks' order (torch up to 2.13 sorts each list; from 2.14, which keeps the listed order,
+    a list out of order is a ValueError here).
+
+    Made on every backend (torch's own split_group runs on NCCL and XCCL only, sharing the
+    parent's communicator there), with the parent's backend. A split of the world: every rank
+    makes every split, in list order, as :func:`new_subgroups_by_enumeration` (named
+    ``group_desc`` with the split's index); of another parent, the ranks outside it do not
+    call, so each split is made by its members only (:func:`new_framework_group` with
+    ``use_local_synchronization=True``, whose rule on torch applies). ``timeout`` and
+    ``pg_options`` as in :func:`new_framework_group`.
+    """
+    current = state.checked()
+    parent = current.checks.group(parent_pg, "parent_pg")  # this rank a member, as torch asks
+    splits = _check_splits(split_ranks, parent.size(), current.adapter.split_keeps_listed_order)
+    _check_timeout(timeout, "timeout")
+    if group_desc is not None and not isinstance(group_desc, str):
+        raise TypeError(f"group_desc: expected None or a str; got {describe(group_desc)}")
+    me = parent.group_rank(current.rank)
+    backend = None if parent.handle is None else current.adapter.group_backend(parent.handle)
+    if parent is current.world:
+        # Every rank is here: made as world groups, whose names need no agreement but the order.
+        mine: object = current.adapter.outside_split
+        for index, split in enumerate(splits):
+            name = None if group_desc is None else f"{group_desc}_{index}"
+            made = new_framework_group(sorted(split), timeout, backend, pg_options, False, name)
+            mine = made if me in split else mine
+        return mine
+    own = next((split for split in splits if me in split), None)
+    if own is None:
+        return current.adapter.outside_split
+    return new_framework_group(
+        [parent.ranks[r] for r in sorted(own)], timeout, backend, pg_options, True, group_desc
+    )
+
+
+def _check_splits(split_ranks: object, size: int, listed_order: bool) -> list[list[int]]:
+    """split_group's ``split_ranks``: a non-empty list of non-empty lists of distinct ranks of
+    the parent group (``[0, size)``), each rank in one list at most; sorted where torch's
+    split_group keeps the listed order (``listed_order``), since compat's groups number their
+    ranks in sorted order."""
+    if not isinstance(split_ranks, Sequence) or isinstance(split_ranks, str) or not split_ranks:
+        raise ValueError(
+            "split_ranks: expected a non-empty list of lists of ranks in the parent group; got "
+            + describe(split_ranks)
+        )
+    splits: list[list[int]] = []
+    seen: set[int] = set()
+    for index, ranks in enumerate(split_ranks):
+        if not isinstance(ranks, Sequence) or isinstance(ranks, str) or not ranks:
+            raise ValueError(
+                f"split_ranks[{index}]: expected a non-empty list of ranks in the parent group; "
+                f"got {describe(ranks)}"
+            )
+        members = [check_int(rank, f"split_ranks[{index}][{i}]") for i, rank in enumerate(ranks)]
+        bad = [rank for rank in members if not 0 <= rank < size]
+        again = seen.intersection(members) or len(set(members)) != len(members)
+        if bad or again:
+            raise ValueError(
+                f"split_ranks[{index}]: expected distinct ranks of the parent group, in [0, "
+                f"{size}), each in one split at most; got {members}"
+            )
+        if listed_order and members != sorted(members):
+            raise ValueError(
+                f"split_ranks[{index}]: expected the ranks in increasing order (this torch's "
+                "split_group numbers a split's ranks as listed, compat's groups in sorted "
+                f"order); got {members}"
+            )
+        seen.update(members)
+        splits.append(members)
+    return splits
 
 
 def new_subgroups_by_enumeration(
@@ -596,6 +697,8 @@ def _new_group(
     timeout: float | timedelta | None,
     backend: str | None,
     description: str | None,
+    members_only: bool = False,
+    options: object = None,
 ) -> Group:
     current = state.checked()
     if ranks is None:
@@ -611,13 +714,45 @@ def _new_group(
         )
     group_timeout = _check_timeout(timeout, "timeout")
     backend = _own_backend(current.framework, check_backend(backend, "backend"))
+    members_only = check_bool(members_only, "use_local_synchronization")
     members.sort()
+    if members_only:
+        return _new_members_only_group(current, members, group_timeout, backend, description,
+                                       options)  # fmt: skip
     current.group_count += 1
     name = description or f"compat_group_{current.group_count}"
-    handle = current.adapter.new_group(members, name, group_timeout, backend)
+    handle = current.adapter.new_group(members, name, group_timeout, backend, options=options)
     group = Group(members, handle, name)
     _meet_once_made(current)
     if current.rank in members:
         current.open_window(handle)
+    current.groups.setdefault(tuple(members), group)
+    return group
+
+
+def _new_members_only_group(
+    current: state.State,
+    members: list[int],
+    timeout: timedelta | None,
+    backend: str | None,
+    description: str | None,
+    options: object,
+) -> Group:
+    """A group its members make alone (``use_local_synchronization=True``). Nothing here may
+    count on the other ranks: the group's name is what its members alone agree on (its ranks,
+    and how many member-only groups of these ranks each made before), the members meet in
+    the group's own creation (not in the world's window), and its window is the group's."""
+    made_before = current.members_only_counts.get(tuple(members), 0)
+    digest = hashlib.sha1(f"{members}#{made_before}".encode()).hexdigest()[:16]
+    name = f"{description or 'compat_local'}_{digest}"
+    if current.rank not in members:
+        return Group(members, None, name)  # torch's new_group answers at once here
+    handle = current.adapter.new_group(
+        members, name, timeout, backend, members_only=True, options=options,
+        description=description,
+    )  # fmt: skip
+    current.members_only_counts[tuple(members)] = made_before + 1
+    group = Group(members, handle, name)
+    current.open_window(handle)
     current.groups.setdefault(tuple(members), group)
     return group

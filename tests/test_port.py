@@ -367,7 +367,7 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
         """
         import torch.distributed as dist
 
-        dist.new_group([0, 1], pg_options=options)
+        dist.new_group([0, 1], device_id=device)
         sender = dist.recv(t)
         dist.all_reduce(t, op=dist.ReduceOp.BAND)
         handler = dist.init_process_group
@@ -378,7 +378,7 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
     reasons = {(f.line, f.written): f.reason for f in result.findings}
     assert all(reason for reason in reasons.values())
     reasons = {written: reason for (line, written), reason in reasons.items()}
-    assert "compat.new_framework_group has no pg_options" in str(reasons["dist.new_group"])
+    assert "compat.new_framework_group has no device_id" in str(reasons["dist.new_group"])
     assert "compat.recv needs src or group_src" in str(reasons["dist.recv"])
     assert "compat.ReduceOp has no BAND" in str(reasons["dist.ReduceOp.BAND"])
     assert "compat has no dist.ReduceOp.BAND" in str(reasons["dist.all_reduce"])
@@ -934,6 +934,39 @@ def test_availability_subgroups_and_teardown_are_rewritten_to_compats_counterpar
     assert "compat.destroy_process_group()" in text
     assert "import torch" not in text
     assert all(finding.rewritten for finding in result.findings)
+
+
+def test_member_only_groups_and_split_group_are_rewritten() -> None:
+    """new_group(..., use_local_synchronization=True) (by keyword or position) and split_group
+    (imported or through the module, by keyword or position) -> compat's member-only forms,
+    which return the framework's own groups; split_group's backend=, which compat does not
+    take, keeps that call on torch, saying why."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+        from torch.distributed import split_group
+
+        def build(ranks, parent):
+            tp = dist.new_group(ranks, use_local_synchronization=True, group_desc="tp")
+            dp = dist.new_group(ranks, None, None, None, True)
+            pp = dist.split_group(parent, [[0, 1], [2, 3]], group_desc="pp")
+            ep = split_group(split_ranks=[[0], [1]], timeout=None)
+            cp = dist.split_group(split_ranks=[[0, 1]], backend="nccl")
+            return tp, dp, pp, ep, cp
+        """
+    )
+    text = result.rewritten
+    assert (
+        'tp = compat.new_framework_group(ranks, use_local_synchronization=True, group_desc="tp")'
+        in text
+    )
+    assert "dp = compat.new_framework_group(ranks, None, None, None, True)" in text
+    assert 'pp = compat.split_group(parent, [[0, 1], [2, 3]], group_desc="pp")' in text
+    assert "ep = compat.split_group(split_ranks=[[0], [1]], timeout=None)" in text
+    assert 'cp = dist.split_group(split_ranks=[[0, 1]], backend="nccl")' in text
+    left = [finding for finding in result.findings if not finding.rewritten]
+    assert len(left) == 1 and "compat.split_group has no backend" in (left[0].reason or ""), left
+    assert len(result.findings) == 5
 
 
 def test_coalescing_manager_blocks_of_an_optimizer_move_to_compat() -> None:

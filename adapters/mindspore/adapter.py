@@ -230,19 +230,18 @@ class MindSporeAdapter(MindSporeTensors):
         return size
 
     def new_group(
-        self, ranks: Sequence[int], name: str, timeout: timedelta | None, backend: str | None
+        self,
+        ranks: Sequence[int],
+        name: str,
+        timeout: timedelta | None,
+        backend: str | None,
+        *,
+        members_only: bool = False,
+        options: object = None,
+        description: str | None = None,
     ) -> GroupHandle:
-        if timeout is not None:
-            raise UnsupportedError(
-                "timeout: MindSpore's create_group takes no timeout (each collective is bounded "
-                f"by the backend); expected None on mindspore, got {timeout}"
-            )
-        if backend is not None:
-            own = startup.backend_of_target(ms.get_context("device_target"))
-            if backend != own:
-                raise UnsupportedError(
-                    f"backend: a MindSpore group uses the job's backend ({own}); got {backend!r}"
-                )
+        # members_only changes nothing here: create_group runs on the members only either way.
+        _check_group_arguments(timeout, backend, options)
         # Only the members create the group, as create_group's own docstring does: when every
         # rank calls it, a non-member can block in it and leave the members blocked in their next
         # collective (3 ranks, groups [0, 1] then [1, 2]). mint.distributed.new_group is
@@ -839,6 +838,26 @@ def _checked_device_id(timeout: timedelta | None, rendezvous: Rendezvous) -> int
             f"{type(device_id).__name__} {device_id!r}"
         )
     return device_id
+
+
+def _check_group_arguments(timeout: timedelta | None, backend: str | None, options: object) -> None:
+    """What create_group cannot take: a timeout, another backend than the job's, options."""
+    if options is not None:
+        raise UnsupportedError(
+            "pg_options: torch's backend options have no MindSpore counterpart (create_group "
+            f"takes Ascend's hccl_config only); expected None on mindspore, got {options!r}"
+        )
+    if timeout is not None:
+        raise UnsupportedError(
+            "timeout: MindSpore's create_group takes no timeout (each collective is bounded "
+            f"by the backend); expected None on mindspore, got {timeout}"
+        )
+    if backend is not None:
+        own = startup.backend_of_target(ms.get_context("device_target"))
+        if backend != own:
+            raise UnsupportedError(
+                f"backend: a MindSpore group uses the job's backend ({own}); got {backend!r}"
+            )
 
 
 def _check_made(name: str, ranks: list[int], size: int) -> None:

@@ -206,10 +206,22 @@ class Adapter(ABC):
 
     @abstractmethod
     def new_group(
-        self, ranks: Sequence[int], name: str, timeout: timedelta | None, backend: str | None
+        self,
+        ranks: Sequence[int],
+        name: str,
+        timeout: timedelta | None,
+        backend: str | None,
+        *,
+        members_only: bool = False,
+        options: object = None,
+        description: str | None = None,
     ) -> GroupHandle:
-        """Create a group; called on every rank, in the same order. Returns None on ranks
-        outside ``ranks``; never a handle that means another group (the world)."""
+        """Create a group named ``name`` (the same on every member); called on every rank, in
+        the same order, or with ``members_only`` on the members only (torch's
+        ``use_local_synchronization=True``). Returns None on ranks outside ``ranks``; never a
+        handle that means another group (the world). ``options``: the backend's options
+        (torch's ``pg_options``), None for none; ``description``: the user's description of the
+        group, where the framework keeps one apart from its name (torch's ``group_desc``)."""
 
     @abstractmethod
     def destroy_group(self, group: GroupHandle) -> None:
@@ -221,6 +233,12 @@ class Adapter(ABC):
 
     #: whether the framework's process group was initialised outside compat (then adopted)
     _adopted = False
+
+    #: split_group's rules where torch's versions differ (compat.split_group follows the
+    #: installed one's): whether a split's group ranks follow the order its list gives (else
+    #: sorted), and what a rank in no split gets.
+    split_keeps_listed_order = False
+    outside_split: object = None
 
     def destroy_adopted(self) -> None:
         """Leave the job and end the framework's process group even where compat adopted it,

@@ -75,6 +75,9 @@ class State:
         #: the shape world_implementation was given for the call about to run (compat.core.recorder)
         self.shape_hint: list[tuple[int, ...] | None] = [None]
         self.group_count = 0
+        #: member-only groups (new_group(use_local_synchronization=True)) made here, by ranks:
+        #: their names count them, since the other ranks' group_count does not move with them
+        self.members_only_counts: dict[tuple[int, ...], int] = {}
 
     def forget_choices(self) -> None:
         """Drop every choice kept: the next call of each collective chooses anew (after a peer

@@ -36,6 +36,8 @@ class Case:
     run_fn: Callable[[Any], None]
     min_world: int = 1
     frameworks: tuple[str, ...] = ("torch", "mindspore")
+    #: run in a job of its own, not in the collective jobs (see own_job_case_names)
+    own_job: bool = False
 
     def run(self, kit: Any) -> None:
         self.run_fn(kit)
@@ -49,18 +51,33 @@ def register(
     fn: Callable[[Any], None],
     min_world: int = 1,
     frameworks: tuple[str, ...] = ("torch", "mindspore"),
+    own_job: bool = False,
 ) -> None:
     if name in CASES:
         raise ValueError(f"duplicate case {name}")
-    CASES[name] = Case(name, fn, min_world, frameworks)
+    CASES[name] = Case(name, fn, min_world, frameworks, own_job)
 
 
 def case_names(framework: str, world: int) -> list[str]:
+    """The cases of the collective jobs."""
     return [
         name
         for name, case in CASES.items()
-        if framework in case.frameworks and world >= case.min_world
+        if framework in case.frameworks and world >= case.min_world and not case.own_job
     ]
+
+
+def own_job_case_names(prefix: str, framework: str, world: int) -> list[str]:
+    """The cases registered with ``own_job`` whose names start with ``prefix``: they need a
+    process whose earlier cases did not make groups of their own (member-only groups on torch,
+    whose names count the groups each member made: other cases' groups, of some ranks and not
+    others, leave that count different from rank to rank)."""
+    return [
+        name
+        for name, case in CASES.items()
+        if name.startswith(prefix) and case.own_job
+        and framework in case.frameworks and world >= case.min_world
+    ]  # fmt: skip
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -757,6 +774,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     interop_cases,
     layout_cases,
     mailbox_cases,
+    member_group_cases,
     native_call_cases,
     object_cases,
     one_rank_cases,

@@ -1414,6 +1414,29 @@ def bad_subgroup_lists(ctx: Ctx, args: dict[str, Any]) -> Bad:
     return Bad(("ranks_per_subgroup_list", "ranks"), short(value))
 
 
+def bad_local_synchronization(ctx: Ctx, args: dict[str, Any]) -> Bad:
+    args["use_local_synchronization"] = value = ctx.pick(["yes", 1, 0, None, [True]])
+    return Bad(("use_local_synchronization",), short(value))
+
+
+def good_split_group(ctx: Ctx) -> dict[str, Any]:
+    """Every rank a split of its own: made by that rank alone (no rank waits for another)."""
+    args: dict[str, Any] = {"split_ranks": [[r] for r in range(ctx.world)]}
+    if ctx.framework == "torch" and ctx.chance(0.3):
+        args["timeout"] = ctx.pick([30, timedelta(seconds=60)])
+    if ctx.chance(0.3):
+        args["group_desc"] = "fuzzed"
+    return args
+
+
+def bad_split_ranks(ctx: Ctx, args: dict[str, Any]) -> Bad:
+    n = ctx.world
+    value = ctx.pick([None, [], [[]], [[0], [0]], [[0, 0]], [[0, n]], [[-1]], [[0, "1"]], "01",
+                      [0, 1], 3, [[0.0]], [[True]]])  # fmt: skip
+    args["split_ranks"] = value
+    return Bad(("split_ranks",), short(value))
+
+
 def bad_destroy_group(ctx: Ctx, args: dict[str, Any]) -> Bad:
     n = ctx.world
     world_alike: list[Any] = [
@@ -1872,6 +1895,7 @@ def _specs() -> list[Spec]:
                 _m("ranks/bad", bad_new_group_ranks),
                 bad_timeout(representable=True),
                 _m("backend/bad", bad_backend),
+                _m("use_local_synchronization/bad", bad_local_synchronization),
             ],
         ),
         Spec(
@@ -1915,6 +1939,17 @@ def _specs() -> list[Spec]:
                 _m("ranks/bad", bad_new_group_ranks),
                 bad_timeout(representable=True),
                 _m("backend/bad", bad_backend),
+                _m("use_local_synchronization/bad", bad_local_synchronization),
+            ],
+        ),
+        Spec(
+            "split_group",
+            compat.split_group,
+            good_split_group,
+            [
+                _m("split_ranks/bad", bad_split_ranks),
+                bad_timeout(representable=True),
+                bad_group("parent_pg", member=True),
             ],
         ),
         Spec(
