@@ -820,7 +820,34 @@ def test_uses_of_torch_distributed_packages_compat_does_not_cover_are_counted_ap
         """
     )
     assert [f.torch for f in result.findings] == ["torch.distributed.all_reduce"]
-    assert any("torch.distributed.tensor, which compat does not cover" in n for n in result.notes)
+    assert any(
+        "torch.distributed.tensor (1 of them calls), which compat does not cover" in n
+        for n in result.notes
+    )
+
+
+def test_the_note_on_packages_compat_does_not_cover_counts_their_calls_too() -> None:
+    # a checkpoint helper in the style of the training codebases: two calls and a reference
+    result = port_text(
+        """
+        import torch.distributed as dist
+        import torch.distributed.checkpoint as dcp
+
+        def save(state, path):
+            writer = dcp.FileSystemWriter(path)
+            dcp.save(state, storage_writer=writer)
+            dist.barrier()
+
+        def load(state, path):
+            reader_type = dcp.FileSystemReader
+            dcp.load(state, storage_reader=reader_type(path))
+        """
+    )
+    assert [f.torch for f in result.findings] == ["torch.distributed.barrier"]
+    assert result.notes == [
+        "4 uses of torch.distributed.checkpoint (3 of them calls), which compat does not cover"
+        " (not counted)"
+    ]
 
 
 def test_report_counts_per_file_groups_reasons_and_check_and_json_exit_codes(

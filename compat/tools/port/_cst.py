@@ -112,7 +112,8 @@ def _check_compiles(text: str, path: str) -> None:
 def _notes(rewriter: Rewriter, stars: StarNames, findings: list[Finding], path: str) -> list[str]:
     """The report's notes: uses of packages compat does not cover, and star imports assumed."""
     outside = [
-        f"{count} uses of torch.distributed.{package}, which compat does not cover (not counted)"
+        f"{count} uses of torch.distributed.{package} ({rewriter.outside_calls.get(package, 0)} of "
+        "them calls), which compat does not cover (not counted)"
         for package, count in sorted(rewriter.outside.items())
     ]
     return outside + [
@@ -219,6 +220,8 @@ class Rewriter(cst.CSTTransformer):
         self._seen: set[int] = set()  # names reported as a whole
         #: uses of torch.distributed's other packages (DTensor, FSDP, ...), by package
         self.outside: dict[str, int] = {}
+        #: of those, the calls (what the report's call-site count would include)
+        self.outside_calls: dict[str, int] = {}
         #: the first assignment to a name of torch.distributed (`dist.get_rank = wrap(...)`)
         self._patch: str | None = None
 
@@ -643,6 +646,7 @@ class Rewriter(cst.CSTTransformer):
         if _outside_scope(name):
             package = name.split(".")[2]
             self.outside[package] = self.outside.get(package, 0) + 1
+            self.outside_calls[package] = self.outside_calls.get(package, 0) + 1
             return updated_node
         written = _code(original_node.func)
         options = [
