@@ -1437,6 +1437,29 @@ def bad_split_ranks(ctx: Ctx, args: dict[str, Any]) -> Bad:
     return Bad(("split_ranks",), short(value))
 
 
+def coalescing_block(tensor: Any, **kwargs: Any) -> None:
+    """compat.coalescing_manager entered and left around one all_reduce of ``tensor``: its
+    arguments are checked as the block opens, and the all_reduce is issued at its end."""
+    with compat.coalescing_manager(**kwargs):
+        compat.all_reduce(tensor)
+
+
+def good_coalescing_block(ctx: Ctx) -> dict[str, Any]:
+    args: dict[str, Any] = {"tensor": ctx.tensor((3,))}
+    if ctx.chance(0.5):
+        args["async_ops"] = ctx.chance(0.5)
+    if ctx.chance(0.3):
+        args["device"] = "cpu" if ctx.framework == "torch" else None
+    if ctx.chance(0.3):
+        args["group"] = ctx.pick([None, compat.WORLD])
+    return args
+
+
+def bad_block_device(ctx: Ctx, args: dict[str, Any]) -> Bad:
+    args["device"] = value = ctx.pick([3.5, object(), b"cpu", "no-such-device", [0]])
+    return Bad(("device",), short(value), TV)
+
+
 def bad_destroy_group(ctx: Ctx, args: dict[str, Any]) -> Bad:
     n = ctx.world
     world_alike: list[Any] = [
@@ -1941,6 +1964,12 @@ def _specs() -> list[Spec]:
                 _m("backend/bad", bad_backend),
                 _m("use_local_synchronization/bad", bad_local_synchronization),
             ],
+        ),
+        Spec(
+            "coalescing_manager",
+            coalescing_block,
+            good_coalescing_block,
+            [bad_group(member=True), bad_bool("async_ops"), _m("device/bad", bad_block_device)],
         ),
         Spec(
             "split_group",

@@ -629,9 +629,9 @@ def case_new_group_meets(kit: Any) -> None:
     made, opened = runtime.adapter.new_group, runtime.open_window
     started_set_up: list[float] = []
 
-    def made_late(*args: Any) -> Any:
+    def made_late(*args: Any, **kwargs: Any) -> Any:
         time.sleep(1.0)
-        return made(*args)
+        return made(*args, **kwargs)
 
     def recorded(handle: Any) -> None:
         started_set_up.append(time.monotonic())
