@@ -307,6 +307,9 @@ class TorchAdapter(Adapter):
     def backend_available(self, backend: str) -> bool:
         return bool(dist.is_backend_available(backend))
 
+    def registers_backend(self, backend: str) -> bool:
+        return backend.lower() in dist.Backend.backend_list
+
     def process_group_alive(self) -> bool:
         return dist.is_initialized()
 

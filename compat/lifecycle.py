@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from compat import algorithms
 from compat.base import tables
-from compat.base.adapter import Rendezvous
+from compat.base.adapter import Adapter, Rendezvous
 from compat.base.errors import CollectiveTimeout
 from compat.base.types import WORLD, Group
 from compat.core import state
@@ -163,12 +163,17 @@ def check_backend(backend: object, param: str) -> str | None:
     return backend
 
 
-def _own_backend(framework: str, backend: str | None) -> str | None:
+def _own_backend(framework: str, backend: str | None, adapter: Adapter | None = None) -> str | None:
     """``backend``, or this framework's backend for the same device when ``backend`` is another
     framework's name for it (``backend_aliases`` in frameworks.toml: gloo is mccl on
-    MindSpore)."""
+    MindSpore), unless the framework has a backend of that name itself (a plugin's: torch_musa
+    registers "mccl" with torch)."""
     aliases: dict[str, str] = tables.lookup("frameworks", framework).get("backend_aliases", {})
-    return aliases.get(backend, backend) if isinstance(backend, str) else backend
+    if not isinstance(backend, str) or backend not in aliases:
+        return backend
+    if (adapter or load_adapter(framework)).registers_backend(backend):
+        return backend
+    return aliases[backend]
 
 
 def _check_timeout(timeout: object, param: str) -> timedelta | None:
@@ -266,7 +271,7 @@ def is_backend_available(backend: str) -> bool:
         )
         framework = choose_framework(chosen, first_if_several=True)
         adapter = load_adapter(framework)
-    return adapter.backend_available(_own_backend(framework, name) or name)
+    return adapter.backend_available(_own_backend(framework, name, adapter) or name)
 
 
 def is_initialized() -> bool:
@@ -713,7 +718,7 @@ def _new_group(
             f"got {members}"
         )
     group_timeout = _check_timeout(timeout, "timeout")
-    backend = _own_backend(current.framework, check_backend(backend, "backend"))
+    backend = _own_backend(current.framework, check_backend(backend, "backend"), current.adapter)
     members_only = check_bool(members_only, "use_local_synchronization")
     members.sort()
     if members_only:

@@ -144,6 +144,21 @@ except (AssertionError, RuntimeError) as error:
 else:
     raise AssertionError("new_group(backend='hccl') without torch_npu")
 compat.destroy()
+# A plugin's backend under a name compat aliases (torch_musa registers "mccl", which compat
+# otherwise reads as MindSpore's name for Gloo): the plugin's runs, not Gloo.
+made = []
+def make_mccl(store, rank, size, timeout):
+    made.append(rank)
+    return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+dist.Backend.register_backend("mccl", make_mccl, devices=["cpu"])
+compat.init("torch", backend="mccl", init_method="file://" + os.path.abspath("mccl_store"),
+            rank=rank, world_size=world)
+assert compat.get_backend() == "mccl" and made == [rank], (compat.get_backend(), made)
+x = torch.full((2,), float(rank + 1))
+compat.all_reduce(x)
+assert x.tolist() == [world * (world + 1) / 2] * 2, x
+compat.destroy()
 try:
     compat.init("torch", backend="mpi")
 except RuntimeError as error:

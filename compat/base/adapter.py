@@ -256,6 +256,12 @@ class Adapter(ABC):
     def backend_available(self, backend: str) -> bool:
         """Whether the framework can run ``backend`` here (compat.is_backend_available)."""
 
+    def registers_backend(self, backend: str) -> bool:
+        """Whether the framework itself has a backend named ``backend`` (a plugin's too:
+        torch_musa registers "mccl" with torch), which then wins over compat's alias of another
+        framework's name (``backend_aliases``). Default False."""
+        return False
+
     def process_group_alive(self) -> bool:
         """Whether the framework's process group still exists: code compat does not own may
         end it (torch.distributed.destroy_process_group called directly). Default True: the
