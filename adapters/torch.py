@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -177,7 +178,10 @@ _SPLIT_KEEPS_ORDER = tuple(int(part) for part in torch.__version__.split(".")[:2
 
 class TorchAdapter(Adapter):
     framework = "torch"
-    native_group_names = "a torch.distributed ProcessGroup (dist.group.WORLD too)"
+    native_group_names = (
+        "a torch.distributed ProcessGroup (dist.group.WORLD too), a 1-D DeviceMesh or "
+        "(DeviceMesh, mesh dim)"
+    )
     split_keeps_listed_order = _SPLIT_KEEPS_ORDER
     outside_split = dist.GroupMember.NON_GROUP_MEMBER if _SPLIT_KEEPS_ORDER else None
 
@@ -320,6 +324,7 @@ class TorchAdapter(Adapter):
         if obj is dist.GroupMember.NON_GROUP_MEMBER:
             # What torch's new_group gives non-members: no ranks known here (get_rank: -1).
             return [], obj
+        obj = _mesh_group(obj)
         if not isinstance(obj, dist.ProcessGroup):
             return None
         ranks = dist.get_process_group_ranks(obj)
@@ -953,3 +958,28 @@ def _serially(run: Callable[[int, int], None], numel: int) -> None:
     on this thread (for the dtypes numpy has no fast loop for)."""
     for start in range(0, numel, _GRAIN - 1):
         run(start, min(numel, start + _GRAIN - 1))
+
+
+def _mesh_group(obj: object) -> object:
+    """funcol's DeviceMesh forms of ``group``: a 1-D mesh or ``(mesh, mesh dim)`` stand for the
+    mesh's ProcessGroup (DTensor-era code hands them to the collectives); anything else as is."""
+    mesh_module = sys.modules.get("torch.distributed.device_mesh")
+    if mesh_module is None:
+        return obj  # no mesh can exist before its module is imported
+    mesh_type = mesh_module.DeviceMesh
+    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], mesh_type):
+        mesh, dim = obj
+        if not isinstance(dim, int) or isinstance(dim, bool) or not 0 <= dim < mesh.ndim:
+            raise ValueError(
+                f"group: expected (DeviceMesh, mesh dim) with a mesh dim from 0 to "
+                f"{mesh.ndim - 1}; got a mesh dim of {dim!r}"
+            )
+        return mesh.get_group(dim)
+    if isinstance(obj, mesh_type):
+        if obj.ndim != 1:
+            raise ValueError(
+                f"group: expected a 1-D DeviceMesh or (DeviceMesh, mesh dim); got a mesh of "
+                f"{obj.ndim} dims (name the dim: group=(mesh, dim))"
+            )
+        return obj.get_group()
+    return obj

@@ -51,6 +51,7 @@ TORCH_JOB = [
     "deepspeed_comm",
     "left_on_torch",
     "sharded_optimizer",
+    "mesh_optimizer",
 ]
 NEUTRAL_JOB = [
     "timm_distributed",
@@ -282,6 +283,18 @@ EXPECTED: dict[str, Expected] = {
             "all_reduce": 1,  # with op=ReduceOp.BAND
             "ReduceOp.BAND": 1,
         },
+    ),
+    "mesh_optimizer.py": Expected(
+        # funcol's DeviceMesh and (DeviceMesh, dim) groups reach compat as they are
+        {
+            "_functional_collectives.reduce_scatter_tensor": 1,
+            "_functional_collectives.all_gather_tensor": 1,
+            "_functional_collectives.all_reduce": 1,
+            "get_world_size": 1,
+            "get_rank": 1,
+            "broadcast": 1,
+        },
+        left={"ProcessGroup": 1},  # isinstance: callers hand torch's groups
     ),
     "sharded_optimizer.py": Expected(
         # the blocks become compat.coalescing_manager blocks with their calls

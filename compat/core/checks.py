@@ -294,11 +294,12 @@ class Checks:
     def group(self, group: object, param: str = "group", member: bool = True) -> Group:
         """The group a call runs on: None and compat.WORLD mean the world; a compat.Group; or
         the framework's own group (a torch ProcessGroup, a MindSpore group name); or, as
-        funcol takes it, a list of global ranks naming the world or a group made before. With
-        ``member``, this rank must belong to it."""
+        funcol takes it, a list of global ranks naming the world or a group made before, or a
+        torch DeviceMesh (1-D, or ``(mesh, mesh dim)``). With ``member``, this rank must belong
+        to it."""
         if group is None or group is WORLD:
             return self.world
-        if isinstance(group, (list, tuple)):
+        if isinstance(group, (list, tuple)) and not _mesh_and_dim(group):
             resolved = self._group_of_ranks(group, param)
         elif isinstance(group, Group):
             resolved = group
@@ -533,3 +534,9 @@ class Checks:
         if not 0 < seconds < float("inf"):
             raise ValueError(f"{param}: expected a positive, finite duration; got {value!r}")
         return seconds
+
+
+def _mesh_and_dim(group: list[object] | tuple[object, ...]) -> bool:
+    """funcol's ``(DeviceMesh, mesh dim)``: a pair whose first item is no rank (the adapter
+    resolves it), not a list of ranks."""
+    return isinstance(group, tuple) and len(group) == 2 and not isinstance(group[0], int)

@@ -38,3 +38,14 @@ def get_tp_group() -> dist.ProcessGroup:
 def get_dp_group() -> dist.ProcessGroup:
     assert _DATA_PARALLEL_GROUP is not None, "data parallel group is not initialized"
     return _DATA_PARALLEL_GROUP
+
+
+def get_device_meshes() -> tuple[object, object]:
+    """A 1-D data-parallel DeviceMesh over every rank and a 2-D (1, world) mesh whose dim 1 spans
+    every rank, as DTensor/FSDP2-era trainers build them and hand to their optimizers."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    world_size = dist.get_world_size()
+    flat = init_device_mesh("cpu", (world_size,))
+    grid = init_device_mesh("cpu", (1, world_size), mesh_dim_names=("shard", "replicate"))
+    return flat, grid
