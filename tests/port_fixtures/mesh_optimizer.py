@@ -43,7 +43,8 @@ def run() -> dict[str, Any]:
     results: dict[str, Any] = {}
     for label, replicate in {"DeviceMesh": flat, "ProcessGroup": flat.get_group()}.items():
         update = torch.arange(8.0).reshape(4, 2) * (rank + 1)
-        results[label] = {"size": replica_size(replicate), **orthogonalise_step(update, replicate, grid)}
+        step = orthogonalise_step(update, replicate, grid)
+        results[label] = {"size": replica_size(replicate), **step}
     params = [torch.full((3,), 1.0 + rank), torch.tensor([2.0 * rank, -1.0])]
     results["broadcast"] = broadcast_params(params, grid)
     return results
