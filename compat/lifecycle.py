@@ -495,8 +495,7 @@ def new_framework_group(
     a rank outside the group that calls it gets None, as torch's; ``group_desc`` names the group
     (torch's description of it).
     """
-    if group_desc is not None and not isinstance(group_desc, str):
-        raise TypeError(f"group_desc: expected None or a str; got {describe(group_desc)}")
+    _check_description(group_desc)
     local = check_bool(use_local_synchronization, "use_local_synchronization")
     made = _new_group(ranks, timeout, backend, group_desc, local, pg_options)
     if local and made.handle is None:
@@ -510,6 +509,7 @@ def split_group(
     timeout: float | timedelta | None = None,
     pg_options: object = None,
     group_desc: str | None = None,
+    backend: str | None = None,
 ) -> object:
     """torch's ``split_group``: every rank of ``parent_pg`` (default the world) calls it with
     the same ``split_ranks``, disjoint lists of ranks *in the parent group*; returns the
@@ -520,30 +520,26 @@ def split_group(
     a list out of order is a ValueError here).
 
     Made on every backend (torch's own split_group runs on NCCL and XCCL only, sharing the
-    parent's communicator there), with the parent's backend. A split of the world: every rank
-    makes every split, in list order, as :func:`new_subgroups_by_enumeration` (named
-    ``group_desc`` with the split's index); of another parent, the ranks outside it do not
-    call, so each split is made by its members only (:func:`new_framework_group` with
+    parent's communicator there), with ``backend`` or else the parent's. A split of the world:
+    every rank makes every split, in list order, as :func:`new_subgroups_by_enumeration`
+    (named ``group_desc`` with the split's index); of another parent, the ranks outside it do
+    not call, so each split is made by its members only (:func:`new_framework_group` with
     ``use_local_synchronization=True``, whose rule on torch applies). ``timeout`` and
     ``pg_options`` as in :func:`new_framework_group`.
     """
     current = state.checked()
     parent = current.checks.group(parent_pg, "parent_pg")  # this rank a member, as torch asks
-    splits = _check_splits(split_ranks, parent.size(), current.adapter.split_keeps_listed_order)
+    splits = _check_rank_lists(split_ranks, "split_ranks", parent.size(), "of the parent group")
+    _check_listed_order(splits, current.adapter.split_keeps_listed_order)
     _check_timeout(timeout, "timeout")
-    if group_desc is not None and not isinstance(group_desc, str):
-        raise TypeError(f"group_desc: expected None or a str; got {describe(group_desc)}")
-    me = parent.group_rank(current.rank)
-    backend = None if parent.handle is None else current.adapter.group_backend(parent.handle)
+    _check_description(group_desc)
+    if backend is None and parent.handle is not None:
+        backend = current.adapter.group_backend(parent.handle)
     if parent is current.world:
         # Every rank is here: made as world groups, whose names need no agreement but the order.
-        mine: object = current.adapter.outside_split
-        for index, split in enumerate(splits):
-            name = None if group_desc is None else f"{group_desc}_{index}"
-            made = new_framework_group(sorted(split), timeout, backend, pg_options, False, name)
-            mine = made if me in split else mine
-        return mine
-    own = next((split for split in splits if me in split), None)
+        mine, _ = _every_subgroup(splits, timeout, backend, pg_options, group_desc)
+        return current.adapter.outside_split if mine is None else mine
+    own = next((split for split in splits if parent.group_rank(current.rank) in split), None)
     if own is None:
         return current.adapter.outside_split
     return new_framework_group(
@@ -551,90 +547,85 @@ def split_group(
     )
 
 
-def _check_splits(split_ranks: object, size: int, listed_order: bool) -> list[list[int]]:
-    """split_group's ``split_ranks``: a non-empty list of non-empty lists of distinct ranks of
-    the parent group (``[0, size)``), each rank in one list at most; sorted where torch's
-    split_group keeps the listed order (``listed_order``), since compat's groups number their
-    ranks in sorted order."""
-    if not isinstance(split_ranks, Sequence) or isinstance(split_ranks, str) or not split_ranks:
+def _check_rank_lists(lists: object, param: str, size: int, where: str) -> list[list[int]]:
+    """A non-empty list of non-empty lists of distinct ranks in ``[0, size)``, each rank in one
+    list at most (split_group's ``split_ranks``, new_subgroups_by_enumeration's list): checked
+    whole before any group is made, so that a bad last list leaves no group behind."""
+    if not isinstance(lists, Sequence) or isinstance(lists, str) or not lists:
         raise ValueError(
-            "split_ranks: expected a non-empty list of lists of ranks in the parent group; got "
-            + describe(split_ranks)
+            f"{param}: expected a non-empty list of lists of ranks {where}; got {describe(lists)}"
         )
-    splits: list[list[int]] = []
+    checked: list[list[int]] = []
     seen: set[int] = set()
-    for index, ranks in enumerate(split_ranks):
+    for index, ranks in enumerate(lists):
         if not isinstance(ranks, Sequence) or isinstance(ranks, str) or not ranks:
             raise ValueError(
-                f"split_ranks[{index}]: expected a non-empty list of ranks in the parent group; "
+                f"{param}[{index}]: expected a non-empty list of ranks {where}; "
                 f"got {describe(ranks)}"
             )
-        members = [check_int(rank, f"split_ranks[{index}][{i}]") for i, rank in enumerate(ranks)]
+        members = [check_int(rank, f"{param}[{index}][{i}]") for i, rank in enumerate(ranks)]
         bad = [rank for rank in members if not 0 <= rank < size]
-        again = seen.intersection(members) or len(set(members)) != len(members)
-        if bad or again:
+        if bad or seen.intersection(members) or len(set(members)) != len(members):
             raise ValueError(
-                f"split_ranks[{index}]: expected distinct ranks of the parent group, in [0, "
-                f"{size}), each in one split at most; got {members}"
+                f"{param}[{index}]: expected distinct ranks {where}, in [0, {size}), each in "
+                f"one list at most; got {members}"
             )
+        seen.update(members)
+        checked.append(members)
+    return checked
+
+
+def _check_listed_order(splits: list[list[int]], listed_order: bool) -> None:
+    """Where torch's split_group numbers a split's ranks as listed, a list out of order would
+    number them otherwise than compat's groups, which sort them."""
+    for index, members in enumerate(splits):
         if listed_order and members != sorted(members):
             raise ValueError(
                 f"split_ranks[{index}]: expected the ranks in increasing order (this torch's "
                 "split_group numbers a split's ranks as listed, compat's groups in sorted "
                 f"order); got {members}"
             )
-        seen.update(members)
-        splits.append(members)
-    return splits
+
+
+def _check_description(group_desc: object) -> None:
+    if group_desc is not None and not isinstance(group_desc, str):
+        raise TypeError(f"group_desc: expected None or a str; got {describe(group_desc)}")
 
 
 def new_subgroups_by_enumeration(
     ranks_per_subgroup_list: Sequence[Sequence[int]],
     timeout: float | timedelta | None = None,
     backend: str | None = None,
-    *,
+    pg_options: object = None,
     group_desc: str | None = None,
 ) -> tuple[object, list[object]]:
     """torch's ``new_subgroups_by_enumeration``: every rank makes every subgroup, in list order
     (each rank in at most one); returns (this rank's subgroup, or None outside all of them, and
     every subgroup), the framework's own groups as :func:`new_framework_group` makes them."""
-    _check_enumeration(ranks_per_subgroup_list)
+    world_size = state.checked().world_size
+    lists = _check_rank_lists(ranks_per_subgroup_list, "ranks_per_subgroup_list", world_size,
+                              "of the world")  # fmt: skip
+    _check_description(group_desc)
+    return _every_subgroup(lists, timeout, backend, pg_options, group_desc)
+
+
+def _every_subgroup(
+    lists: list[list[int]],
+    timeout: float | timedelta | None,
+    backend: str | None,
+    pg_options: object,
+    group_desc: str | None,
+) -> tuple[object, list[object]]:
+    """Every rank makes every group of ``lists``, in order, named ``group_desc`` and the index."""
     me = state.checked().rank
     mine: object = None
     subgroups: list[object] = []
-    for index, ranks in enumerate(ranks_per_subgroup_list):
+    for index, ranks in enumerate(lists):
         name = None if group_desc is None else f"{group_desc}_{index}"
-        made = new_framework_group(ranks, timeout, backend, group_desc=name)
+        made = new_framework_group(sorted(ranks), timeout, backend, pg_options, False, name)
         subgroups.append(made)
-        if me in ranks:
-            mine = made
+        mine = made if me in ranks else mine
     return mine, subgroups
-
-
-def _check_enumeration(ranks_per_subgroup_list: object) -> None:
-    """new_subgroups_by_enumeration's list: non-empty, of lists of global ranks, each rank in
-    one of them at most."""
-    if not isinstance(ranks_per_subgroup_list, Sequence) or not ranks_per_subgroup_list:
-        raise ValueError(
-            "ranks_per_subgroup_list: expected a non-empty list of lists of global ranks; got "
-            + describe(ranks_per_subgroup_list)
-        )
-    seen: set[int] = set()
-    for index, ranks in enumerate(ranks_per_subgroup_list):
-        if not isinstance(ranks, Sequence) or isinstance(ranks, str):
-            raise TypeError(
-                f"ranks_per_subgroup_list[{index}]: expected a list of global ranks; got "
-                f"{describe(ranks)}"
-            )
-        members = [check_int(rank, f"ranks_per_subgroup_list[{index}][{i}]")
-                   for i, rank in enumerate(ranks)]  # fmt: skip
-        twice = seen.intersection(members)
-        if twice:
-            raise ValueError(
-                f"ranks_per_subgroup_list[{index}]: expected each rank in one subgroup at most; "
-                f"got rank {min(twice)} again"
-            )
-        seen.update(members)
 
 
 def new_subgroups(
@@ -642,7 +633,7 @@ def new_subgroups(
     group: object = None,
     timeout: float | timedelta | None = None,
     backend: str | None = None,
-    *,
+    pg_options: object = None,
     group_desc: str | None = None,
 ) -> tuple[object, list[object]]:
     """torch's ``new_subgroups``: ``group`` (default the world) cut into consecutive subgroups
@@ -663,7 +654,8 @@ def new_subgroups(
         [ranks[start : start + size] for start in range(0, len(ranks), size)],
         timeout,
         backend,
-        group_desc=group_desc,
+        pg_options,
+        group_desc,
     )
 
 

@@ -966,8 +966,7 @@ def test_availability_subgroups_and_teardown_are_rewritten_to_compats_counterpar
 def test_member_only_groups_and_split_group_are_rewritten() -> None:
     """new_group(..., use_local_synchronization=True) (by keyword or position) and split_group
     (imported or through the module, by keyword or position) -> compat's member-only forms,
-    which return the framework's own groups; split_group's backend=, which compat does not
-    take, keeps that call on torch, saying why."""
+    which return the framework's own groups, split_group's backend= (torch 2.13's) included."""
     result = port_text(
         """
         import torch.distributed as dist
@@ -990,10 +989,9 @@ def test_member_only_groups_and_split_group_are_rewritten() -> None:
     assert "dp = compat.new_framework_group(ranks, None, None, None, True)" in text
     assert 'pp = compat.split_group(parent, [[0, 1], [2, 3]], group_desc="pp")' in text
     assert "ep = compat.split_group(split_ranks=[[0], [1]], timeout=None)" in text
-    assert 'cp = dist.split_group(split_ranks=[[0, 1]], backend="nccl")' in text
-    left = [finding for finding in result.findings if not finding.rewritten]
-    assert len(left) == 1 and "compat.split_group has no backend" in (left[0].reason or ""), left
-    assert len(result.findings) == 5
+    assert 'cp = compat.split_group(split_ranks=[[0, 1]], backend="nccl")' in text
+    assert "dist." not in text
+    assert len(result.findings) == 5 and all(finding.rewritten for finding in result.findings)
 
 
 def test_coalescing_manager_blocks_of_an_optimizer_move_to_compat() -> None:

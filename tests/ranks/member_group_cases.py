@@ -144,6 +144,10 @@ def case_split(kit: Any) -> None:
         assert isinstance(mine, dist.ProcessGroup) and dist.get_process_group_ranks(mine) == members
     _check_collectives(kit, mine, members, 600.0)
     _world_sum(kit, 5.0)
+    if dist is not None:  # torch's backend argument (torch 2.13's): the splits' backend
+        again = compat.split_group(None, splits, None, None, "again", backend="gloo")
+        assert compat.get_backend(again) == "gloo" == dist.get_backend(again)
+        _check_collectives(kit, again, members, 650.0)
     # A parent whose group ranks are not the global ranks: ranks 1.. (rank 0 alone, apart).
     parent_ranks = list(range(1, n)) if n > 1 else [0]
     parent = compat.new_group(parent_ranks if rank() in parent_ranks else [rank()],
@@ -181,7 +185,7 @@ def case_bad_input(kit: Any) -> None:
         (ValueError, lambda: compat.split_group(split_ranks=[[0, 0]]), "split_ranks[0]",
          ["distinct", "[0, 0]"]),
         (ValueError, lambda: compat.split_group(split_ranks=[[0], [1, 0]]), "split_ranks[1]",
-         ["one split at most", "[1, 0]"]),
+         ["one list at most", "[1, 0]"]),
         (ValueError, lambda: compat.split_group(split_ranks=[[n]]), "split_ranks[0]",
          [f"[0, {n})", f"[{n}]"]),
         (TypeError, lambda: compat.split_group(split_ranks=[[0, "1"]]), "split_ranks[0][1]",
@@ -195,6 +199,13 @@ def case_bad_input(kit: Any) -> None:
     ]  # fmt: skip
     for error, call, param, fragments in bad:
         expect_error(kit, error, call, param, fragments, [buffer])
+    # A bad list after good ones: refused before any of them is made (no group left behind).
+    made_before = compat.lifecycle.state.checked().group_count
+    expect_error(kit, ValueError, lambda: compat.new_subgroups_by_enumeration([[0], [n]]),
+                 "ranks_per_subgroup_list[1]", [f"[0, {n})", f"[{n}]"], [buffer])  # fmt: skip
+    expect_error(kit, ValueError, lambda: compat.new_subgroups_by_enumeration([[0], []]),
+                 "ranks_per_subgroup_list[1]", ["non-empty"], [buffer])  # fmt: skip
+    assert compat.lifecycle.state.checked().group_count == made_before
     if _outside_split(kit) is not None:  # a torch whose split_group keeps the listed order
         expect_error(kit, ValueError, lambda: compat.split_group(split_ranks=[[1, 0]]),
                      "split_ranks[0]", ["increasing order", "[1, 0]"], [buffer])  # fmt: skip

@@ -188,10 +188,11 @@ def case_subgroups(kit: Any) -> None:
     subgroup), the framework's own groups, which the framework's all_reduce takes."""
     dist = _native(kit)
     n = world()
-    mine, every = compat.new_subgroups(group_size=1)
+    mine, every = compat.new_subgroups(1, None, None, None, None, "singles")
     assert len(every) == n and compat.get_process_group_ranks(mine) == [rank()]
     lists = [list(range(0, n, 2)), list(range(1, n, 2))] if n > 1 else [[0]]
-    mine, every = compat.new_subgroups_by_enumeration(lists, group_desc="halves")
+    # torch's positions: (lists, timeout, backend, pg_options, group_desc)
+    mine, every = compat.new_subgroups_by_enumeration(lists, None, None, None, "halves")
     assert len(every) == len(lists)
     members = next(ranks for ranks in lists if rank() in ranks)
     assert mine.size() == len(members) and mine.rank() == members.index(rank())
