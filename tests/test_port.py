@@ -1319,3 +1319,39 @@ def test_names_a_module_exports_stay_imported_when_the_rewrite_stops_using_them(
     namespace: dict[str, object] = {}
     exec(compile(text, "hub.py", "exec"), namespace)  # the test's own module, ported
     assert namespace["ReduceOp"] is namespace["Op"] is __import__("torch").distributed.ReduceOp
+
+
+def test_a_computed_op_stays_on_torch_where_the_file_names_a_bitwise_op() -> None:
+    """A metrics helper's op map holding ReduceOp.BAND/BOR (which compat.ReduceOp lacks) and a
+    call whose op comes from the map: the call stays on torch (compat would refuse "AND" where
+    torch runs), saying why; calls with an op compat has, or none, are rewritten. In a file
+    naming no such member a computed op is rewritten as before."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+        OPS = {"SUM": dist.ReduceOp.SUM, "AND": dist.ReduceOp.BAND, "OR": dist.ReduceOp.BOR}
+
+        def sync(tensor, op="SUM", group=None):
+            dist.all_reduce(tensor, OPS[op], group=group)
+            dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+            dist.reduce(tensor, 0)
+            return tensor
+        """
+    )
+    text = result.rewritten
+    assert "    dist.all_reduce(tensor, OPS[op], group=group)" in text
+    assert "compat.all_reduce(tensor, op=dist.ReduceOp.MAX)" in text
+    assert "compat.reduce(tensor, 0)" in text
+    left = [f for f in result.findings if not f.rewritten and f.torch.endswith("all_reduce")]
+    assert len(left) == 1
+    assert left[0].reason is not None and "ReduceOp.BAND, ReduceOp.BOR" in left[0].reason
+    plain = port_text(
+        """
+        import torch.distributed as dist
+
+        def sync(tensor, op):
+            dist.all_reduce(tensor, op=op)
+        """
+    )
+    assert "compat.all_reduce(tensor, op=op)" in plain.rewritten

@@ -224,6 +224,8 @@ class Rewriter(cst.CSTTransformer):
         self.outside_calls: dict[str, int] = {}
         #: the first assignment to a name of torch.distributed (`dist.get_rank = wrap(...)`)
         self._patch: str | None = None
+        #: ReduceOp members compat lacks that the file names anywhere (`ReduceOp.BAND`)
+        self._lacking_ops: set[str] = set()
 
     # -- names
 
@@ -302,6 +304,7 @@ class Rewriter(cst.CSTTransformer):
         """Whether the file replaces torch.distributed's own names (``dist.all_reduce =
         wrap(dist.all_reduce)``): then its references to torch's functions stay torch's."""
         for target in _walk(node):
+            self._note_lacking_op(target)
             if isinstance(target, (cst.AssignTarget, cst.AugAssign)) and isinstance(
                 target.target, cst.Attribute
             ):  # `name = ...` rebinds a name of the file's, never torch's
@@ -309,6 +312,28 @@ class Rewriter(cst.CSTTransformer):
                 if name is not None and name not in _modules() and self._patch is None:
                     line = self.get_metadata(PositionProvider, target).start.line
                     self._patch = f"{_code(target.target)} (line {line})"
+
+    def _note_lacking_op(self, node: cst.CSTNode) -> None:
+        """A ReduceOp member compat lacks, named anywhere in the file: an op the file computes
+        (``op_map[name]``) may then be that member."""
+        if isinstance(node, cst.Attribute):
+            name = self._name_of(node) or ""
+            member = name[len(_REDUCE_OP) :]
+            if name.startswith(_REDUCE_OP) and member not in ReduceOp.__members__:
+                self._lacking_ops.add(member)
+
+    def _op_compat_takes(self, arg: cst.Arg | None) -> bool:
+        """Whether an ``op`` argument is one compat takes for sure: none (the default), a
+        string, or a ReduceOp member compat has; any op where the file names no member compat
+        lacks."""
+        if arg is None or not self._lacking_ops or isinstance(arg.value, cst.SimpleString):
+            return True
+        value = arg.value  # written already (`compat.ReduceOp.SUM`): read as written
+        return (
+            isinstance(value, cst.Attribute)
+            and value.attr.value in ReduceOp.__members__
+            and _code(value.value).endswith("ReduceOp")
+        )
 
     # -- findings
 
@@ -858,6 +883,11 @@ class Rewriter(cst.CSTTransformer):
             return self._rewrite_unpacked(api, params, target, updated, found)
         bound = self._bind(api, params, updated, found)
         if bound is None:
+            return None
+        if not self._op_compat_takes(bound.get("op")):
+            lacking = ", ".join(f"ReduceOp.{member}" for member in sorted(self._lacking_ops))
+            found.leave("reduce op", f"its op is computed, and the file uses {lacking}, which "
+                        "compat.ReduceOp has no counterpart of")  # fmt: skip
             return None
         if not self._backend_taken(api, bound.get("backend"), found):
             return None
