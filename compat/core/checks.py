@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from datetime import timedelta
+from numbers import Integral
 from typing import Any
 
 from compat.base import tables
@@ -539,4 +540,4 @@ class Checks:
 def _mesh_and_dim(group: list[object] | tuple[object, ...]) -> bool:
     """funcol's ``(DeviceMesh, mesh dim)``: a pair whose first item is no rank (the adapter
     resolves it), not a list of ranks."""
-    return isinstance(group, tuple) and len(group) == 2 and not isinstance(group[0], int)
+    return isinstance(group, tuple) and len(group) == 2 and not isinstance(group[0], Integral)
