@@ -115,7 +115,13 @@ class MindSporeAdapter(MindSporeTensors):
     def __init__(self) -> None:
         super().__init__()
         ops = tables.lookup("reduce_ops", "ops")
-        self._ops = {ReduceOp(value): entry["mindspore"] for value, entry in ops.items()}
+        # MindSpore has no bitwise op (no "mindspore" spelling): compat's table emulates them
+        # there (capabilities.toml's emulate rules), so no call passes one to mint.
+        self._ops = {
+            ReduceOp(value): entry["mindspore"]
+            for value, entry in ops.items()
+            if "mindspore" in entry
+        }
         self._group_ranks: dict[str, list[int]] = {}
         self._world: list[int] = []
         self._rank = 0

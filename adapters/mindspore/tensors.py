@@ -88,6 +88,18 @@ _BIT_DTYPES = {
 }
 
 
+def _elementwise(entry: dict[str, Any]) -> Callable[[ms.Tensor, ms.Tensor], ms.Tensor]:
+    """The two-tensor function of a reduce_ops.toml entry: mindspore.ops' where the table names
+    one (mint's has no CPU kernel there), else mint's."""
+    if "mindspore_elementwise" in entry:
+        function: Callable[[ms.Tensor, ms.Tensor], ms.Tensor] = getattr(
+            ms.ops, entry["mindspore_elementwise"]
+        )
+        return function
+    found: Callable[[ms.Tensor, ms.Tensor], ms.Tensor] = getattr(mint, entry["elementwise"])
+    return found
+
+
 class MindSporeTensors(Adapter):
     """The local half of :class:`~compat.adapters.mindspore.adapter.MindSporeAdapter`: tensor
     facts and operations, on CPU through numpy over the tensors' memory."""
@@ -106,9 +118,7 @@ class MindSporeTensors(Adapter):
         #: bytes an element, by dtype name: dense_facts' size from the shape it reads
         self._dtype_bytes = tables.dtype_bytes()
         ops = tables.lookup("reduce_ops", "ops")
-        self._elementwise = {
-            ReduceOp(value): getattr(mint, entry["elementwise"]) for value, entry in ops.items()
-        }
+        self._elementwise = {ReduceOp(value): _elementwise(entry) for value, entry in ops.items()}
         self._numpy_ops = {
             ReduceOp(value): numpy_elementwise(entry) for value, entry in ops.items()
         }

@@ -85,8 +85,16 @@ REDUCE_OPS = Record(
     required={
         "ops": MapOf(
             Record(
-                required={"aliases": ListOf(TEXT), "torch": TEXT, "mindspore": TEXT, "numpy": TEXT},
-                optional={"elementwise": TEXT},
+                required={"aliases": ListOf(TEXT), "torch": TEXT, "numpy": TEXT},
+                # mindspore: absent where MindSpore has no such op; mindspore_elementwise: the
+                # mindspore.ops function MindSpore reduces with where mint's elementwise one has
+                # no CPU kernel; integer_only: integer and bool dtypes only (the bitwise ops)
+                optional={
+                    "mindspore": TEXT,
+                    "elementwise": TEXT,
+                    "mindspore_elementwise": TEXT,
+                    "integer_only": Scalar(bool, (True,)),
+                },
             )
         )
     }
@@ -193,10 +201,11 @@ COALESCE = Record(
 #: one coalesced call; compat.collectives.coalescing_manager refuses a kind not listed).
 COALESCED_IN_ORDER = Record(required={"collectives": ListOf(TEXT), "reason": TEXT, "source": TEXT})
 
-#: An emulation a backend needs for some ReduceOps at older releases: calls of ``collective``
-#: with one of ``ops`` that would reach the backend's own reduction (the implementations in
-#: ``replaces``: "native" or an algorithm that calls the backend's reduction with the op) run
-#: ``algorithm`` instead (compat.core.capabilities.bind).
+#: An emulation a backend needs for some ReduceOps (at every release, in the backend's own
+#: ``emulate``; at older releases, in a ``before`` entry's): calls of ``collective`` with one of
+#: ``ops`` that would reach the backend's own reduction (the implementations in ``replaces``:
+#: "native" or an algorithm that calls the backend's reduction with the op) run ``algorithm``
+#: instead (compat.core.capabilities.bind).
 EMULATION = Record(
     required={
         "collective": TEXT,
@@ -241,6 +250,8 @@ CAPABILITIES = MapOf(
             # an environment variable: where it is set, this entry replaces the backend's plain
             # one (compat.core.capabilities.backend_key)
             "switch": TEXT,
+            # ReduceOps the backend's own reduction lacks at every release, each emulated
+            "emulate": ArrayOf(EMULATION),
             # facts of the framework's older releases, newest boundary first
             "before": ArrayOf(BEFORE),
         },
@@ -469,6 +480,9 @@ def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
                 raise where.fail(f"{key}.reason", f"missing (required when impl = {cap['impl']!r})")
             _check_verified(where, key, cap)
             _check_choices(where, key, cap.get("choose", []), dtypes)
+        for rule_index, rule in enumerate(entry.get("emulate", [])):
+            key = f"{backend}.emulate[{rule_index}].ops"
+            _check_subset(where, key, rule["ops"], set(entry["reduce_ops"]), "ReduceOps")
         _check_before(where, backend, entry.get("before", []), ops)
 
 

@@ -16,8 +16,11 @@ class ReduceOp(str, enum.Enum):
 
     ``PROD`` is an alias of ``PRODUCT``. Every collective also accepts the strings of
     ``mapping_tables/reduce_ops.toml`` (``"sum"``, ``"prod"``/``"product"``, ``"min"``, ``"max"``,
-    ``"avg"``) and each framework's native op (``torch.distributed.ReduceOp.SUM``,
-    ``mindspore.communication.ReduceOp.SUM``).
+    ``"avg"``, ``"band"``, ``"bor"``, ``"bxor"``) and each framework's native op
+    (``torch.distributed.ReduceOp.SUM``, ``mindspore.communication.ReduceOp.SUM``).
+
+    ``BAND``, ``BOR`` and ``BXOR`` (bitwise and, or, xor, as torch's) take integer and bool
+    dtypes only; MindSpore has no such op, and compat reduces them itself there.
     """
 
     SUM = "sum"
@@ -26,6 +29,9 @@ class ReduceOp(str, enum.Enum):
     MIN = "min"
     MAX = "max"
     AVG = "avg"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
 
     def __str__(self) -> str:
         return self.value

@@ -121,7 +121,10 @@ def capability_entry(key: str) -> dict[str, Any]:
         "dtypes": [
             name for name, dtype in tables.lookup("dtypes", "dtypes").items() if framework in dtype
         ],
-        "reduce_ops": list(tables.lookup("reduce_ops", "ops")),
+        # the ops the framework spells (MindSpore has no bitwise ones)
+        "reduce_ops": [
+            op for op, spelled in tables.lookup("reduce_ops", "ops").items() if framework in spelled
+        ],
         "ops": {collective: dict(native) for collective in COLLECTIVES},
     }
 
@@ -129,7 +132,8 @@ def capability_entry(key: str) -> dict[str, Any]:
 def at_release(entry: dict[str, Any], release: tuple[int, ...] | None) -> dict[str, Any]:
     """Backend ``entry`` (a capabilities.toml entry) as it holds at ``release`` of its framework:
     each of its ``before`` facts whose release is newer applies, the older boundary last (its op
-    entries' keys replace the backend's, its ``emulate`` rules add up); None: the newest facts."""
+    entries' keys replace the backend's, its ``emulate`` rules add up to the backend's own, which
+    hold at every release); None: the newest facts."""
     applying = [
         facts
         for facts in entry.get("before", ())
@@ -138,7 +142,7 @@ def at_release(entry: dict[str, Any], release: tuple[int, ...] | None) -> dict[s
     if not applying:
         return entry
     ops = dict(entry["ops"])
-    emulate: list[dict[str, Any]] = []
+    emulate: list[dict[str, Any]] = list(entry.get("emulate", ()))
     lacks: list[str] = []
     for facts in applying:  # the table lists them from the newest boundary down
         for collective, changed in facts.get("ops", {}).items():
@@ -352,6 +356,8 @@ def check_contract(table: dict[str, Any] | None = None) -> None:
         missing = [name for name in COLLECTIVES if name not in entry["ops"]]
         if missing:
             raise TableError(f"capabilities.toml: {backend}.ops has no entry for {missing}")
+        for rule in entry.get("emulate", ()):
+            _check_emulation(f"capabilities.toml: {backend}.emulate", rule)
         for index, facts in enumerate(entry.get("before", ())):
             where = f"capabilities.toml: {backend}.before[{index}]"
             # the facts of the releases just before this boundary: this one's and newer ones'

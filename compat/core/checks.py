@@ -65,6 +65,12 @@ class Checks:
         #: the backend's dtypes (read by the common case, compat.core.common)
         self.dtypes_ok = frozenset(self._dtype_names)
         self._reduce_ops_ok = frozenset(self._reduce_op_names)
+        #: the ops that take integer and bool dtypes only (the bitwise ones)
+        self._integer_only = frozenset(
+            ReduceOp(value)
+            for value, entry in tables.lookup("reduce_ops", "ops").items()
+            if entry.get("integer_only")
+        )
         #: the tensor types a call has passed :meth:`tensor` with: the common case takes only
         #: these (it does not ask which framework a tensor belongs to)
         self.tensor_types: set[type] = set()
@@ -428,6 +434,10 @@ class Checks:
             raise UnsupportedError(
                 f"{param}: AVG needs a floating dtype (an integer mean is not representable); "
                 f"got dtype {dtype}. Use SUM and divide, or a floating dtype"
+            )
+        if op in self._integer_only and self._dtype_kinds.get(dtype) not in ("int", "bool"):
+            raise UnsupportedError(
+                f"{param}: {op.name} (bitwise) needs an integer or bool dtype; got dtype {dtype}"
             )
 
     @staticmethod

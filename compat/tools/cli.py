@@ -300,12 +300,27 @@ def _info(args: argparse.Namespace) -> int:
     else:
         print("  one host: point-to-point messages over a ring's size stream through the ring")
         print(f"    (not read from the sender: {refused})")
-    for line in _older_facts(capabilities):
+    for line in _emulated_ops(capabilities) + _older_facts(capabilities):
         print("\n".join(textwrap.wrap(line, width, subsequent_indent="    ")))
     print()
     # --wide: one block per collective, wrapped to the terminal's width.
     print(docs.matrix_text(wide=args.wide, width=width, capabilities=capabilities), end="")
     return 0
+
+
+def _emulated_ops(capabilities: dict[str, Any]) -> list[str]:
+    """A line per backend whose own reduction lacks some ReduceOps at every release (its
+    ``emulate`` rules): what compat runs for them instead."""
+    lines = []
+    for key in capabilities:
+        rules = tables.lookup("capabilities", key).get("emulate", ())
+        if rules:
+            emulated = [
+                f"{rule['collective']} with {'/'.join(rule['ops'])} by {rule['algorithm']}"
+                for rule in rules
+            ]
+            lines.append(f"  {key} reduces some ops itself: {'; '.join(emulated)}")
+    return lines
 
 
 def _older_facts(capabilities: dict[str, Any]) -> list[str]:
@@ -317,9 +332,11 @@ def _older_facts(capabilities: dict[str, Any]) -> list[str]:
         if entry is newest:
             continue
         version = _version(tables.lookup("frameworks", entry["framework"], "module"))
+        always = newest.get("emulate", ())  # the backend's own rules: _emulated_ops
         emulated = [
             f"{rule['collective']} with {'/'.join(rule['ops'])} by {rule['algorithm']}"
             for rule in entry.get("emulate", ())
+            if rule not in always
         ] + [
             f"{op} by {cap['algorithm']}"
             for op, cap in entry["ops"].items()

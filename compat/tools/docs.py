@@ -598,9 +598,18 @@ def _backend_lines(name: str, entry: Table) -> list[str]:
             lines.append(f"- {op}: {_capability_cell(cap)} ({cap['source']})")
         for choice in cap.get("choose", []):
             lines.append(f"  - {_choice_text(choice)}: {choice['reason']}")
+    lines += [f"- {_emulation_text(rule)}" for rule in entry.get("emulate", ())]
     lines += _older_releases(entry)
     lines.append("")
     return lines
+
+
+def _emulation_text(rule: Table) -> str:
+    """An ``emulate`` rule: which calls run which algorithm instead, and why."""
+    return (
+        f"{rule['collective']} with {', '.join(rule['ops'])} (instead of "
+        f"{', '.join(rule['replaces'])}): emulated ({rule['algorithm']}). {rule['reason']}"
+    )
 
 
 def _coalesce_text(rule: Table) -> str:
@@ -625,12 +634,12 @@ def _older_releases(entry: Table) -> list[str]:
         for op, changed in facts.get("ops", {}).items():
             cell = _capability_cell({**entry["ops"][op], **changed})
             lines.append(f"  - {op}: {cell}. {changed.get('reason', '')}".rstrip(". ") + ".")
-        for rule in facts.get("emulate", ()):
-            lines.append(
-                f"  - {rule['collective']} with {', '.join(rule['ops'])} (instead of "
-                f"{', '.join(rule['replaces'])}): emulated ({rule['algorithm']}). {rule['reason']}"
-            )
+        lines += [f"  - {_emulation_text(rule)}" for rule in facts.get("emulate", ())]
     return lines
+
+
+#: The MindSpore cell of an op MindSpore has no string for (reduce_ops.toml, the bitwise ones).
+_NO_MINDSPORE_OP = "none: compat reduces it itself there (capabilities.md, emulate)"
 
 
 def reduce_op_section() -> list[str]:
@@ -641,9 +650,8 @@ def reduce_op_section() -> list[str]:
     ]
     for value, entry in tables.lookup("reduce_ops", "ops").items():
         aliases = ", ".join(f"'{alias}'" for alias in entry["aliases"])
-        lines.append(
-            f"| `{value.upper()}` | {aliases} | `{entry['torch']}` | `'{entry['mindspore']}'` |"
-        )
+        mindspore = f"`'{entry['mindspore']}'`" if "mindspore" in entry else _NO_MINDSPORE_OP
+        lines.append(f"| `{value.upper()}` | {aliases} | `{entry['torch']}` | {mindspore} |")
     return lines
 
 

@@ -251,6 +251,26 @@ def _(kit: Any) -> None:
     )
 
 
+@bad_case("bitwise_on_float")
+def _(kit: Any) -> None:
+    """torch's Gloo raises 'Cannot use ReduceOp.BAND with non-integral dtype' (and on some
+    releases its next collective fails too); compat refuses before any communication."""
+    tensor, out = f32(kit, (2 * world(),), 3.0), f32(kit, (2,), -7.0)
+    for op, call in (
+        ("BAND", lambda: compat.all_reduce(tensor, op="band")),
+        ("BOR", lambda: compat.reduce_scatter_tensor(tensor, compat.ReduceOp.BOR, out=out)),
+        ("BXOR", lambda: compat.all_reduce_coalesced([tensor, out], op="bxor")),
+    ):
+        expect_error(
+            kit,
+            compat.UnsupportedError,
+            call,
+            "op",
+            [f"{op} (bitwise) needs an integer or bool dtype", "got dtype float32"],
+            [tensor, out],
+        )
+
+
 def _unsupported_dtype() -> str | None:
     backend = tables.lookup("capabilities", compat.get_backend())
     known = tables.lookup("dtypes", "dtypes")

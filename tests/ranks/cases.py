@@ -768,6 +768,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     a2a_cases,
     autograd_cases,
     bad_input_cases,
+    bitwise_cases,
     coalescing_cases,
     fast_path_cases,
     fuzz_cases,
