@@ -556,6 +556,40 @@ def test_an_emulation_naming_what_cannot_run_it_is_rejected(
         capabilities.check_contract(table)
 
 
+def test_a_backends_own_emulate_rules_hold_at_every_release() -> None:
+    """MCCL has no bitwise op at any MindSpore release: its own emulate rules apply at the
+    newest facts and add to an older release's (avg before 2.10.0)."""
+    mccl = tables.lookup("capabilities", "mccl")
+    newest = capabilities.at_release(mccl, None)
+    older = capabilities.at_release(mccl, (2, 9, 0))
+    for entry in (newest, older):
+        bitwise = [rule for rule in entry["emulate"] if rule["ops"] == ["band", "bor", "bxor"]]
+        assert {rule["collective"] for rule in bitwise} >= {"all_reduce", "reduce_scatter"}
+    assert any(rule["ops"] == ["avg"] for rule in older["emulate"])
+    assert not any(rule["ops"] == ["avg"] for rule in newest["emulate"])
+
+
+@pytest.mark.parametrize(
+    ("backend", "collective", "words"),
+    [
+        ("mccl", "all_reduce", r"mccl\.ops\.all_reduce: native would hand \['band', 'bor', 'bxor'\]"),
+        ("mccl", "reduce_scatter", r"all_reduce_slice would hand \['band', 'bor', 'bxor'\]"),
+        ("hccl", "reduce_scatter_uneven", r"padded_reduce_scatter would hand"),
+    ],
+)  # fmt: skip
+def test_a_bitwise_op_mindspore_lacks_must_be_emulated_wherever_it_would_reach_mindspore(
+    backend: str, collective: str, words: str
+) -> None:
+    """A MindSpore backend's call that hands its op to MindSpore (native, all_reduce_slice,
+    padded_reduce_scatter) must have an emulate rule for the ops MindSpore has no spelling
+    for; without one the table is refused, rather than a KeyError at the call."""
+    table = copy.deepcopy(tables.load("capabilities"))
+    entry = table[backend]
+    entry["emulate"] = [rule for rule in entry["emulate"] if rule["collective"] != collective]
+    with pytest.raises(TableError, match=words):
+        capabilities.check_contract(table)
+
+
 def test_compat_info_reports_the_installed_releases_capabilities(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -279,15 +279,31 @@ def test_compat_offers_no_differentiable_broadcast() -> None:
     assert not hasattr(compat.autograd, "broadcast_tuple")
 
 
-@pytest.mark.parametrize("name", ["band", "bor", "bxor", "premul_sum"])
-def test_compat_has_no_bitwise_reduce_ops(name: str) -> None:
-    """What the reduce_op table's bitwise row says: compat.ReduceOp has no bitwise ops, and
-    compat refuses them (spelled as a string or as torch's member) naming op."""
+@pytest.mark.parametrize("name", ["band", "bor", "bxor"])
+def test_compat_has_bitwise_reduce_ops(name: str) -> None:
+    """What the reduce_op table's bitwise row says: compat.ReduceOp has BAND, BOR and BXOR,
+    spelled as compat's member, the string or torch's member; integer and bool dtypes only
+    (the rank cases tests/ranks/bitwise_cases.py and bad_input[bitwise_on_float] run them)."""
+    import torch.distributed as dist
+
+    from compat.base import tables
+    from compat.base.types import parse_op
+
+    member = compat.ReduceOp[name.upper()]
+    for given in (member, name, name.upper(), getattr(dist.ReduceOp, name.upper())):
+        assert parse_op(given) is member
+    assert tables.lookup("reduce_ops", "ops", name, "integer_only") is True
+    assert "mindspore" not in tables.lookup("reduce_ops", "ops", name)
+
+
+def test_compat_has_no_premul_sum() -> None:
+    """What the reduce_op table's premul_sum row says: compat.ReduceOp has no PREMUL_SUM, and
+    compat refuses it (spelled as a string or as torch's member) naming op."""
     import torch.distributed as dist
 
     from compat.base.types import parse_op
 
-    assert name.upper() not in compat.ReduceOp.__members__
-    for given in (name, getattr(dist.ReduceOp, name.upper())):
+    assert "PREMUL_SUM" not in compat.ReduceOp.__members__
+    for given in ("premul_sum", dist.ReduceOp.PREMUL_SUM):
         with pytest.raises(ValueError, match=r"^op: expected a compat\.ReduceOp"):
             parse_op(given)

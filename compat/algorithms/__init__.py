@@ -131,9 +131,24 @@ from compat.algorithms.shared_memory import (
     shared_memory_scatter,
 )
 
+#: The algorithms that hand a call's ReduceOp to the backend's own reduction (the others reduce
+#: locally, with the ReduceOp table's functions): where a backend lacks an op, the capability
+#: table's ``emulate`` rules must replace them as they replace "native"
+#: (compat.core.capabilities.check_contract).
+HANDS_OP_TO_BACKEND = frozenset(
+    function.__name__
+    for function in (
+        all_reduce_slice,
+        all_reduce_slice_tensor,
+        padded_reduce_scatter,
+        reduce_keep_input,
+    )
+)
+
 __all__ = [
     "ALGORITHM_TAG",
     "ARRIVAL_TAG",
+    "HANDS_OP_TO_BACKEND",
     "MOST_RANKS",
     "DeferredRecv",
     "all_gather_all_to_all",

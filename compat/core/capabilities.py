@@ -370,6 +370,35 @@ def check_contract(table: dict[str, Any] | None = None) -> None:
                 _check_lacked(f"{where}.lacks", collective, older["ops"].get(collective))
         for collective, cap in entry["ops"].items():
             _check_entry(f"capabilities.toml: {backend}.ops.{collective}", collective, cap)
+        _check_unspelled_ops(backend, entry)
+
+
+def _check_unspelled_ops(backend: str, entry: dict[str, Any]) -> None:
+    """Every ReduceOp the backend takes that its framework has no spelling for (reduce_ops.toml:
+    MindSpore's bitwise ops) has an ``emulate`` rule for each implementation that would hand it
+    to the framework: "native" and :data:`compat.algorithms.HANDS_OP_TO_BACKEND`."""
+    spelled = tables.lookup("reduce_ops", "ops")
+    unspelled = [op for op in entry["reduce_ops"] if entry["framework"] not in spelled[op]]
+    for collective, cap in entry["ops"].items():
+        if "op" not in _parameters(getattr(Adapter, COLLECTIVES[collective]), 1):
+            continue
+        names = {cap.get("algorithm", cap["impl"])} | {
+            c["algorithm"] for c in cap.get("choose", ())
+        }
+        for name in sorted(names & (algorithms.HANDS_OP_TO_BACKEND | {NATIVE})):
+            covered = {
+                op
+                for rule in entry.get("emulate", ())
+                if rule["collective"] == collective and name in rule["replaces"]
+                for op in rule["ops"]
+            }
+            missing = [op for op in unspelled if op not in covered]
+            if missing:
+                raise TableError(
+                    f"capabilities.toml: {backend}.ops.{collective}: {name} would hand "
+                    f"{missing} to {entry['framework']}, which has no such op; expected an "
+                    f"emulate rule for them that replaces {name!r}"
+                )
 
 
 def _check_entry(where: str, collective: str, cap: dict[str, Any]) -> None:

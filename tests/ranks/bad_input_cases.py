@@ -252,7 +252,7 @@ def _(kit: Any) -> None:
 
 
 @bad_case("bitwise_on_float")
-def _(kit: Any) -> None:
+def bitwise_on_float(kit: Any) -> None:
     """torch's Gloo raises 'Cannot use ReduceOp.BAND with non-integral dtype' (and on some
     releases its next collective fails too); compat refuses before any communication."""
     tensor, out = f32(kit, (2 * world(),), 3.0), f32(kit, (2,), -7.0)
