@@ -369,7 +369,7 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
 
         dist.new_group([0, 1], device_id=device)
         sender = dist.recv(t)
-        dist.all_reduce(t, op=dist.ReduceOp.BAND)
+        dist.all_reduce(t, op=dist.ReduceOp.PREMUL_SUM)
         handler = dist.init_process_group
         """
     )
@@ -380,8 +380,8 @@ def test_calls_without_an_exact_counterpart_are_reported_not_rewritten() -> None
     reasons = {written: reason for (line, written), reason in reasons.items()}
     assert "compat.new_framework_group has no device_id" in str(reasons["dist.new_group"])
     assert "compat.recv needs src or group_src" in str(reasons["dist.recv"])
-    assert "compat.ReduceOp has no BAND" in str(reasons["dist.ReduceOp.BAND"])
-    assert "compat has no dist.ReduceOp.BAND" in str(reasons["dist.all_reduce"])
+    assert "compat.ReduceOp has no PREMUL_SUM" in str(reasons["dist.ReduceOp.PREMUL_SUM"])
+    assert "compat has no dist.ReduceOp.PREMUL_SUM" in str(reasons["dist.all_reduce"])
     texts = [f.text() for f in result.findings]
     assert any(
         "f.py:7: dist.init_process_group -> not rewritten: referenced without a call" in t
@@ -1050,7 +1050,7 @@ def test_coalescing_manager_blocks_of_an_optimizer_move_to_compat() -> None:
 
 
 def test_a_coalescing_manager_block_with_a_call_left_on_torch_stays_on_torch() -> None:
-    """A call torch's manager collects that compat cannot take (ReduceOp.BAND) keeps the whole
+    """A call torch's manager collects that compat cannot take (ReduceOp.PREMUL_SUM) keeps the whole
     block on torch, its manager included: compat's block would run that torch call at once,
     out of torch's batch. The calls outside the block are rewritten."""
     result = port_text(
@@ -1060,7 +1060,7 @@ def test_a_coalescing_manager_block_with_a_call_left_on_torch_stays_on_torch() -
         def sync_flags(flags, grads, group):
             with dist._coalescing_manager(group=group, async_ops=True) as cm:
                 for flag in flags:
-                    dist.all_reduce(flag, op=dist.ReduceOp.BAND, group=group)
+                    dist.all_reduce(flag, op=dist.ReduceOp.PREMUL_SUM, group=group)
                 dist.broadcast(grads[0], 0, group=group)
             cm.wait()
             dist.barrier(group=group)
@@ -1068,7 +1068,7 @@ def test_a_coalescing_manager_block_with_a_call_left_on_torch_stays_on_torch() -
     )
     text = result.rewritten
     assert "with dist._coalescing_manager(group=group, async_ops=True) as cm:" in text
-    assert "dist.all_reduce(flag, op=dist.ReduceOp.BAND, group=group)" in text
+    assert "dist.all_reduce(flag, op=dist.ReduceOp.PREMUL_SUM, group=group)" in text
     assert "dist.broadcast(grads[0], 0, group=group)" in text
     assert "compat.barrier(group=group)" in text
     left = {f.written: (f.category, f.reason) for f in result.findings if not f.rewritten}
@@ -1321,16 +1321,20 @@ def test_names_a_module_exports_stay_imported_when_the_rewrite_stops_using_them(
     assert namespace["ReduceOp"] is namespace["Op"] is __import__("torch").distributed.ReduceOp
 
 
-def test_a_computed_op_stays_on_torch_where_the_file_names_a_bitwise_op() -> None:
-    """A metrics helper's op map holding ReduceOp.BAND/BOR (which compat.ReduceOp lacks) and a
-    call whose op comes from the map: the call stays on torch (compat would refuse "AND" where
-    torch runs), saying why; calls with an op compat has, or none, are rewritten. In a file
-    naming no such member a computed op is rewritten as before."""
+def test_a_computed_op_stays_on_torch_where_the_file_names_an_op_compat_lacks() -> None:
+    """A helper's op map holding ReduceOp.PREMUL_SUM and RedOpType.PREMUL_SUM (which
+    compat.ReduceOp lacks) and a call whose op comes from the map: the call stays on torch
+    (compat would refuse "PREMUL" where torch runs), saying why; calls with an op compat has, or
+    none, are rewritten. In a file naming no such member a computed op is rewritten as before."""
     result = port_text(
         """
         import torch.distributed as dist
 
-        OPS = {"SUM": dist.ReduceOp.SUM, "AND": dist.ReduceOp.BAND, "OR": dist.ReduceOp.BOR}
+        OPS = {
+            "SUM": dist.ReduceOp.SUM,
+            "PREMUL": dist.ReduceOp.PREMUL_SUM,
+            "RAW": dist.ReduceOp.RedOpType.PREMUL_SUM,
+        }
 
         def sync(tensor, op="SUM", group=None):
             dist.all_reduce(tensor, OPS[op], group=group)
@@ -1345,7 +1349,7 @@ def test_a_computed_op_stays_on_torch_where_the_file_names_a_bitwise_op() -> Non
     assert "compat.reduce(tensor, 0)" in text
     left = [f for f in result.findings if not f.rewritten and f.torch.endswith("all_reduce")]
     assert len(left) == 1
-    assert left[0].reason is not None and "ReduceOp.BAND, ReduceOp.BOR" in left[0].reason
+    assert left[0].reason is not None and "ReduceOp.PREMUL_SUM" in left[0].reason
     plain = port_text(
         """
         import torch.distributed as dist
@@ -1355,3 +1359,27 @@ def test_a_computed_op_stays_on_torch_where_the_file_names_a_bitwise_op() -> Non
         """
     )
     assert "compat.all_reduce(tensor, op=op)" in plain.rewritten
+
+
+def test_bitwise_ops_are_rewritten_to_compat() -> None:
+    """compat.ReduceOp has BAND, BOR and BXOR: a call passing one is rewritten, its member
+    becomes compat's, and a call whose op comes from ignite's/mmengine's kind of op map
+    (SUM, BAND, BOR) is rewritten too, since compat takes every member of the map."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+        OPS = {"SUM": dist.ReduceOp.SUM, "AND": dist.ReduceOp.BAND, "OR": dist.ReduceOp.BOR}
+
+        def sync(flags, tensor, op="SUM"):
+            dist.all_reduce(flags, op=dist.ReduceOp.BXOR)
+            dist.all_reduce(tensor, OPS[op])
+        """
+    )
+    text = result.rewritten
+    assert "compat.all_reduce(flags, op=compat.ReduceOp.BXOR)" in text
+    assert "compat.all_reduce(tensor, OPS[op])" in text
+    assert '"AND": compat.ReduceOp.BAND' in text
+    assert all(finding.rewritten for finding in result.findings), [
+        f.text() for f in result.findings if not f.rewritten
+    ]

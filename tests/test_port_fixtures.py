@@ -270,18 +270,16 @@ EXPECTED: dict[str, Expected] = {
         }
     ),
     "left_on_torch.py": Expected(
-        # the all_reduce left on torch gets its op as a literal, so no variable can hand it
-        # compat's: the ReduceOps of the rewritten calls beside it become compat's
-        {
-            "all_reduce": 1,
-            "ReduceOp.MAX": 1,
-            "get_rank": 1,
-            "all_reduce_coalesced": 1,
-            "ReduceOp.SUM": 1,
-        },
+        # the all_reduce whose op comes from a map holding PREMUL_SUM stays on torch, and so do
+        # the file's ReduceOp members (any may reach it); the BAND and MAX calls are rewritten
+        # and take torch's members as they are
+        {"all_reduce": 2, "get_rank": 1, "all_reduce_coalesced": 1},
         left={
-            "all_reduce": 1,  # with op=ReduceOp.BAND
+            "all_reduce": 1,  # op=_OPS[name]
+            "ReduceOp.PREMUL_SUM": 1,
+            "ReduceOp.SUM": 2,
             "ReduceOp.BAND": 1,
+            "ReduceOp.MAX": 1,
         },
     ),
     "mesh_optimizer.py": Expected(
