@@ -907,21 +907,28 @@ def case_reduce_ops_by_release(kit: Any) -> None:
     key = current.capability_key
     for collective in REDUCING[kit.framework]:
         emulated = dict(capabilities.emulations(key, collective, "native"))
-        current.force(collective, "float32", "native")
-        try:
-            for op in ("sum", "prod", "min", "max", "avg"):
-                _check_reduction(kit, collective, op, n, f"{collective} {op} ({emulated.get(op)})")
-        finally:
-            current.force(collective, "float32", None)
+        for dtype, ops in (("float32", FLOAT_OPS), ("int32", BITWISE_OPS)):
+            current.force(collective, dtype, "native")
+            try:
+                for op in ops:
+                    what = f"{collective} {op} {dtype} ({emulated.get(op)})"
+                    _check_reduction(kit, collective, op, n, what, dtype)
+            finally:
+                current.force(collective, dtype, None)
         for op in sorted(capabilities.lacked_ops(key, collective)):
             _check_backend_lacks(kit, collective, op, n)
 
 
 def _check_backend_lacks(kit: Any, collective: str, op: str, n: int) -> None:
     """The table's claim that the backend's own ``collective`` lacks ``op`` at this release is
-    true: the adapter's call raises, or (a group of 2 or more, where ops differ) is wrong."""
-    parts = [np.arange(2 * n, dtype=np.float64) * 0.25 + r + 1 for r in range(n)]
-    x = kit.tensor(parts[rank()], "float32")
+    true: the adapter's call raises, or (a group of 2 or more, where ops differ) is wrong. A
+    bitwise op is tried on integers (on floats every backend refuses it)."""
+    if tables.lookup("reduce_ops", "ops", op).get("integer_only"):
+        dtype, parts = "int32", [np.arange(2 * n) * 3 + 5 * r + 1 for r in range(n)]
+    else:
+        dtype = "float32"
+        parts = [np.arange(2 * n, dtype=np.float64) * 0.25 + r + 1 for r in range(n)]
+    x = kit.tensor(parts[rank()], dtype)
     native = adapter()
     try:
         if collective == "all_reduce":
@@ -933,7 +940,7 @@ def _check_backend_lacks(kit: Any, collective: str, op: str, n: int) -> None:
                 return
             got, expected = kit.numpy(x), reduce_np(parts, op)
         else:
-            out = kit.tensor(np.zeros(2), "float32")
+            out = kit.tensor(np.zeros(2), dtype)
             native.reduce_scatter_tensor(out, x, ReduceOp(op), None, False)
             got, expected = kit.numpy(out), reduce_np(parts, op)[2 * rank() : 2 * rank() + 2]
     except Exception:  # the backend refuses the op: what the table says
@@ -942,20 +949,30 @@ def _check_backend_lacks(kit: Any, collective: str, op: str, n: int) -> None:
         assert not np.allclose(got, expected), f"{collective} {op}: the backend got it right"
 
 
-def _check_reduction(kit: Any, collective: str, op: str, n: int, what: str) -> None:
-    parts = [np.arange(2 * n, dtype=np.float64) * 0.25 + r + 1 for r in range(n)]
+#: the ops case_reduce_ops_by_release runs on float32, and the bitwise ones it runs on int32
+FLOAT_OPS = ("sum", "prod", "min", "max", "avg")
+BITWISE_OPS = ("band", "bor", "bxor")
+
+
+def _check_reduction(
+    kit: Any, collective: str, op: str, n: int, what: str, dtype: str = "float32"
+) -> None:
+    if dtype == "float32":
+        parts = [np.arange(2 * n, dtype=np.float64) * 0.25 + r + 1 for r in range(n)]
+    else:
+        parts = [np.arange(2 * n) * 3 + 5 * r + 1 for r in range(n)]
     expected = reduce_np(parts, op)
-    x = kit.tensor(parts[rank()], "float32")
+    x = kit.tensor(parts[rank()], dtype)
     if collective == "all_reduce":
         compat.all_reduce(x, op=op)
-        assert_close(kit.numpy(x), expected, "float32", what)
+        assert_close(kit.numpy(x), expected, dtype, what)
     elif collective == "reduce":
         compat.reduce(x, 0, op=op)
         if rank() == 0:
-            assert_close(kit.numpy(x), expected, "float32", what)
+            assert_close(kit.numpy(x), expected, dtype, what)
     else:
         mine = compat.reduce_scatter_tensor(x, op=op)
-        assert_close(kit.numpy(mine), expected[2 * rank() : 2 * rank() + 2], "float32", what)
+        assert_close(kit.numpy(mine), expected[2 * rank() : 2 * rank() + 2], dtype, what)
 
 
 register("algorithm-choice", case_choice)
