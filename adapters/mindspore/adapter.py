@@ -553,19 +553,28 @@ class MindSporeAdapter(MindSporeTensors):
         return str(communication.GlobalComm.WORLD_COMM_GROUP) if group is None else str(group)
 
     def _carried(self, tensor: ms.Tensor) -> tuple[ms.Tensor, Any]:
-        """``tensor`` in a dtype the CPU kernels of AllGather and Broadcast take, and the dtype
-        to turn the result back into (None: as it is). MindSpore 2.10 refuses bfloat16, int8,
-        uint8 and bool there: each travels widened (bfloat16 as float32, the others as int16),
-        exact both ways. A view as int16 bits is not used: the view of a tensor that lies over a
-        larger buffer takes the whole buffer. On GPU the table's dtypes are those the NCCL
-        kernels take (PRIMITIVES)."""
+        """``tensor`` in a dtype the CPU kernels of AllGather and Broadcast take exactly, and
+        the dtype to turn the result back into (None: as it is). MindSpore 2.10 refuses
+        bfloat16, int8, uint8 and bool there: each travels widened (bfloat16 as float32, the
+        others as int16), exact both ways. It narrows int64 and float64 to 32 bits without an
+        error: their bits travel as int32 pairs, flattened (numpy's copy: the view of a tensor
+        that lies over a larger buffer takes the whole buffer). On GPU the table's dtypes are
+        those the NCCL kernels take (PRIMITIVES)."""
         dtype = dtype_of(tensor)
-        if not self._on_cpu or dtype not in _CPU_CARRIED:
+        if not self._on_cpu:
+            return tensor, None
+        if dtype in _CPU_AS_BITS:
+            return ms.Tensor(tensor.asnumpy().reshape(-1).view(np.int32)), dtype
+        if dtype not in _CPU_CARRIED:
             return tensor, None
         return tensor.astype(_CPU_CARRIED[dtype]), dtype
 
     @staticmethod
-    def _uncarried(result: ms.Tensor, dtype: Any) -> ms.Tensor:
+    def _uncarried(result: ms.Tensor, dtype: Any, shape: tuple[int, ...]) -> ms.Tensor:
+        """The result of a carried tensor, in ``dtype`` and ``shape`` (-1 for the rows of a
+        gather)."""
+        if dtype in _CPU_AS_BITS:
+            return ms.Tensor(result.asnumpy().view(_CPU_AS_BITS[dtype]).reshape(shape))
         return result if dtype is None else result.astype(dtype)
 
     def _holds_nothing(self, tensor: ms.Tensor) -> bool:
@@ -600,7 +609,7 @@ class MindSporeAdapter(MindSporeTensors):
         """ops.AllGather of ``tensor``: every rank's tensor in group-rank order along dim 0."""
         carried, dtype = self._carried(self._stage_in(tensor))
         gather = self._primitive("AllGather", "all_gather", self._named(group))
-        return self._uncarried(gather(carried), dtype)
+        return self._uncarried(gather(carried), dtype, (-1, *self.shape(tensor)[1:]))
 
     def _primitive_all_gather(
         self, tensor_list: list[ms.Tensor], tensor: ms.Tensor, group: GroupHandle, async_op: bool
@@ -645,7 +654,7 @@ class MindSporeAdapter(MindSporeTensors):
         (result,) = self._primitive("Broadcast", "broadcast", root, self._named(group))((carried,))
         if src == self._rank:
             return self._primitive_finish(async_op, [])
-        result = self._uncarried(result, dtype)
+        result = self._uncarried(result, dtype, self.shape(tensor))
         return self._primitive_finish(async_op, [lambda: self.copy_(tensor, result)])
 
     # send and recv complete before returning, so a view can go as a tensor over its own memory
@@ -756,6 +765,8 @@ _PRIMITIVE_OPS = {
 #: dtypes the CPU kernels of ops.AllGather and ops.Broadcast refuse (MindSpore 2.10: "must be a
 #: type of ..."), and the dtype each travels as there (MindSporeAdapter._carried)
 _CPU_CARRIED = {ms.bfloat16: ms.float32, ms.int8: ms.int16, ms.uint8: ms.int16, ms.bool_: ms.int16}
+#: the dtypes whose bits travel as int32 pairs there, and numpy's dtype of those bits
+_CPU_AS_BITS = {ms.int64: np.int64, ms.float64: np.float64}
 
 
 @functools.cache

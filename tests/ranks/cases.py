@@ -784,4 +784,5 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     random_cases,
     shared_memory_cases,
     torch_types_cases,
+    wide_cases,
 )
