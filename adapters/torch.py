@@ -514,6 +514,9 @@ class TorchAdapter(Adapter):
     def flat_view(self, tensor: torch.Tensor) -> torch.Tensor | None:
         return tensor.view(-1) if tensor.is_contiguous() else None
 
+    def shaped_view(self, tensor: torch.Tensor, shape: Sequence[int]) -> torch.Tensor | None:
+        return tensor.view(tuple(shape)) if tensor.is_contiguous() else None
+
     def reduce_into(self, out: torch.Tensor, tensors: Sequence[torch.Tensor], op: ReduceOp) -> None:
         if len(tensors) == 1:
             self.copy_(out, tensors[0])

@@ -309,6 +309,10 @@ def _reduce_scatter_tensor(
     if out_required:
         checks.tensor(out, out_param)
     checks.tensor(tensor, tensor_param)
+    if out is not None and input_split_sizes is None and type(dim) is int and dim == 0:
+        checks.tensor(out, out_param)
+        stacked = _stack(call, tensor, tensor_param, adapter.shape(out))
+        tensor = tensor if stacked is None else stacked
     shape = checks.dim0(tensor, tensor_param)
     axis = 0 if type(dim) is int and dim == 0 else checks.dim(dim, shape, tensor_param)
     sizes = checks.splits(
@@ -861,8 +865,10 @@ def _all_gather_into_tensor(
     dtype = adapter.dtype(tensor)
     checks.dtype(dtype, tensor_param)
     out_shape = _with_dim(shape, axis, sum(sizes))
+    uneven = axis or output_split_sizes is not None
+    stacked = None if uneven else _stack(call, out, out_param, shape)
     result = checks.out(
-        out, out_shape, tensor, dtype, tensor_param, out_param,
+        out if stacked is None else stacked, out_shape, tensor, dtype, tensor_param, out_param,
         f"every rank's {tensor_param} concatenated on dim {axis}",
     )  # fmt: skip
     agree = lambda: Description(  # noqa: E731
@@ -875,10 +881,25 @@ def _all_gather_into_tensor(
         args = ("all_gather_uneven", source, adapter.parts(target, sizes), source)
     issue: dict[str, Any] = {"agree": agree, "outputs": [result], "empty": 0 in out_shape}
     issue["dtype"] = dtype
+    shown = result if stacked is None else out  # the stack itself, as given
     if out is not None and (block := coalescing.block_on(call.group)) is not None:
         later = _issued_later(call, args, issue, _AG)
-        return call.result(result, block.record(_AG, later, call.async_op, [result]))
-    return call.result(result, call.issue(*args, **issue))
+        return call.result(shown, block.record(_AG, later, call.async_op, [result]))
+    return call.result(shown, call.issue(*args, **issue))
+
+
+def _stack(call: Call, given: object, param: str, shape: tuple[int, ...]) -> Tensor | None:
+    """torch's other form of the whole of a dim-0 all_gather (the output) or reduce_scatter
+    (the input), which NCCL takes: the stack of the group's parts shaped ``shape``,
+    ``(size, *shape)``, as a view shaped as their concatenation on dim 0 (same memory); None
+    where ``given`` is not that stack or has no such view (the concatenation is then checked)."""
+    count = call.group.size()
+    if given is None or not shape:
+        return None
+    call.checks.tensor(given, param)
+    if call.adapter.shape(given) != (count, *shape):
+        return None
+    return call.adapter.shaped_view(given, (count * shape[0], *shape[1:]))
 
 
 def broadcast(

@@ -486,6 +486,14 @@ class MindSporeTensors(Adapter):
             return None
         return self._over(array.reshape(-1), dtype)
 
+    def shaped_view(self, tensor: ms.Tensor, shape: Sequence[int]) -> ms.Tensor | None:
+        # On CPU, a tensor over the same memory, as flat_view makes.
+        dtype = dtype_of(tensor)
+        array = self._host_view(tensor, bits=dtype not in self._numpy_dtypes)
+        if array is None or not array.flags.c_contiguous:
+            return None
+        return self._over(array.reshape(tuple(shape)), dtype)
+
     def _over(self, array: Array, dtype: Any) -> ms.Tensor:
         """A tensor of ``dtype`` over ``array``'s memory: ``array`` (C-contiguous: every caller's
         is) in its numpy spelling, or as bits where numpy has none (bfloat16: the bits viewed as

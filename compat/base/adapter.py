@@ -418,6 +418,11 @@ class Adapter(ABC):
         ``tensor``), or None where the framework cannot give one (then callers cut dim 0)."""
         return None
 
+    def shaped_view(self, tensor: Tensor, shape: Sequence[int]) -> Tensor | None:
+        """``tensor``'s elements in row-major order as a tensor of ``shape`` (same memory, no
+        copy), or None where the framework cannot give one (a non-contiguous tensor)."""
+        return None
+
     def one_buffer(self, tensors: Sequence[Tensor]) -> tuple[Tensor, Callable[[], None]] | None:
         """``tensors`` (non-empty, of one dtype, any layout) as one 1-d tensor of their elements
         in list order, and what copies its elements back into them (after a collective changed

@@ -132,3 +132,62 @@ def case_new_group_forms(kit: Any) -> None:
 
 
 register("new_group_forms", case_new_group_forms)
+
+
+def case_stacked_whole(kit: Any, async_op: bool, use_group: bool) -> None:
+    """torch's other form of all_gather_into_tensor's output and reduce_scatter_tensor's input,
+    which NCCL takes (xformers' sequence-parallel fallback writes it): the stack of the group's
+    parts, ``(size, *part)``. Each collective writes the stack as it writes the concatenation,
+    in the torch form and in compat's out= form (which returns the stack itself)."""
+    group = subgroup() if use_group else None
+    ranks = list(group.ranks) if group is not None else list(range(world()))
+    if my_rank() in ranks:
+        for form in ("into", "out"):
+            _stacked_all_gather(kit, group, ranks, form, async_op)
+            _stacked_reduce_scatter(kit, group, ranks, form, async_op)
+    follow_up(kit)
+
+
+def _stacked_all_gather(kit: Any, group: Any, ranks: list[int], form: str, async_op: bool) -> None:
+    part = (2, 3)
+    tensor = kit.tensor(values("stacked-ag", my_rank(), part), "float32")
+    stack = kit.tensor(np.full((len(ranks), *part), -7.0), "float32")
+    if form == "into":
+        wait_if(compat.all_gather_into(stack, tensor, group, async_op), async_op)
+    else:
+        got = compat.all_gather_into_tensor(tensor, group, async_op, out=stack)
+        if async_op:
+            got, work = got
+            wait_if(work, async_op)
+        assert got is stack, f"all_gather_into_tensor(out=stack) returned {got!r}"
+    expected = np.stack([values("stacked-ag", r, part) for r in ranks])
+    np.testing.assert_array_equal(kit.numpy(stack), expected, err_msg=f"all_gather {form}")
+
+
+def _stacked_reduce_scatter(
+    kit: Any, group: Any, ranks: list[int], form: str, async_op: bool
+) -> None:
+    part = (2, 3)
+    inputs = [values("stacked-rs", r, (len(ranks), *part)) for r in ranks]
+    me = ranks.index(my_rank())
+    stack = kit.tensor(inputs[me], "float32")
+    out = kit.tensor(np.full(part, -7.0), "float32")
+    if form == "into":
+        wait_if(compat.reduce_scatter_into(out, stack, "sum", group, async_op), async_op)
+    else:
+        got = compat.reduce_scatter_tensor(stack, "sum", group, async_op, out=out)
+        if async_op:
+            got, work = got
+            wait_if(work, async_op)
+        assert got is out, f"reduce_scatter_tensor(out=out) returned {got!r}"
+    expected = reduce_np(inputs, "sum")[me]
+    np.testing.assert_array_equal(kit.numpy(out), expected, err_msg=f"reduce_scatter {form}")
+    np.testing.assert_array_equal(kit.numpy(stack), inputs[me], err_msg="input unchanged")
+
+
+for _async in (False, True):
+    for _use_group in (False, True):
+        register(
+            f"stacked_whole[{'group' if _use_group else 'world'}{'-async' if _async else ''}]",
+            partial(case_stacked_whole, async_op=_async, use_group=_use_group),
+        )
