@@ -34,7 +34,8 @@ def wide(seed: str, who: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
 
 
 def placed(kit: Any, data: np.ndarray, dtype: str) -> Placed:
-    return Placed(kit, data, dtype, LAYOUT[dtype])
+    """``data`` in a view of a sentinel-filled base (a 0-d tensor is its own base)."""
+    return Placed(kit, data, dtype, LAYOUT[dtype] if data.ndim else "dense")
 
 
 def out(kit: Any, shape: tuple[int, ...], dtype: str) -> Placed:
