@@ -459,6 +459,10 @@ def retensor(
             shape = _altered(ctx, shape, keep_dim0=True)
         elif change == "zero_d":
             shape = ()
+        # torch's other good form: the stack of the group's parts, or the part of such a stack
+        stack, part_of = ctx.facts.get(f"{param}_stack"), ctx.facts.get(f"{param}_part_of")
+        if change != "dtype" and (shape == stack or (ctx.n, *shape) == part_of):
+            return None
         args[param] = value = ctx.tensor(shape, dtype)
         return Bad((param, *blame), short(value), errors)
 
@@ -816,8 +820,12 @@ def good_reduce_scatter_tensor(ctx: Ctx) -> dict[str, Any]:
         args["input_split_sizes"] = sizes
     if dim or ctx.chance(0.3):
         args["dim"] = dim - len(shape) if ctx.chance(0.3) else dim
+    if not split and not dim:
+        ctx.facts["out_part_of"] = shape
     if ctx.chance(0.5):
         args["out"] = ctx.tensor(out_shape)
+        if not split and not dim:
+            ctx.facts["tensor_stack"] = (n, *out_shape)
     if ctx.chance(0.7):
         args["op"] = ctx.op()
     return _async(ctx, _group(ctx, args))
@@ -873,6 +881,8 @@ def good_all_gather_into_tensor(ctx: Ctx) -> dict[str, Any]:
         args["dim"] = dim - len(shape) if ctx.chance(0.3) else dim
     if ctx.chance(0.5):
         args["out"] = ctx.tensor(out_shape)
+    if not split and not dim:
+        ctx.facts["out_stack"] = (n, *shape)
     return _async(ctx, _group(ctx, args))
 
 
