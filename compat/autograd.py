@@ -199,6 +199,7 @@ def all_to_all_single(
     checks.tensor(tensor, "tensor")
     count = checks.group(group).size()
     rows = checks.dim0(tensor, "tensor")[0]
+    checks.dtype(current.adapter.dtype(tensor), "tensor")
     send = checks.splits(input_split_sizes, "input_split_sizes", count, rows, "tensor")
     receive = _received(output_split_sizes, count, rows)
     return current.adapter.differentiable(

@@ -794,6 +794,32 @@ def test_torch_distributed_nn_is_nn_functional_and_its_all_gather_stays_a_tuple(
     assert "import torch.distributed" not in result.rewritten
 
 
+def test_differentiable_all_to_all_single_and_broadcast_are_rewritten() -> None:
+    """funcol's all_to_all_single_autograd (MoE dispatch, Ulysses) and nn.functional's
+    broadcast become compat.autograd's, their results used as torch's are."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+        import torch.distributed.nn.functional as dnn
+        from torch.distributed._functional_collectives import all_to_all_single_autograd
+
+        def dispatch(tokens, recv_splits, send_splits, group):
+            routed = all_to_all_single_autograd(tokens, recv_splits, send_splits, group)
+            even = all_to_all_single_autograd(tokens, None, None, group=group)
+            shared = dnn.broadcast(tokens, src=0, group=group)
+            return routed, even, shared
+        """
+    )
+    text = result.rewritten
+    assert (
+        "routed = compat.autograd.all_to_all_single(tokens, recv_splits, send_splits, group)"
+        in text
+    )
+    assert "even = compat.autograd.all_to_all_single(tokens, None, None, group=group)" in text
+    assert "shared = compat.autograd.broadcast(tokens, src=0, group=group)" in text
+    assert all(f.rewritten for f in result.findings), [f.text() for f in result.findings]
+
+
 def test_results_that_differ_are_left_where_they_are_used() -> None:
     result = port_text(
         """
