@@ -2079,13 +2079,13 @@ def _specs() -> list[Spec]:
             ag.all_to_all,
             good_autograd_all_to_all,
             [
-                # Parts of any shape: the tensors are exchanged flattened.
+                # Parts of any shape (the tensors are exchanged flattened); the output list's
+                # elements are checked as the input list's are (compat.autograd._checked_lists).
                 *list_mutators(
                     "input_tensor_list", "output_tensor_list", own=False, trailing=False
                 ),
-                *list_mutators(
-                    "output_tensor_list", "input_tensor_list", own=False, trailing=False
-                ),
+                bad_list("output_tensor_list", "length", "input_tensor_list"),
+                bad_list("output_tensor_list", "element_dtype", "input_tensor_list"),
                 bad_group(),
             ],
         ),
