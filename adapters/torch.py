@@ -354,6 +354,12 @@ class TorchAdapter(Adapter):
     def empty(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
         return torch.empty(tuple(shape), dtype=like.dtype, device=like.device)
 
+    def assign(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        dst.copy_(src)
+
+    def zeros(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(tuple(shape), dtype=like.dtype, device=like.device)
+
     def collective_timeout(self) -> float:
         # The timeout given to compat.init, else torch's default for a process group (30 min).
         return self._timeout

@@ -12,19 +12,32 @@ the gradients of their losses with respect to its input, which is what data-para
   (divided by the group size for AVG).
 - ``all_reduce``: forward an all_reduce of a copy (the input is not modified); backward an
   all_reduce of the gradient (SUM for SUM, AVG for AVG).
+- ``all_to_all_single``: forward all_to_all_single (part i of dim 0 to group rank i); backward
+  all_to_all_single of the gradient with the split sizes swapped (each part goes back).
+- ``all_to_all``: the list form, built on ``all_to_all_single`` of the flattened tensors; the
+  results are written into ``output_tensor_list`` through the framework's differentiable copy.
+- ``broadcast``: forward a broadcast of a copy from ``src``; backward a SUM reduce of the
+  gradient to ``src`` (the other ranks' inputs get zeros: their values were not used).
+- ``reduce``: forward a reduce of a copy to ``dst``; backward a broadcast of ``dst``'s gradient
+  (divided by the group size for AVG); the other ranks' results carry no gradient.
+- ``gather``: forward a gather to ``dst`` (zeros elsewhere); backward a scatter of ``dst``'s
+  gradients. ``scatter``: forward a scatter from ``src``; backward a gather of the gradients to
+  ``src`` (zeros for the other ranks' inputs).
 
-Only SUM and AVG have these gradients; MIN, MAX and PRODUCT raise UnsupportedError.
+Only SUM and AVG have these gradients; MIN, MAX and PRODUCT raise UnsupportedError. Roots
+(``src``, ``dst``) are global ranks, as torch.distributed.nn.functional's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from compat import collectives, lifecycle
 from compat.base.errors import UnsupportedError
 from compat.base.types import Group, ReduceOp, parse_op
 from compat.core import state
+from compat.core.values import check_int, check_split_sizes, describe
 
 Tensor = Any
 
@@ -139,3 +152,226 @@ def all_reduce(tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None =
         return result
 
     return _apply(tensor, group, reduced_copy, reduced_copy)
+
+
+def _exchange(x: Tensor, receive: list[int], send: list[int], group: Group | None) -> Tensor:
+    adapter = state.current().adapter
+    out = adapter.empty((sum(receive), *adapter.shape(x)[1:]), x)
+    collectives.all_to_all_single(out, x, receive, send, group)
+    return out
+
+
+def _received(sizes: object, count: int, rows: int) -> list[int]:
+    """The output's split sizes: as given (``count`` ints >= 0), or those of the input."""
+    if sizes is None:
+        return [rows // count] * count
+    if not isinstance(sizes, Sequence) or isinstance(sizes, str):
+        raise TypeError(
+            f"output_split_sizes: expected a list of {count} ints; got {describe(sizes)}"
+        )
+    values = [check_int(size, f"output_split_sizes[{i}]") for i, size in enumerate(sizes)]
+    return check_split_sizes(values, "output_split_sizes", count, sum(values), "the output")
+
+
+def all_to_all_single(
+    tensor: Tensor,
+    output_split_sizes: Sequence[int] | None = None,
+    input_split_sizes: Sequence[int] | None = None,
+    group: Group | None = None,
+) -> Tensor:
+    """Send part i of ``tensor`` (dim 0) to group rank i and return the parts every rank sent
+    here, concatenated on dim 0 in group-rank order; differentiable (the gradient of each part
+    goes back to the rank that sent it).
+
+    Split sizes default to equal parts of dim 0 (``output_split_sizes`` None: the output has
+    the input's dim 0); funcol's ``all_to_all_single_autograd`` and
+    ``torch.distributed.nn.functional.all_to_all_single`` with their arguments.
+
+    Examples
+    --------
+    Ulysses' head/sequence exchange, with 2 ranks::
+
+        >>> mixed = compat.autograd.all_to_all_single(x)   # x: (2 * rows, ...)
+        >>> mixed.sum().backward()   # x.grad: the gradients of the rows sent
+    """
+    current = state.current()
+    checks = current.checks
+    checks.tensor(tensor, "tensor")
+    count = checks.group(group).size()
+    rows = checks.dim0(tensor, "tensor")[0]
+    checks.dtype(current.adapter.dtype(tensor), "tensor")
+    send = checks.splits(input_split_sizes, "input_split_sizes", count, rows, "tensor")
+    receive = _received(output_split_sizes, count, rows)
+    return current.adapter.differentiable(
+        lambda x: _exchange(x, receive, send, group),
+        lambda grad: _exchange(grad, send, receive, group),
+    )(tensor)
+
+
+def _checked_list(given: object, param: str, count: int) -> list[Tensor]:
+    if not isinstance(given, (list, tuple)) or len(given) != count:
+        raise ValueError(
+            f"{param}: expected a list of {count} tensors (one per rank of the group); "
+            f"got {describe(given)}"
+        )
+    return list(given)
+
+
+def _checked_lists(
+    outputs: object, inputs: object, count: int
+) -> tuple[list[Tensor], list[Tensor]]:
+    """all_to_all's lists: ``count`` tensors each, of one dtype, input_tensor_list[0]'s."""
+    checks = state.current().checks
+    ins = _checked_list(inputs, "input_tensor_list", count)
+    outs = _checked_list(outputs, "output_tensor_list", count)
+    checks.tensor(ins[0], "input_tensor_list[0]")
+    for param, items in (("input_tensor_list", ins), ("output_tensor_list", outs)):
+        for i, item in enumerate(items):
+            checks.like(item, f"{param}[{i}]", ins[0], "input_tensor_list[0]", None)
+    return outs, ins
+
+
+def all_to_all(
+    output_tensor_list: list[Tensor],
+    input_tensor_list: list[Tensor],
+    group: Group | None = None,
+) -> tuple[Tensor, ...]:
+    """Send ``input_tensor_list[i]`` to group rank i; ``output_tensor_list[j]`` receives what
+    group rank j sent here; differentiable, as torch.distributed.nn.functional.all_to_all.
+
+    Shapes may differ per pair (``output_tensor_list[j]`` has the shape of what rank j sends
+    here). The results are written into ``output_tensor_list`` by the framework's in-place
+    copy, which autograd (and mindspore.grad in PyNative mode) differentiates, and the same
+    tensors are returned as a tuple: a loss on either carries the gradient back to the ranks'
+    ``input_tensor_list``.
+    """
+    current = state.current()
+    adapter = current.adapter
+    count = current.checks.group(group).size()
+    outputs, inputs = _checked_lists(output_tensor_list, input_tensor_list, count)
+    flat = adapter.cat([item.reshape(-1) for item in inputs], 0)
+    sizes = [adapter.numel(item) for item in outputs]
+    received = all_to_all_single(flat, sizes, [adapter.numel(item) for item in inputs], group)
+    for out, part in zip(outputs, adapter.split(received, sizes), strict=True):
+        adapter.assign(out, part.reshape(adapter.shape(out)))
+    return tuple(outputs)
+
+
+def _rooted(
+    tensor: Tensor, root: object, param: str, group: Group | None
+) -> tuple[int, bool, tuple[int, ...]]:
+    """A rooted call's checked arguments: the root's global rank, whether this rank is the
+    root, and ``tensor``'s shape."""
+    current = state.current()
+    current.checks.tensor(tensor, "tensor")
+    resolved = current.checks.group(group)
+    global_root = current.checks.peer(root, param, resolved)
+    return global_root, current.checks.rank == global_root, current.adapter.shape(tensor)
+
+
+def _copy(x: Tensor) -> Tensor:
+    adapter = state.current().adapter
+    result = adapter.empty(adapter.shape(x), x)
+    adapter.copy_(result, x)
+    return result
+
+
+def broadcast(tensor: Tensor, src: int, group: Group | None = None) -> Tensor:
+    """Return a new tensor holding global rank ``src``'s ``tensor`` (the input is left as it
+    is); differentiable: ``src`` gets the sum over ranks of the gradients of their results, the
+    other ranks zeros (as torch.distributed.nn.functional.broadcast)."""
+    root, is_root, shape = _rooted(tensor, src, "src", group)
+
+    def from_root(x: Tensor) -> Tensor:
+        result = _copy(x)
+        collectives.broadcast(result, root, group)
+        return result
+
+    def backward(grad: Tensor) -> Tensor:
+        total = _copy(grad)
+        collectives.reduce(total, root, ReduceOp.SUM, group)
+        return total if is_root else state.current().adapter.zeros(shape, grad)
+
+    return state.current().adapter.differentiable(from_root, backward)(tensor)
+
+
+def reduce(
+    tensor: Tensor, dst: int, op: ReduceOp | str = "sum", group: Group | None = None
+) -> Tensor:
+    """Return the reduction of every rank's ``tensor`` on global rank ``dst`` (a new tensor;
+    elsewhere a copy of ``tensor``, which carries no gradient); differentiable: every rank's
+    input gets ``dst``'s gradient (divided by the group size for AVG), as
+    torch.distributed.nn.functional.reduce's."""
+    reduce_op = _check_op(op)
+    root, _, _ = _rooted(tensor, dst, "dst", group)
+
+    def to_root(x: Tensor) -> Tensor:
+        result = _copy(x)
+        collectives.reduce(result, root, reduce_op, group)
+        return result
+
+    def backward(grad: Tensor) -> Tensor:
+        spread = _copy(grad)
+        collectives.broadcast(spread, root, group)
+        return spread if reduce_op is ReduceOp.SUM else spread / lifecycle.get_world_size(group)
+
+    return state.current().adapter.differentiable(to_root, backward)(tensor)
+
+
+def _stacked(parts: Sequence[Tensor], shape: tuple[int, ...]) -> Tensor:
+    """``parts`` (one per rank, each of ``shape``) stacked on a new dim 0."""
+    return state.current().adapter.cat([part.reshape((1, *shape)) for part in parts], 0)
+
+
+def _gather_stacked(x: Tensor, root: int, is_root: bool, group: Group | None) -> Tensor:
+    """Every rank's ``x`` stacked on a new dim 0 on ``root``; zeros of that shape elsewhere."""
+    adapter = state.current().adapter
+    shape, count = adapter.shape(x), lifecycle.get_world_size(group)
+    parts = [adapter.empty(shape, x) for _ in range(count)] if is_root else None
+    collectives.gather(_copy(x), parts, root, group)
+    if parts is None:
+        return adapter.zeros((count, *shape), x)
+    return _stacked(parts, shape)
+
+
+def _scatter_rows(stacked: Tensor, root: int, is_root: bool, group: Group | None) -> Tensor:
+    """Row i of ``root``'s ``stacked`` on group rank i."""
+    adapter = state.current().adapter
+    shape = adapter.shape(stacked)[1:]
+    out = adapter.empty(shape, stacked)
+    count = adapter.shape(stacked)[0]
+    split = adapter.split(stacked, [1] * count) if is_root else []
+    rows = [_copy(row.reshape(shape)) for row in split]
+    collectives.scatter(out, rows if is_root else None, root, group)
+    return out
+
+
+def gather(tensor: Tensor, dst: int = 0, group: Group | None = None) -> tuple[Tensor, ...]:
+    """Return, on global rank ``dst``, a tuple of every rank's ``tensor`` (group-rank order),
+    and elsewhere a tuple of as many zero tensors; differentiable: each rank's input gets
+    ``dst``'s gradient for its slot, as torch.distributed.nn.functional.gather's."""
+    root, is_root, _ = _rooted(tensor, dst, "dst", group)
+    stacked = state.current().adapter.differentiable(
+        lambda x: _gather_stacked(x, root, is_root, group),
+        lambda grad: _scatter_rows(grad, root, is_root, group),
+    )(tensor)
+    parts: tuple[Tensor, ...] = tuple(stacked.unbind(0))
+    return parts
+
+
+def scatter(tensors: Sequence[Tensor], src: int = 0, group: Group | None = None) -> Tensor:
+    """Return ``tensors[i]`` of global rank ``src`` on group rank i; differentiable: ``src``'s
+    ``tensors[i]`` gets rank i's gradient, the other ranks' zeros, as
+    torch.distributed.nn.functional.scatter's. Every rank passes a list of one tensor per rank
+    (only ``src``'s values are read; the others give the shape)."""
+    current = state.current()
+    tensors = _checked_list(tensors, "tensors", current.checks.group(group).size())
+    root, is_root, shape = _rooted(tensors[0], src, "src", group)
+    for i, item in enumerate(tensors):
+        current.checks.tensor(item, f"tensors[{i}]")
+        current.checks.like(item, f"tensors[{i}]", tensors[0], "tensors[0]", shape)
+    stacked = _stacked(tensors, shape)
+    return current.adapter.differentiable(
+        lambda x: _scatter_rows(x, root, is_root, group),
+        lambda grad: _gather_stacked(grad, root, is_root, group),
+    )(stacked)

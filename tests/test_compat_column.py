@@ -229,12 +229,13 @@ def _put_back(mistake: str) -> dict[str, Any]:
         return family
     if mistake == "autograd broadcast linked to an all_reduce test":
         family = copy.deepcopy(FAMILIES["autograd"])
-        row = next(
-            r
-            for p in family["pairs"]
-            for r in p["rows"]
-            if r.get("compat", "").endswith("compat has no differentiable broadcast")
+        pair = _pair(
+            family,
+            "torch.distributed.nn.functional.broadcast",
+            "mindspore.ops.Broadcast",
+            compat="autograd.broadcast",
         )
+        row = next(r for r in pair["rows"] if r.get("topic") == "backward")
         row["checked_by"] = ["tests/ranks/autograd_cases.py::case_all_reduce"]
         return family
     if mistake == "all_to_all async_op no difference":
@@ -269,14 +270,6 @@ MISTAKES = [
 @pytest.mark.parametrize("mistake", MISTAKES)
 def test_each_mistake_the_tables_made_is_found_when_put_back(mistake: str) -> None:
     assert problems(_put_back(mistake)), mistake
-
-
-def test_compat_offers_no_differentiable_broadcast() -> None:
-    """What the autograd table's broadcast rows say: compat.autograd has no broadcast."""
-    import compat.autograd
-
-    assert not hasattr(compat.autograd, "broadcast")
-    assert not hasattr(compat.autograd, "broadcast_tuple")
 
 
 @pytest.mark.parametrize("name", ["band", "bor", "bxor"])

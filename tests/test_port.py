@@ -794,6 +794,43 @@ def test_torch_distributed_nn_is_nn_functional_and_its_all_gather_stays_a_tuple(
     assert "import torch.distributed" not in result.rewritten
 
 
+def test_differentiable_all_to_all_single_and_broadcast_are_rewritten() -> None:
+    """funcol's all_to_all_single_autograd (MoE dispatch, Ulysses) and nn.functional's
+    broadcast, all_to_all_single and all_to_all become compat.autograd's, their results used
+    as torch's are."""
+    result = port_text(
+        """
+        import torch
+        import torch.distributed.nn.functional as dnn
+        from torch.distributed._functional_collectives import all_to_all_single_autograd
+
+        def dispatch(tokens, recv_splits, send_splits, group):
+            routed = all_to_all_single_autograd(tokens, recv_splits, send_splits, group)
+            even = all_to_all_single_autograd(tokens, None, None, group=group)
+            shared = dnn.broadcast(tokens, src=0, group=group)
+            mixed = dnn.all_to_all_single(torch.empty_like(tokens), tokens, group=group)
+            dnn.all_to_all(outs, list(tokens.chunk(2)))
+            return routed, even, shared, mixed, dnn.reduce(tokens, 0, op)
+        """
+    )
+    text = result.rewritten
+    assert (
+        "routed = compat.autograd.all_to_all_single(tokens, recv_splits, send_splits, group)"
+        in text
+    )
+    assert "even = compat.autograd.all_to_all_single(tokens, None, None, group=group)" in text
+    assert "shared = compat.autograd.broadcast(tokens, src=0, group=group)" in text
+    # torch's writes into output and returns it (a view), carrying the gradient
+    assert (
+        "mixed = torch.empty_like(tokens).copy_(compat.autograd.all_to_all_single(tokens, None, "
+        "None, group))" in text
+    )
+    assert "compat.autograd.all_to_all(outs, list(tokens.chunk(2)))" in text
+    # torch's reduce takes every op, compat.autograd.reduce SUM and AVG: left on torch
+    left = [f.torch for f in result.findings if not f.rewritten]
+    assert left == ["torch.distributed.nn.functional.reduce"], left
+
+
 def test_results_that_differ_are_left_where_they_are_used() -> None:
     result = port_text(
         """

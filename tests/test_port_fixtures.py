@@ -265,8 +265,14 @@ EXPECTED: dict[str, Expected] = {
             "_functional_collectives.all_gather_single": 1,
             "_functional_collectives.reduce_scatter_single": 1,
             "nn.functional.all_reduce": 1,  # written torch.distributed.nn.all_reduce
-            "get_world_size": 2,
-            "get_rank": 1,
+            "_functional_collectives.all_to_all_single_autograd": 1,
+            "nn.functional.all_to_all_single": 1,
+            "nn.functional.all_to_all": 1,
+            "nn.functional.broadcast": 1,
+            "nn.functional.gather": 1,
+            "nn.functional.scatter": 1,
+            "get_world_size": 4,
+            "get_rank": 2,
         }
     ),
     "left_on_torch.py": Expected(

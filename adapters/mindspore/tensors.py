@@ -159,6 +159,14 @@ class MindSporeTensors(Adapter):
     def empty(self, shape: Sequence[int], like: ms.Tensor) -> ms.Tensor:
         return self._allocate(tuple(shape), dtype_of(like))
 
+    def assign(self, dst: ms.Tensor, src: ms.Tensor) -> None:
+        # MindSpore 2.10's CPU InplaceCopy refuses a view that ends before its storage does
+        # ("an unexpected kernel has been launched"): mint.cat of one tensor makes a dense one.
+        dst.copy_(mint.cat([src]))
+
+    def zeros(self, shape: Sequence[int], like: ms.Tensor) -> ms.Tensor:
+        return mint.zeros(tuple(shape), dtype=dtype_of(like))
+
     def _allocate(self, shape: tuple[int, ...], dtype: Any) -> ms.Tensor:
         """A new tensor of MindSpore's own. mint.empty is an operation queued on the PyNative
         pipeline: the first read of its storage, or a sync, then waits for the queue. On CPU, up

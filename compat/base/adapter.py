@@ -305,6 +305,15 @@ class Adapter(ABC):
         """A new uninitialised tensor of ``like``'s dtype and device."""
 
     @abstractmethod
+    def assign(self, dst: Tensor, src: Tensor) -> None:
+        """Copy ``src`` (of ``dst``'s shape) into ``dst`` in place, through the framework's own
+        in-place copy, which its autograd differentiates (unlike :meth:`copy_`)."""
+
+    @abstractmethod
+    def zeros(self, shape: Sequence[int], like: Tensor) -> Tensor:
+        """A new tensor of zeros of ``like``'s dtype and device."""
+
+    @abstractmethod
     def is_dense(self, tensor: Tensor) -> bool:
         """True if the backend reads and writes exactly ``tensor``'s elements when given it as it
         is; False for a view it would read or write as something else (see compat.core.layout)."""

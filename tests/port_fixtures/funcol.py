@@ -41,6 +41,58 @@ def row_parallel_output(partial: torch.Tensor) -> torch.Tensor:
     return torch.distributed.nn.all_reduce(partial)
 
 
+def ulysses_exchange(t: torch.Tensor, send: list[int], receive: list[int], group: Any) -> Any:
+    return funcol.all_to_all_single_autograd(t, receive, send, group)
+
+
+def exchange_single(out: torch.Tensor, t: torch.Tensor, group: Any) -> torch.Tensor:
+    return torch.distributed.nn.functional.all_to_all_single(out, t, group=group)
+
+
+def exchange_list(outs: list[torch.Tensor], ins: list[torch.Tensor], group: Any) -> Any:
+    torch.distributed.nn.functional.all_to_all(outs, ins, group=group)
+    return torch.cat([o.reshape(-1) for o in outs])
+
+
+def rooted(t: torch.Tensor, root: int, group: Any) -> list[torch.Tensor]:
+    shared = torch.distributed.nn.functional.broadcast(t, root, group=group)
+    everyone = torch.stack(torch.distributed.nn.functional.gather(t, dst=root, group=group))
+    parts = [t * (i + 1) for i in range(dist.get_world_size())]
+    mine = torch.distributed.nn.functional.scatter(parts, src=root, group=group)
+    return [shared, everyone, mine]
+
+
+def differentiable_exchanges(group: Any) -> dict[str, Any]:
+    """The differentiable all_to_alls (uneven parts: rank r sends rank i r + i + 1 rows) and
+    nn.functional's broadcast, gather and scatter: each value, and the gradient of a weighted
+    sum of them."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    send, receive = [rank + i + 1 for i in range(world)], [r + rank + 1 for r in range(world)]
+    x = torch.arange(float(sum(send)) * 2, requires_grad=True)
+    routed = ulysses_exchange(x.reshape(-1, 2) * 1.5, send, receive, group)
+    (routed * (rank + 1.0)).sum().backward()
+    results: dict[str, Any] = {"all_to_all_single_autograd": [routed * 1.0, x.grad]}
+    x = torch.arange(4.0 * world, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # deprecated in torch 2.13
+        out = torch.empty(4 * world)
+        mixed = exchange_single(out, x * (rank + 2.0), group)
+        (mixed * torch.arange(4.0 * world)).sum().backward()
+        results["nn.all_to_all_single"] = [mixed * 1.0, out.detach().clone(), x.grad]
+        # Equal parts: torch's list form on Gloo scatters each rank's list, which Gloo takes
+        # only with every part of the output's size.
+        x = torch.arange(2.0 * world, requires_grad=True)
+        ins = list((x * (rank + 1.0)).split(2))
+        flat = exchange_list([torch.empty(2) for _ in range(world)], ins, group)
+        (flat * torch.arange(2.0 * world)).sum().backward()
+        results["nn.all_to_all"] = [flat, x.grad]
+        x = torch.tensor([1.0 + rank, -2.0], requires_grad=True)
+        parts = rooted(x * 1.0, world - 1, group)
+        sum((part * (k + 1.0 + rank)).sum() for k, part in enumerate(parts)).backward()
+        results["nn.rooted"] = [parts[0] * 1.0, parts[1], parts[2], x.grad]
+    return results
+
+
 def run() -> dict[str, Any]:
     initialize_model_parallel(tensor_model_parallel_size=dist.get_world_size())
     rank = dist.get_rank()
@@ -68,4 +120,5 @@ def run() -> dict[str, Any]:
     y = row_parallel_output(x * 2.0)
     (y * torch.tensor([1.0 + rank, -1.0])).sum().backward()
     results["nn.all_reduce"] = [y, x.grad]
+    results["differentiable"] = differentiable_exchanges(get_tp_group())
     return results

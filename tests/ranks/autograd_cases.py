@@ -148,6 +148,186 @@ def case_all_gather_tuple(kit: Any, shape: tuple[int, ...], use_group: bool) -> 
     check(kit, f"all_gather_tuple {shape}", value, grad, value_np, np.asarray(grad_np))
 
 
+def _sizes(uneven: bool, sender: int, receiver: int) -> int:
+    """Rows rank ``sender`` sends rank ``receiver`` (group ranks): 1 to 3, or 2 for all."""
+    return (2 * sender + receiver) % 3 + 1 if uneven else 2
+
+
+def _weighted(kit: Any, parts: Any, weights: list[np.ndarray]) -> Any:
+    """sum_i sum(parts[i] * weights[i]), differentiable on both frameworks."""
+    total = (parts[0] * kit.tensor(weights[0], "float32")).sum()
+    for part, weight in zip(parts[1:], weights[1:], strict=True):
+        total = total + (part * kit.tensor(weight, "float32")).sum()
+    return total
+
+
+def case_all_to_all_single(kit: Any, uneven: bool, use_group: bool) -> None:
+    """Rank r's loss weighs what it received by w_r; the gradient of the rows rank me sent rank
+    i is the rows of w_i where i placed them (after the parts of group ranks before me)."""
+    group = subgroup() if use_group else None
+    ranks = members(group)
+    if rank() not in ranks:
+        return
+    n, me, seed = len(ranks), ranks.index(rank()), f"a2as-{uneven}-{use_group}"
+    sent = [[_sizes(uneven, r, i) for i in range(n)] for r in range(n)]
+    xs = [random_floats(f"{seed}-x", ranks[r], (sum(sent[r]), 3)) for r in range(n)]
+    received = [sum(sent[r][i] for r in range(n)) for i in range(n)]
+    ws = [random_floats(f"{seed}-w", ranks[i], (received[i], 3)) for i in range(n)]
+    cut = lambda r, i: xs[r][sum(sent[r][:i]) : sum(sent[r][: i + 1])]  # noqa: E731
+    mine = np.concatenate([cut(r, me) for r in range(n)])
+    out_sizes = [sent[r][me] for r in range(n)] if uneven else None
+    in_sizes = sent[me] if uneven else None
+
+    def loss(x: Any) -> Any:
+        result = compat.autograd.all_to_all_single(x, out_sizes, in_sizes, group)
+        return (result * kit.tensor(ws[me], "float32")).sum()
+
+    value, grad = kit.value_and_grad(loss, xs[me])
+    start = lambda i: sum(sent[r][i] for r in range(me))  # noqa: E731
+    expected = np.concatenate([ws[i][start(i) : start(i) + sent[me][i]] for i in range(n)])
+    name = f"all_to_all_single uneven={uneven} group={use_group}"
+    check(kit, name, value, grad, float((mine * ws[me]).sum()), expected)
+
+
+def case_all_to_all_list(kit: Any) -> None:
+    """The list form with parts of different shapes per pair ((rows, 2 + receiver)): the loss
+    reads output_tensor_list after the call (as torch's users do); the gradient of the part
+    rank me sent rank i is w_i's slot for me."""
+    n, me = world(), rank()
+    shape = lambda r, i: (_sizes(True, r, i), 2 + i)  # noqa: E731
+    xs = [[random_floats("a2a-x", r * n + i, shape(r, i)) for i in range(n)] for r in range(n)]
+    ws = [[random_floats("a2a-w", i * n + r, shape(r, i)) for r in range(n)] for i in range(n)]
+    flat = np.concatenate([part.reshape(-1) for part in xs[me]])
+    bounds = [int(b) for b in np.cumsum([0] + [part.size for part in xs[me]])]
+
+    def loss(x: Any) -> Any:
+        inputs = [x[bounds[i] : bounds[i + 1]].reshape(shape(me, i)) for i in range(n)]
+        outputs = [kit.tensor(np.zeros(shape(r, me)), "float32") for r in range(n)]
+        returned = compat.autograd.all_to_all(outputs, inputs)
+        assert all(a is b for a, b in zip(returned, outputs, strict=True)), "not the outputs"
+        for r in range(n):
+            np.testing.assert_array_equal(kit.numpy(outputs[r]), xs[r][me], f"from {r}")
+        return _weighted(kit, outputs, ws[me])
+
+    value, grad = kit.value_and_grad(loss, flat)
+    expected = np.concatenate([ws[i][me].reshape(-1) for i in range(n)])
+    value_np = float(sum((xs[r][me] * ws[me][r]).sum() for r in range(n)))
+    check(kit, "all_to_all list", value, grad, value_np, expected)
+
+
+def case_broadcast(kit: Any, use_group: bool) -> None:
+    """From the group's last rank: its input gets the sum of every rank's weights, the other
+    ranks' inputs zeros; the input is left unchanged."""
+    group = subgroup() if use_group else None
+    ranks = members(group)
+    if rank() not in ranks:
+        return
+    me, src = ranks.index(rank()), ranks[-1]
+    xs = [random_floats(f"bc-{use_group}-x", r, (2, 3)) for r in ranks]
+    ws = [random_floats(f"bc-{use_group}-w", r, (2, 3)) for r in ranks]
+    tensor = kit.tensor(xs[me], "float32")
+    weights = kit.tensor(ws[me], "float32")
+    value, grad = kit.value_and_grad(
+        lambda x: (compat.autograd.broadcast(x, src, group) * weights).sum(), xs[me]
+    )
+    expected = sum(ws) if rank() == src else np.zeros((2, 3), np.float32)
+    check(kit, f"broadcast group={use_group}", value, grad, float((xs[-1] * ws[me]).sum()),
+          np.asarray(expected))  # fmt: skip
+    compat.autograd.broadcast(tensor, src, group)
+    np.testing.assert_array_equal(kit.numpy(tensor), xs[me], "the input must be left unchanged")
+
+
+def case_reduce(kit: Any, op: str) -> None:
+    """To the last rank: there the reduction, elsewhere a copy of the input; every rank's input
+    gets the last rank's weights (divided by the world size for AVG)."""
+    n, me, dst = world(), rank(), world() - 1
+    xs = [random_floats(f"rd-{op}-x", r, (2, 3)) for r in range(n)]
+    ws = [random_floats(f"rd-{op}-w", r, (2, 3)) for r in range(n)]
+    scale = 1.0 if op == "sum" else 1.0 / n
+    result = sum(xs) * scale if me == dst else xs[me]
+    value, grad = kit.value_and_grad(
+        lambda x: (compat.autograd.reduce(x, dst, op) * kit.tensor(ws[me], "float32")).sum(),
+        xs[me],
+    )
+    check(kit, f"reduce {op}", value, grad, float((result * ws[me]).sum()), ws[dst] * scale)
+
+
+def case_gather(kit: Any, use_group: bool) -> None:
+    """To the group's last rank: a tuple of every rank's tensor there, of zeros elsewhere; each
+    rank's input gets the root's weights for its slot."""
+    group = subgroup() if use_group else None
+    ranks = members(group)
+    if rank() not in ranks:
+        return
+    n, me, dst = len(ranks), ranks.index(rank()), ranks[-1]
+    xs = [random_floats(f"ga-{use_group}-x", r, (2,)) for r in ranks]
+    ws = [[random_floats(f"ga-{use_group}-w{i}", r, (2,)) for i in range(n)] for r in ranks]
+    slots = xs if rank() == dst else [np.zeros(2, np.float32)] * n
+
+    def loss(x: Any) -> Any:
+        parts = compat.autograd.gather(x, dst, group)
+        assert isinstance(parts, tuple) and len(parts) == n, parts
+        return _weighted(kit, parts, ws[me])
+
+    value, grad = kit.value_and_grad(loss, xs[me])
+    value_np = float(sum((slot * w).sum() for slot, w in zip(slots, ws[me], strict=True)))
+    check(kit, f"gather group={use_group}", value, grad, value_np, ws[-1][me])
+
+
+def case_scatter(kit: Any, use_group: bool) -> None:
+    """From the group's last rank: rank i gets the root's tensors[i]; the root's tensors[i]
+    gets rank i's weights, the other ranks' tensors zeros."""
+    group = subgroup() if use_group else None
+    ranks = members(group)
+    if rank() not in ranks:
+        return
+    n, me, src = len(ranks), ranks.index(rank()), ranks[-1]
+    xs = [random_floats(f"sc-{use_group}-x", r, (n, 2)) for r in ranks]
+    ws = [random_floats(f"sc-{use_group}-w", r, (2,)) for r in ranks]
+
+    def loss(x: Any) -> Any:
+        tensors = list(x.unbind(0))
+        return (compat.autograd.scatter(tensors, src, group) * kit.tensor(ws[me], "float32")).sum()
+
+    value, grad = kit.value_and_grad(loss, xs[me])
+    expected = np.stack(ws) if rank() == src else np.zeros((n, 2), np.float32)
+    check(kit, f"scatter group={use_group}", value, grad, float((xs[-1][me] * ws[me]).sum()),
+          expected)  # fmt: skip
+
+
+def _refused(call: Any, error: type[Exception], start: str) -> None:
+    try:
+        call()
+    except error as raised:
+        assert str(raised).startswith(start), str(raised)
+    else:
+        raise AssertionError(f"expected {error.__name__} starting {start!r}")
+
+
+def case_bad_exchange(kit: Any) -> None:
+    """Bad arguments refused on the calling rank before any communication (each rank raises
+    alone; a collective started would hang), then a collective runs."""
+    n = world()
+    x = kit.tensor(np.ones((2 * n, 3)), "float32")
+    _refused(lambda: compat.autograd.all_to_all_single(x, None, [1] * n), ValueError,
+             "input_split_sizes: ")  # fmt: skip
+    _refused(lambda: compat.autograd.all_to_all_single(x, [2] * (n + 1), None), ValueError,
+             "output_split_sizes: expected")  # fmt: skip
+    _refused(lambda: compat.autograd.all_to_all_single(x, "ab", None), TypeError,
+             "output_split_sizes: expected")  # fmt: skip
+    _refused(lambda: compat.autograd.all_to_all([x] * n, [x] * (n + 1)), ValueError,
+             "input_tensor_list: expected a list of")  # fmt: skip
+    wrong = kit.tensor(np.ones(2), "int32")
+    _refused(lambda: compat.autograd.all_to_all([wrong] * n, [x] * n), TypeError,
+             "output_tensor_list[0]: ")  # fmt: skip
+    _refused(lambda: compat.autograd.broadcast(x, n), ValueError, "src: expected a global rank")
+    _refused(lambda: compat.autograd.gather(x, -1), ValueError, "dst: expected a global rank")
+    _refused(lambda: compat.autograd.reduce(x, 0, "max"), compat.UnsupportedError, "op: ")
+    _refused(lambda: compat.autograd.scatter([x] * (n + 1)), ValueError, "tensors: expected")
+    total = compat.autograd.all_reduce(kit.tensor(np.ones(2), "float32"))
+    np.testing.assert_array_equal(kit.numpy(total), np.full(2, float(n)))
+
+
 def case_unsupported_op(kit: Any) -> None:
     tensor = kit.tensor(np.ones((world(), 2)), "float32")
     try:
@@ -167,6 +347,19 @@ for _shape, _name in (((), "0d"), ((2, 3), "2d"), ((4,), "1d-group")):
 register("autograd[all_reduce-group-as-ranks]", case_all_reduce_group_as_ranks)
 register("autograd[clip]", case_clip)
 register("autograd[unsupported_op]", case_unsupported_op)
+register("autograd[bad-exchange]", case_bad_exchange)
+register("autograd[all_to_all-list]", case_all_to_all_list)
+for _flag in (False, True):
+    _kind = "group" if _flag else "world"
+    register(f"autograd[broadcast-{_kind}]", partial(case_broadcast, use_group=_flag))
+    register(f"autograd[gather-{_kind}]", partial(case_gather, use_group=_flag))
+    register(f"autograd[scatter-{_kind}]", partial(case_scatter, use_group=_flag))
+for _uneven, _flag in ((False, False), (True, False), (True, True)):
+    register(
+        f"autograd[all_to_all_single-{'uneven' if _uneven else 'even'}{'-group' if _flag else ''}]",
+        partial(case_all_to_all_single, uneven=_uneven, use_group=_flag),
+    )
 for _op in ("sum", "avg"):
     register(f"autograd[reduce_scatter-{_op}]", partial(case_reduce_scatter, op=_op))
     register(f"autograd[all_reduce-{_op}]", partial(case_all_reduce, op=_op))
+    register(f"autograd[reduce-{_op}]", partial(case_reduce, op=_op))

@@ -1498,6 +1498,39 @@ def good_autograd(
     return _group(ctx, args)
 
 
+def good_autograd_rooted(ctx: Ctx, root: str, op: bool = False) -> dict[str, Any]:
+    """compat.autograd's broadcast / reduce / gather: a tensor and a global root of the group."""
+    args = good_autograd(ctx, op=op)
+    args[root] = ctx.pick(ctx.members)
+    return args
+
+
+def good_autograd_scatter(ctx: Ctx) -> dict[str, Any]:
+    args = good_autograd(ctx)
+    first = args.pop("tensor")
+    args["tensors"] = [first, *(ctx.tensor(tuple(first.shape)) for _ in ctx.members[1:])]
+    args["src"] = ctx.pick(ctx.members)
+    return args
+
+
+def good_autograd_all_to_all(ctx: Ctx) -> dict[str, Any]:
+    if ctx.dtype in GOOD_DTYPES:  # not an unsupported dtype made on purpose
+        ctx.dtype = ctx.pick(["float32", "float64"])
+    args = good_all_to_all(ctx)
+    args.pop("async_op", None)
+    return args
+
+
+def bad_global_root(param: str) -> Mutator:
+    """A root outside the group, or not an int."""
+
+    def mutate(ctx: Ctx, args: dict[str, Any]) -> Bad:
+        args[param] = value = ctx.bad_rank() if ctx.chance(0.6) else ctx.non_int()
+        return Bad((param,), short(value), TV)
+
+    return _m(f"{param}/bad", mutate)
+
+
 def not_differentiable(ctx: Ctx, args: dict[str, Any]) -> Bad:
     args["op"] = value = ctx.pick(["min", "max", "prod", compat.ReduceOp.PRODUCT, "MAX"])
     return Bad(("op",), short(value), U)
@@ -2038,6 +2071,63 @@ def _specs() -> list[Spec]:
                 _m("op/avg_on_integers", autograd_integers, solo=True),
                 bad_group(),
             ],
+        ),
+        Spec(
+            "autograd.all_to_all_single",
+            ag.all_to_all_single,
+            partial(good_autograd, rows_times_n=True, zero_d=False),
+            [
+                not_tensor("tensor"),
+                zero_d("tensor"),
+                indivisible("tensor"),
+                unsupported_dtype("tensor"),
+                bad_group(),
+            ],
+        ),
+        Spec(
+            "autograd.all_to_all",
+            ag.all_to_all,
+            good_autograd_all_to_all,
+            [
+                # Parts of any shape (the tensors are exchanged flattened); the output list's
+                # elements are checked as the input list's are (compat.autograd._checked_lists).
+                *list_mutators(
+                    "input_tensor_list", "output_tensor_list", own=False, trailing=False
+                ),
+                bad_list("output_tensor_list", "length", "input_tensor_list"),
+                bad_list("output_tensor_list", "element_dtype", "input_tensor_list"),
+                bad_group(),
+            ],
+        ),
+        Spec(
+            "autograd.broadcast",
+            ag.broadcast,
+            partial(good_autograd_rooted, root="src"),
+            [not_tensor("tensor"), bad_global_root("src"), bad_group()],
+        ),
+        Spec(
+            "autograd.reduce",
+            ag.reduce,
+            partial(good_autograd_rooted, root="dst", op=True),
+            [
+                not_tensor("tensor"),
+                bad_global_root("dst"),
+                bad_op(),
+                _m("op/not_differentiable", not_differentiable),
+                bad_group(),
+            ],
+        ),
+        Spec(
+            "autograd.gather",
+            ag.gather,
+            partial(good_autograd_rooted, root="dst"),
+            [not_tensor("tensor"), bad_global_root("dst"), bad_group()],
+        ),
+        Spec(
+            "autograd.scatter",
+            ag.scatter,
+            good_autograd_scatter,
+            [bad_global_root("src"), bad_group()],
         ),
     ]
     return specs
