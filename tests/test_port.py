@@ -1383,3 +1383,42 @@ def test_bitwise_ops_are_rewritten_to_compat() -> None:
     assert all(finding.rewritten for finding in result.findings), [
         f.text() for f in result.findings if not f.rewritten
     ]
+
+
+def test_a_functional_all_reduce_whose_op_compat_autograd_refuses_stays_on_torch() -> None:
+    """funcol's all_reduce runs its forward with every op (torchao's NVFP4 tensor-parallel
+    linear syncs amaxes with "MAX"); compat.autograd.all_reduce, what it is rewritten to, takes
+    SUM and AVG only and raises UnsupportedError for the rest. A literal op it refuses (a
+    string in any case, or a ReduceOp member) keeps the call on torch, saying why; SUM and AVG
+    are rewritten; a computed op is rewritten, and the finding says what it assumes."""
+    result = port_text(
+        """
+        from torch.distributed._functional_collectives import all_reduce
+        import torch.distributed as dist
+
+        def amax(x, bias, y, op, group):
+            col = all_reduce(x, "MAX", group)
+            row = all_reduce(x, reduceOp="min", group=group)
+            prod = all_reduce(x, dist.ReduceOp.PRODUCT, group)
+            grad = all_reduce(bias, "SUM", group)
+            mean = all_reduce(bias, "avg", group)
+            other = all_reduce(y, op, group)
+            return col, row, prod, grad, mean, other
+        """
+    )
+    text = result.rewritten
+    assert 'col = all_reduce(x, "MAX", group)' in text
+    assert 'row = all_reduce(x, reduceOp="min", group=group)' in text
+    assert "prod = all_reduce(x, dist.ReduceOp.PRODUCT, group)" in text
+    assert 'grad = compat.autograd.all_reduce(bias, "SUM", group)' in text
+    assert 'mean = compat.autograd.all_reduce(bias, "avg", group)' in text
+    assert "other = compat.autograd.all_reduce(y, op, group)" in text
+    calls = [f for f in result.findings if f.call and f.torch.endswith("all_reduce")]
+    left = [f for f in calls if not f.rewritten]
+    assert [f.line for f in left] == [6, 7, 8]
+    for finding in left:
+        assert finding.category == "differentiable op"
+        assert finding.reason is not None and "SUM and AVG" in finding.reason
+    computed = [f for f in calls if f.line == 11]
+    assert computed[0].rewritten
+    assert computed[0].assumed is not None and "SUM or AVG" in computed[0].assumed

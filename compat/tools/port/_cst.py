@@ -32,7 +32,7 @@ from libcst.metadata import (
 )
 
 import compat
-from compat.base.types import ReduceOp
+from compat.base.types import ReduceOp, parse_op
 from compat.lifecycle import check_backend
 from compat.tools.port._model import (
     PORTED_MODULES,
@@ -136,6 +136,24 @@ _COLLECTED = frozenset(
         "reduce_scatter_single",
     )
 )
+
+
+_OP_OWNERS = ("ReduceOp", "RedOpType")
+
+
+def _literal_op(value: cst.BaseExpression) -> str | None:
+    """The reduce op a literal names, upper-case (``"max"``, ``ReduceOp.MAX``, compat's or
+    torch's): its compat.ReduceOp member where compat has one; None for a computed op."""
+    if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+        name = value.evaluated_value
+    elif isinstance(value, cst.Attribute) and _code(value.value).endswith(_OP_OWNERS):
+        name = value.attr.value
+    else:
+        return None
+    try:
+        return parse_op(name).name
+    except (TypeError, ValueError):
+        return name.upper()
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -891,6 +909,8 @@ class Rewriter(cst.CSTTransformer):
             return None
         if not self._backend_taken(api, bound.get("backend"), found):
             return None
+        if not self._differentiable_op(api, bound, found):
+            return None
         found.differences = differences(api, bound)
         mapped = self._map(api, params, target, bound, found)
         if mapped is None:
@@ -988,6 +1008,29 @@ class Rewriter(cst.CSTTransformer):
         if private and any(arg.star == "**" for arg in call.args):
             found.assumed = f"**kwargs carries none of torch's private {', '.join(private)}"
         return call.with_changes(func=_dotted(f"compat.{api.compat}"), args=args)
+
+    @staticmethod
+    def _differentiable_op(api: Api, bound: dict[str, cst.Arg], found: Finding) -> bool:
+        """False (and ``found``'s reason) when a call rewritten to compat.autograd passes a
+        literal op other than SUM and AVG: compat.autograd raises UnsupportedError for those,
+        where torch's functional forms run their forward with any op (funcol's ``all_reduce(x,
+        "MAX", group)``). A computed op is rewritten, and the finding says what it assumes."""
+        arg = bound.get("op", bound.get("reduceOp"))
+        if arg is None or not api.compat.startswith("autograd."):
+            return True
+        op = _literal_op(arg.value)
+        if op is None:
+            assumed = f"its op is SUM or AVG (compat.{api.compat} refuses the others)"
+            found.assumed = f"{found.assumed}; {assumed}" if found.assumed else assumed
+            return True
+        if op in ("SUM", "AVG"):
+            return True
+        found.leave(
+            "differentiable op",
+            f"op {op}: compat.{api.compat} differentiates SUM and AVG only (UnsupportedError "
+            f"for the others), where {api.torch} runs with any op",
+        )
+        return False
 
     @staticmethod
     def _backend_taken(api: Api, arg: cst.Arg | None, found: Finding) -> bool:
