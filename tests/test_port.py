@@ -1420,3 +1420,89 @@ def test_bitwise_ops_are_rewritten_to_compat() -> None:
     assert all(finding.rewritten for finding in result.findings), [
         f.text() for f in result.findings if not f.rewritten
     ]
+
+
+def test_a_functional_all_reduce_whose_op_compat_autograd_refuses_stays_on_torch() -> None:
+    """funcol's all_reduce runs its forward with every op (torchao's NVFP4 tensor-parallel
+    linear syncs amaxes with "MAX"); compat.autograd.all_reduce, what it is rewritten to, takes
+    SUM and AVG only and raises UnsupportedError for the rest. A literal op it refuses (a
+    string in any case, or a ReduceOp member) keeps the call on torch, saying why; SUM and AVG
+    are rewritten; a computed op is rewritten, and the finding says what it assumes."""
+    result = port_text(
+        """
+        from torch.distributed._functional_collectives import all_reduce
+
+        def amax(x, bias, y, op, group):
+            col = all_reduce(x, "MAX", group)
+            row = all_reduce(x, reduceOp="min", group=group)
+            prod = all_reduce(x, "product", group)
+            grad = all_reduce(bias, "SUM", group)
+            mean = all_reduce(bias, "avg", group)
+            other = all_reduce(y, op, group)
+            return col, row, prod, grad, mean, other
+        """
+    )
+    text = result.rewritten
+    assert 'col = all_reduce(x, "MAX", group)' in text
+    assert 'row = all_reduce(x, reduceOp="min", group=group)' in text
+    assert 'prod = all_reduce(x, "product", group)' in text
+    assert 'grad = compat.autograd.all_reduce(bias, "SUM", group)' in text
+    assert 'mean = compat.autograd.all_reduce(bias, "avg", group)' in text
+    assert "other = compat.autograd.all_reduce(y, op, group)" in text
+    calls = [f for f in result.findings if f.call and f.torch.endswith("all_reduce")]
+    left = [f for f in calls if not f.rewritten]
+    assert [f.line for f in left] == [5, 6, 7]
+    for finding in left:
+        assert finding.category == "differentiable op"
+        assert finding.reason is not None and "SUM and AVG" in finding.reason
+    computed = [f for f in calls if f.line == 10]
+    assert computed[0].rewritten
+    assert computed[0].assumed is not None and "SUM or AVG" in computed[0].assumed
+    # torchtitan's pattern: a helper takes the op's name, its callers pass ReduceOp.MAX.name
+    helper = port_text(
+        """
+        import torch.distributed as dist
+        import torch.distributed._functional_collectives as funcol
+
+        def _reduce(x, reduceOp, group):
+            return funcol.all_reduce(x, reduceOp=reduceOp, group=group)
+
+        def dist_max(x, group):
+            return _reduce(x, reduceOp=dist.ReduceOp.MAX.name, group=group)
+
+        def dist_sum(x, group):
+            local = funcol.all_reduce(x, reduceOp=dist.ReduceOp.SUM.name, group=group)
+            least = funcol.all_reduce(local, reduceOp=dist.ReduceOp.MIN.name, group=group)
+            return funcol.all_reduce(least, dist.ReduceOp.PRODUCT, group)
+        """
+    )
+    text = helper.rewritten
+    assert "return funcol.all_reduce(x, reduceOp=reduceOp, group=group)" in text
+    assert "compat.autograd.all_reduce(x, op=dist.ReduceOp.SUM.name, group=group)" in text
+    assert "funcol.all_reduce(local, reduceOp=dist.ReduceOp.MIN.name, group=group)" in text
+    assert "funcol.all_reduce(least, dist.ReduceOp.PRODUCT, group)" in text
+    reasons = [f.reason or "" for f in helper.findings if f.call and not f.rewritten]
+    assert len(reasons) == 3
+    assert (
+        "computed" in reasons[0] and "ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PRODUCT:" in reasons[0]
+    )
+    assert reasons[1].startswith("op MIN") and reasons[2].startswith("op PRODUCT")
+
+
+def test_a_member_s_name_is_that_member_not_a_member_compat_lacks() -> None:
+    """torchtitan passes ``dist.ReduceOp.MAX.name`` (the string "MAX") down to helpers: the
+    file names MAX, which compat has, so an all_reduce whose op is computed is rewritten."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+        def dist_max(x):
+            return _reduce(x, dist.ReduceOp.MAX.name)
+
+        def _reduce(x, op):
+            dist.all_reduce(x, op=op)
+            return x
+        """
+    )
+    assert "compat.all_reduce(x, op=op)" in result.rewritten
+    assert all(f.rewritten for f in result.findings), [f.text() for f in result.findings]

@@ -32,7 +32,7 @@ from libcst.metadata import (
 )
 
 import compat
-from compat.base.types import ReduceOp
+from compat.base.types import ReduceOp, parse_op
 from compat.lifecycle import check_backend
 from compat.tools.port._model import (
     PORTED_MODULES,
@@ -138,6 +138,27 @@ _COLLECTED = frozenset(
 )
 
 
+_OP_OWNERS = ("ReduceOp", "RedOpType")
+_DIFFERENTIABLE = ("SUM", "AVG")  # the ops compat.autograd differentiates
+
+
+def _literal_op(value: cst.BaseExpression) -> str | None:
+    """The reduce op a literal names, upper-case (``"max"``, ``ReduceOp.MAX``, compat's or
+    torch's): its compat.ReduceOp member where compat has one; None for a computed op."""
+    if isinstance(value, cst.Attribute) and value.attr.value == "name":
+        value = value.value  # `ReduceOp.MAX.name`: the member's name, a string
+    if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+        name = value.evaluated_value
+    elif isinstance(value, cst.Attribute) and _code(value.value).endswith(_OP_OWNERS):
+        name = value.attr.value
+    else:
+        return None
+    try:
+        return parse_op(name).name
+    except (TypeError, ValueError):
+        return name.upper()
+
+
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
@@ -226,6 +247,7 @@ class Rewriter(cst.CSTTransformer):
         self._patch: str | None = None
         #: ReduceOp members compat lacks that the file names anywhere (`ReduceOp.BAND`)
         self._lacking_ops: set[str] = set()
+        self._refused_ops: set[str] = set()  # named members compat.autograd does not take
 
     # -- names
 
@@ -318,9 +340,14 @@ class Rewriter(cst.CSTTransformer):
         (``op_map[name]``) may then be that member."""
         if isinstance(node, cst.Attribute):
             name = self._name_of(node) or ""
-            member = name[len(_REDUCE_OP) :]
-            if name.startswith(_REDUCE_OP) and member not in ReduceOp.__members__:
+            if not name.startswith(_REDUCE_OP):
+                return
+            parts = name[len(_REDUCE_OP) :].split(".")  # `MAX.name` names MAX
+            member = ".".join(parts[:2]) if parts[0] == "RedOpType" else parts[0]
+            if member not in ReduceOp.__members__:
                 self._lacking_ops.add(member)
+            if parts[-1 if parts[0] == "RedOpType" else 0] not in _DIFFERENTIABLE:
+                self._refused_ops.add(member.rsplit(".", 1)[-1])
 
     def _op_compat_takes(self, arg: cst.Arg | None) -> bool:
         """Whether an ``op`` argument is one compat takes for sure: none (the default), a
@@ -891,6 +918,8 @@ class Rewriter(cst.CSTTransformer):
             return None
         if not self._backend_taken(api, bound.get("backend"), found):
             return None
+        if not self._differentiable_op(api, bound, found):
+            return None
         found.differences = differences(api, bound)
         mapped = self._map(api, params, target, bound, found)
         if mapped is None:
@@ -988,6 +1017,34 @@ class Rewriter(cst.CSTTransformer):
         if private and any(arg.star == "**" for arg in call.args):
             found.assumed = f"**kwargs carries none of torch's private {', '.join(private)}"
         return call.with_changes(func=_dotted(f"compat.{api.compat}"), args=args)
+
+    def _differentiable_op(self, api: Api, bound: dict[str, cst.Arg], found: Finding) -> bool:
+        """False (and ``found``'s reason) when a call rewritten to compat.autograd passes an op
+        other than SUM and AVG: compat.autograd raises UnsupportedError for those, where
+        torch's functional forms run their forward with any op (funcol's ``all_reduce(x, "MAX",
+        group)``). A computed op counts as one of them where the file names a ReduceOp member
+        other than SUM and AVG (torchtitan's ``reduceOp=ReduceOp.MAX.name`` handed down to a
+        helper); elsewhere it is rewritten, and the finding says what it assumes."""
+        arg = bound.get("op", bound.get("reduceOp"))
+        if arg is None or not api.compat.startswith("autograd."):
+            return True
+        op = _literal_op(arg.value)
+        why = f"compat.{api.compat} differentiates SUM and AVG only (UnsupportedError for the "
+        why += f"others), where {api.torch} runs with any op"
+        if op is None and self._refused_ops:
+            named = ", ".join(f"ReduceOp.{member}" for member in sorted(self._refused_ops))
+            found.leave(
+                "differentiable op", f"its op is computed, and the file names {named}: {why}"
+            )
+            return False
+        if op is None:
+            assumed = f"its op is SUM or AVG (compat.{api.compat} refuses the others)"
+            found.assumed = f"{found.assumed}; {assumed}" if found.assumed else assumed
+            return True
+        if op in _DIFFERENTIABLE:
+            return True
+        found.leave("differentiable op", f"op {op}: {why}")
+        return False
 
     @staticmethod
     def _backend_taken(api: Api, arg: cst.Arg | None, found: Finding) -> bool:
