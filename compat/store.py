@@ -190,9 +190,11 @@ class TCPStore(Store):
 
     def _client(self, timeout: timedelta) -> StoreClient:
         """A connection whose blocking gets wait ``timeout``: MindSpore fixes a connection's
-        timeout when it is made, so another timeout is another client connection."""
+        timeout when it is made, so another timeout is another client connection. It may take
+        the store's own timeout to connect: a short one alone fails to connect under load."""
         if timeout not in self._clients:
-            address = StoreAddress(self.host, self.port, None, False, timeout, False)
+            address = StoreAddress(self.host, self.port, None, False, timeout, False,
+                                   connect_within=max(timeout, self._address.timeout))  # fmt: skip
             self._clients[timeout] = self._adapter.store_client(address)
         return self._clients[timeout]
 

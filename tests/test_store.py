@@ -4,12 +4,15 @@ tests/ranks/store_cases.py (run by the collective jobs)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 import compat
+from compat.base.adapter import StoreAddress
 from compat.base.net import free_port
 
 torch_distributed = pytest.importorskip("torch.distributed")
@@ -59,3 +62,32 @@ def test_prefix_store_takes_only_stores() -> None:
         compat.PrefixStore("job", {"a": 1})
     with pytest.raises(TypeError, match="prefix"):
         compat.PrefixStore(3, compat.HashStore(framework="torch"))
+
+
+def test_mindspore_connection_with_a_short_timeout_gets_the_stores_time_to_connect() -> None:
+    """MindSpore bounds connecting by a connection's get timeout: the connection compat opens
+    for set_timeout/wait(timeout=) retries until the store's own timeout, so a server that
+    answers later than the short timeout (a loaded machine) is still reached."""
+    pytest.importorskip("mindspore")
+    from compat.adapters.mindspore.store import MindSporeStoreClient
+
+    port, servers = free_port(), []
+
+    def serve_late() -> None:
+        time.sleep(1.5)
+        master = StoreAddress("127.0.0.1", port, None, True, timedelta(seconds=30), False)
+        servers.append(MindSporeStoreClient(master))
+
+    server = threading.Thread(target=serve_late)
+    server.start()
+    short = timedelta(seconds=0.5)
+    client = MindSporeStoreClient(
+        StoreAddress("127.0.0.1", port, None, False, short, False, timedelta(seconds=30))
+    )
+    server.join()
+    client.set("key", b"\x00value")
+    assert servers[0].get("key") == b"\x00value"
+    with pytest.raises(compat.StoreTimeout, match="'absent'"):
+        client.get("absent")
+    with pytest.raises(RuntimeError, match="while trying to connect"):  # alone: one attempt
+        MindSporeStoreClient(StoreAddress("127.0.0.1", free_port(), None, False, short, False))

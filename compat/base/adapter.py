@@ -35,7 +35,8 @@ DEFAULT_TIMEOUT_SECONDS = 1800.0
 @dataclass(frozen=True)
 class StoreAddress:
     """Where a TCP key-value store is and how to reach it (compat.TCPStore's checked
-    arguments); ``timeout`` bounds connecting and each blocking get."""
+    arguments); ``timeout`` bounds each blocking get and each attempt to connect, and
+    ``connect_within`` (None: ``timeout``) bounds connecting, attempts repeated until then."""
 
     host: str
     port: int
@@ -43,6 +44,7 @@ class StoreAddress:
     is_master: bool
     timeout: timedelta
     wait_for_workers: bool
+    connect_within: timedelta | None = None
 
 
 class StoreClient(Protocol):
