@@ -10,6 +10,7 @@ otherwise an UnsupportedError naming what MindSpore lacks. Values come back as `
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from datetime import timedelta
 from functools import cache
@@ -100,9 +101,25 @@ def _timeout(timeout: object, param: str = "timeout") -> timedelta:
 
 
 def _bool(value: object, param: str) -> bool:
-    if not isinstance(value, bool):
+    """A bool, or numpy's (torch's bindings take it too)."""
+    kind = type(value)
+    if not isinstance(value, bool) and (kind.__module__, kind.__name__) not in _NUMPY_BOOLS:
         raise TypeError(f"{param}: expected a bool; got {value!r}")
-    return value
+    return bool(value)
+
+
+_NUMPY_BOOLS = {("numpy", "bool_"), ("numpy", "bool")}
+
+
+def _integer(value: object, param: str, least: int, most: int) -> int:
+    """An int, or what has ``__index__`` (numpy's: torch's bindings take them), in range."""
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        number = None
+    if number is None or isinstance(value, bool) or not least <= number <= most:
+        raise ValueError(f"{param}: expected an int in [{least}, {most}]; got {value!r}")
+    return number
 
 
 def _address(
@@ -116,16 +133,10 @@ def _address(
     """The constructor's arguments, checked (before any connection) and normalised."""
     if not isinstance(host_name, str) or not host_name:
         raise TypeError(f"host_name: expected a non-empty str; got {host_name!r}")
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
-        raise ValueError(f"port: expected an int in [0, 65535]; got {port!r}")
-    if world_size is not None and (
-        not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1
-    ):
-        raise ValueError(f"world_size: expected None or an int >= 1; got {world_size!r}")
     return StoreAddress(
         host_name,
-        port,
-        world_size,
+        _integer(port, "port", 0, 65535),
+        None if world_size is None else _integer(world_size, "world_size", 1, 2**31 - 1),
         _bool(is_master, "is_master"),
         _timeout(timeout),
         _bool(wait_for_workers, "wait_for_workers"),

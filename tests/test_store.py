@@ -91,3 +91,17 @@ def test_mindspore_connection_with_a_short_timeout_gets_the_stores_time_to_conne
         client.get("absent")
     with pytest.raises(RuntimeError, match="while trying to connect"):  # alone: one attempt
         MindSporeStoreClient(StoreAddress("127.0.0.1", free_port(), None, False, short, False))
+
+
+def test_numpy_integers_and_bools_are_taken_as_torchs_bindings_take_them() -> None:
+    """``is_master=rank == 0`` with a numpy rank, a numpy port: torch's TCPStore takes both,
+    so code ported to compat.TCPStore keeps working."""
+    np = pytest.importorskip("numpy")
+    rank = np.int64(0)
+    port, world, timeout = np.int64(free_port()), np.int64(1), timedelta(seconds=10)
+    store = compat.TCPStore("127.0.0.1", port, world, rank == 0, timeout, False, framework="torch")
+    assert type(store) is torch_distributed.TCPStore
+    store.set("key", "value")
+    assert store.get("key") == b"value"
+    with pytest.raises(TypeError, match="is_master"):
+        compat.TCPStore("127.0.0.1", free_port(), is_master=1, framework="torch")
