@@ -355,7 +355,7 @@ class TorchAdapter(Adapter):
         return torch.empty(tuple(shape), dtype=like.dtype, device=like.device)
 
     def assign(self, dst: torch.Tensor, src: torch.Tensor) -> None:
-        dst.copy_(src)
+        _writable(dst).copy_(src)
 
     def zeros(self, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
         return torch.zeros(tuple(shape), dtype=like.dtype, device=like.device)
@@ -469,7 +469,7 @@ class TorchAdapter(Adapter):
             if target is not None and source is not None:
                 np.copyto(target, source)  # on this thread: see _GRAIN
                 return
-        dst.copy_(src)
+        _writable(dst).copy_(src)
 
     def reduce_local(self, tensors: Sequence[torch.Tensor], op: ReduceOp) -> torch.Tensor:
         combine = self._elementwise[op]
@@ -543,6 +543,7 @@ class TorchAdapter(Adapter):
             )
             return
         combine = self._elementwise[op]
+        out = _writable(out)
         combine(tensors[0], tensors[1], out=out)
         for tensor in tensors[2:]:
             combine(out, tensor, out=out)
@@ -942,6 +943,13 @@ _FAST_IN_NUMPY = frozenset(
     )
 )
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _writable(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` itself, or its detached alias (same memory) where autograd would refuse an
+    in-place write: torch's collectives write into a parameter that requires grad, and so does
+    compat (``broadcast(param, 0)`` of a model's parameters)."""
+    return tensor.detach() if tensor.requires_grad else tensor
 
 
 def _array(tensor: torch.Tensor, bits: bool = False) -> Any:

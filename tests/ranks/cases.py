@@ -780,6 +780,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     object_cases,
     one_rank_cases,
     p2p_cases,
+    parameter_cases,
     port_api_cases,
     random_cases,
     shared_memory_cases,
