@@ -37,6 +37,28 @@ def test_parse_op_accepts_torch_native_ops() -> None:
     assert parse_op(dist.ReduceOp.AVG) is ReduceOp.AVG
 
 
+def test_members_equal_torchs_either_way_round() -> None:
+    """A ported file compares ops that files not ported hand it (torchft's manager:
+    ``if reduce_op == compat.ReduceOp.AVG`` with torch's AVG); torch's == hands over its int."""
+    dist = pytest.importorskip("torch.distributed")
+    for name in ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR"):
+        torchs, compats = getattr(dist.ReduceOp, name), getattr(ReduceOp, name)
+        assert torchs == compats and compats == torchs and not (torchs != compats), name
+    assert ReduceOp.PROD == dist.ReduceOp.PRODUCT
+    assert dist.ReduceOp.AVG != ReduceOp.SUM and ReduceOp.SUM != dist.ReduceOp.AVG
+    assert ReduceOp.SUM != dist.ReduceOp.PREMUL_SUM
+    assert dist.ReduceOp.AVG in (ReduceOp.SUM, ReduceOp.AVG)
+    assert ReduceOp.MAX in (dist.ReduceOp.MIN, dist.ReduceOp.MAX)
+    assert ReduceOp.SUM == "sum" and ReduceOp.SUM != 1 and ReduceOp.SUM != True  # noqa: E712
+    assert {ReduceOp.SUM: 1}["sum"] == 1  # its hash is its string's
+
+
+def test_members_equal_mindspores() -> None:
+    ops = pytest.importorskip("mindspore.ops")
+    assert ops.ReduceOp.MAX == ReduceOp.MAX and ReduceOp.MAX == ops.ReduceOp.MAX
+    assert ops.ReduceOp.SUM != ReduceOp.MAX
+
+
 @pytest.mark.parametrize("given", ["bogus", 3, None, 1.5])
 def test_parse_op_rejects_with_a_named_message(given: object) -> None:
     with pytest.raises(ValueError, match=r"^op: expected a compat.ReduceOp.*got"):

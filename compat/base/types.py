@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
@@ -21,6 +22,10 @@ class ReduceOp(str, enum.Enum):
 
     ``BAND``, ``BOR`` and ``BXOR`` (bitwise and, or, xor, as torch's) take integer and bool
     dtypes only; MindSpore has no such op, and compat reduces them itself there.
+
+    A member equals the same op of either framework (``ReduceOp.AVG == dist.ReduceOp.AVG``,
+    either way round), so that a ported file compares rightly the ops that files not ported
+    hand it; and its string. Its hash is its string's.
     """
 
     SUM = "sum"
@@ -35,6 +40,17 @@ class ReduceOp(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    def __eq__(self, other: object) -> bool:
+        # A framework's own member equals compat's: a ported file compares the ops that the
+        # files not ported hand it (`op == ReduceOp.AVG` with torch's AVG); torch's == defers.
+        if isinstance(other, str):
+            return str.__eq__(self, other)
+        if type(other) is int:  # torch's == hands over its member's int (AVG is 1)
+            return other == _torch_number(self)
+        return _native_op(other) is self
+
+    __hash__ = str.__hash__
 
 
 def _check_ops_match_table() -> None:
@@ -112,6 +128,14 @@ def _native_op(op: object) -> ReduceOp | None:
         if name is not None and entry.get(framework) == name:
             return ReduceOp(value)
     return None
+
+
+def _torch_number(op: ReduceOp) -> int | None:
+    """The int of torch's member for ``op``, where torch.distributed is loaded."""
+    dist = sys.modules.get("torch.distributed")
+    name = tables.lookup("reduce_ops", "ops", op.value).get("torch")
+    member = getattr(getattr(dist, "ReduceOp", None), name or "", None)
+    return None if member is None else int(member)
 
 
 def parse_op(op: object, param: str = "op") -> ReduceOp:
