@@ -1506,3 +1506,26 @@ def test_a_member_s_name_is_that_member_not_a_member_compat_lacks() -> None:
     )
     assert "compat.all_reduce(x, op=op)" in result.rewritten
     assert all(f.rewritten for f in result.findings), [f.text() for f in result.findings]
+
+
+def test_values_stay_torchs_where_the_file_sets_a_torch_options_reduce_op() -> None:
+    """torchft's pattern: ``opts = AllreduceOptions(); opts.reduceOp = op`` (left on torch,
+    whose attribute takes torch's ReduceOp only) beside a ReduceOp the file compares and passes
+    on. compat.ReduceOp there raised TypeError at the assignment: torch's members stay."""
+    source = """
+        from torch.distributed import AllreduceOptions, ReduceOp
+
+        def allreduce(pg, tensor, reduce_op: ReduceOp = ReduceOp.AVG):
+            op = ReduceOp.SUM if reduce_op == ReduceOp.AVG else reduce_op
+            opts = AllreduceOptions()
+            opts.reduceOp = op
+            return pg.allreduce([tensor], opts)
+        """
+    result = port_text(source)
+    assert "compat.ReduceOp." not in result.rewritten  # the annotation may say compat's type
+    left = {f.written: (f.category, f.reason) for f in result.findings if not f.rewritten}
+    assert left["ReduceOp.SUM"][0] == "kept for torch"
+    assert "keeps torch.distributed for opts.reduceOp (line 7)" in str(left["ReduceOp.SUM"][1])
+    # without the assignment, the members are compat's
+    result = port_text(source.replace("opts.reduceOp = op", "opts.timeout = t"))
+    assert "reduce_op: compat.ReduceOp = compat.ReduceOp.AVG" in result.rewritten

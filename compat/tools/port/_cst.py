@@ -67,12 +67,13 @@ def port_source(source: str, path: str) -> FileResult:
     stars = star_names(tree, path)
     rewriter = Rewriter(path, stars)
     new_module = MetadataWrapper(module).visit(rewriter)
-    staying = rewriter.receivers[0] if rewriter.receivers else None
-    if staying is not None and rewriter.values:
+    staying = [f"{found.written} (line {found.line})" for found in rewriter.receivers]
+    staying += rewriter.sinks
+    if staying and rewriter.values:
         # Part of the file stays on torch, and values flow through variables where no reading
         # of the text follows them: torch's ReduceOp members and group.WORLD, which compat
         # takes too, stay torch's so that the calls left on torch still get torch's objects.
-        rewriter = Rewriter(path, stars, keep_values=f"{staying.written} (line {staying.line})")
+        rewriter = Rewriter(path, stars, keep_values=staying[0])
         new_module = MetadataWrapper(module).visit(rewriter)
     findings = sorted(rewriter.findings, key=lambda f: f.line)
     if rewriter.changes:
@@ -81,6 +82,12 @@ def port_source(source: str, path: str) -> FileResult:
     if text != source:
         _check_compiles(text, path)
     return FileResult(path, source, text, findings, _notes(rewriter, stars, findings, path))
+
+
+def _sets_reduce_op(target: cst.BaseExpression) -> bool:
+    """``opts.reduceOp = ...``: the attribute of torch's option objects (AllreduceOptions and
+    its kin, which compat has no counterpart of) that takes torch's ReduceOp only."""
+    return isinstance(target, cst.Attribute) and target.attr.value == "reduceOp"
 
 
 def _parse(source: str, path: str) -> tuple[ast.Module, cst.Module]:
@@ -228,6 +235,8 @@ class Rewriter(cst.CSTTransformer):
         self._value_nodes: set[int] = set()
         #: uses left on torch that may be handed those values through a variable
         self.receivers: list[Finding] = []
+        #: attributes of torch's objects that take a ReduceOp (`opts.reduceOp = op`)
+        self.sinks: list[str] = []
         self.findings: list[Finding] = []
         self.changes = 0
         self._callees: set[int] = set()
@@ -327,6 +336,9 @@ class Rewriter(cst.CSTTransformer):
         wrap(dist.all_reduce)``): then its references to torch's functions stay torch's."""
         for target in _walk(node):
             self._note_lacking_op(target)
+            if isinstance(target, cst.AssignTarget) and _sets_reduce_op(target.target):
+                line = self.get_metadata(PositionProvider, target).start.line
+                self.sinks.append(f"{_code(target.target)} (line {line})")
             if isinstance(target, (cst.AssignTarget, cst.AugAssign)) and isinstance(
                 target.target, cst.Attribute
             ):  # `name = ...` rebinds a name of the file's, never torch's
