@@ -52,6 +52,7 @@ TORCH_JOB = [
     "left_on_torch",
     "sharded_optimizer",
     "mesh_optimizer",
+    "weight_sync",
 ]
 NEUTRAL_JOB = [
     "timm_distributed",
@@ -274,6 +275,9 @@ EXPECTED: dict[str, Expected] = {
             "get_world_size": 4,
             "get_rank": 2,
         }
+    ),
+    "weight_sync.py": Expected(
+        {"broadcast": 1, "all_reduce": 1, "get_rank": 1, "get_world_size": 1}
     ),
     "left_on_torch.py": Expected(
         # the all_reduce whose op comes from a map holding PREMUL_SUM stays on torch, and so do
