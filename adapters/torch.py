@@ -416,6 +416,9 @@ class TorchAdapter(Adapter):
     def clone(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.clone(memory_format=torch.contiguous_format)
 
+    def as_bytes(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.view(torch.uint8)
+
     def numel(self, tensor: torch.Tensor) -> int:
         return tensor.numel()
 

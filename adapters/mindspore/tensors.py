@@ -214,6 +214,9 @@ class MindSporeTensors(Adapter):
         # storage offset of 0 (a view lies inside its storage), so the offset is not read.
         return _is_contiguous(tensor) and tensor.untyped_storage().nbytes() == _nbytes_of(tensor)
 
+    def as_bytes(self, tensor: ms.Tensor) -> ms.Tensor:
+        return tensor.view(ms.uint8)
+
     def clone(self, tensor: ms.Tensor) -> ms.Tensor:
         # A new tensor plus copy_, several times faster than Tensor.copy() of a view on CPU;
         # mint.clone has no CPU kernel.
