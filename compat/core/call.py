@@ -83,8 +83,7 @@ class Call(Staging):
             preflight(self.adapter, self.group, agree())
         if empty:
             return with_result(completed(self.async_op), outputs)
-        if self.as_bytes:  # its tensors travel as uint8 views (moved)
-            dtype = "uint8"
+        dtype = "uint8" if self.as_bytes else dtype  # as bytes: uint8 views (moved)
         run = self.state.implementation(collective, like, nbytes, self.group.handle, dtype)
         pending = run(*args, self.group.handle, self.async_op)
         if self.async_op or self._writebacks:
