@@ -212,7 +212,31 @@ def case_autograd(kit: Any, dtype: str) -> None:
     np.testing.assert_array_equal(bytes_of(kit, mixed), np.concatenate(rows), "all_to_all_single")
 
 
+def case_strided(kit: Any, dtype: str) -> None:
+    """Views the backend cannot serve as they are (staged through dense copies of their bytes):
+    a column of a base as input and output, and all_gather's parts of different trailing dims
+    (one buffer of their elements)."""
+    count = world()
+    base = as_float8(kit, pattern(rank(), 64 * count).reshape(-1, 2), dtype)
+    column = base[:, 1]  # every other byte
+    whole = Out(kit, (32 * count, 2), dtype)
+    compat.all_to_all_single(whole.view[:, 0], column)
+    expected = whole.expected[PAD:-PAD].reshape(-1, 2).copy()
+    rows = [pattern(who, 64 * count).reshape(-1, 2)[:, 1] for who in range(count)]
+    expected[:, 0] = np.concatenate([r[32 * rank() : 32 * rank() + 32] for r in rows])
+    whole.result(expected)
+    whole.check(f"all_to_all_single of columns {dtype}")
+    parts = [Out(kit, (1, who + 1, 4), dtype) for who in range(count)]
+    mine = as_float8(kit, pattern(rank(), 4 * (rank() + 1)).reshape(1, -1, 4), dtype)
+    work = compat.all_gather([part.view for part in parts], mine, async_op=True)
+    work.wait()
+    for who, part in enumerate(parts):
+        part.result(pattern(who, 4 * (who + 1)))
+        part.check(f"all_gather of any shape {dtype}, part {who}")
+
+
 for _name, _check in (
+    ("strided", case_strided),
     ("all_gather", case_all_gather),
     ("all_gather_into_tensor", case_all_gather_into_tensor),
     ("all_to_all_single", case_all_to_all_single),
