@@ -17,7 +17,7 @@ import numpy as np
 
 import compat
 from tests.ranks.bad_input_cases import bad_case
-from tests.ranks.cases import follow_up, rank, register, world
+from tests.ranks.cases import RECORDS, follow_up, rank, register, world
 
 FLOAT8 = ("float8_e4m3fn", "float8_e5m2")
 #: The sentinel byte around every output (a finite value of both dtypes).
@@ -63,7 +63,11 @@ class Out:
         self.expected[PAD : PAD + data.size] = data.reshape(-1)
 
     def check(self, what: str) -> None:
-        np.testing.assert_array_equal(bytes_of(self.kit, self.base), self.expected, what)
+        """The whole base, bytes compared (and recorded: tests/test_parity.py compares the
+        frameworks' records)."""
+        found = bytes_of(self.kit, self.base)
+        np.testing.assert_array_equal(found, self.expected, what)
+        RECORDS.append(found)
 
 
 def check_dtype(kit: Any, tensor: Any, dtype: str, what: str) -> None:
