@@ -109,7 +109,7 @@ class MindSporeTensors(Adapter):
         self._dtype_names = {
             getattr(ms, entry["mindspore"]): name
             for name, entry in tables.lookup("dtypes", "dtypes").items()
-            if "mindspore" in entry
+            if hasattr(ms, entry.get("mindspore", ""))  # a release may lack one (float8)
         }
         # Looked up by id: MindSpore's dtypes are one object each (t.dtype is ms.float32), and an
         # id hashes faster than a dtype. The objects stay alive as _dtype_names' keys, so no
