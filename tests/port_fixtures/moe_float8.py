@@ -34,8 +34,15 @@ def dispatch(
     payload = data
     if os.environ.get("MOE_PAYLOAD_DTYPE", "float8_e4m3fn") == "uint8":
         payload = data.view(torch.uint8)
-    received = funcol.all_to_all_single(payload, receive, send, group)
-    received_scales = funcol.all_to_all_single(scales, receive, send, group)
+    received = funcol.all_to_all_single(
+        payload, output_split_sizes=receive, input_split_sizes=send, group=group
+    )
+    received_scales = funcol.all_to_all_single(
+        scales, output_split_sizes=receive, input_split_sizes=send, group=group
+    )
+    # Explicit waits, as the funcol results are asynchronous
+    received = torch.ops._c10d_functional.wait_tensor(received)
+    received_scales = torch.ops._c10d_functional.wait_tensor(received_scales)
     return received.view(torch.float8_e4m3fn), received_scales
 
 
