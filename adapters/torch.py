@@ -79,7 +79,7 @@ def _dtype_names() -> dict[torch.dtype, str]:
     names = {}
     for name, entry in tables.lookup("dtypes", "dtypes").items():
         spelling = entry.get("torch")
-        if spelling is not None:
+        if spelling is not None and hasattr(torch, spelling):  # a release may lack one (float8)
             names[getattr(torch, spelling)] = name
     return names
 
@@ -415,6 +415,9 @@ class TorchAdapter(Adapter):
 
     def clone(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.clone(memory_format=torch.contiguous_format)
+
+    def as_bytes(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.view(torch.uint8)
 
     def numel(self, tensor: torch.Tensor) -> int:
         return tensor.numel()

@@ -58,10 +58,13 @@ def _apply(
     group: Group | None,
     forward: Callable[[Tensor], Tensor],
     backward: Callable[[Tensor], Tensor],
+    reduce_op: ReduceOp | None = None,
 ) -> Tensor:
     current = state.current()
     current.checks.tensor(tensor, "tensor")
     current.checks.group(group)
+    if reduce_op is not None:  # refused before any copy or communication (float8, say)
+        current.checks.reduction(reduce_op, current.adapter.dtype(tensor), "tensor")
     return current.adapter.differentiable(forward, backward)(tensor)
 
 
@@ -135,8 +138,9 @@ def reduce_scatter(
         return gathered if reduce_op is ReduceOp.SUM else gathered / lifecycle.get_world_size(group)
 
     return _apply(
-        tensor, group, lambda x: collectives.reduce_scatter_tensor(x, reduce_op, group), backward
-    )
+        tensor, group, lambda x: collectives.reduce_scatter_tensor(x, reduce_op, group), backward,
+        reduce_op,
+    )  # fmt: skip
 
 
 def all_reduce(tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None) -> Tensor:
@@ -151,7 +155,7 @@ def all_reduce(tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None =
         collectives.all_reduce(result, reduce_op, group)
         return result
 
-    return _apply(tensor, group, reduced_copy, reduced_copy)
+    return _apply(tensor, group, reduced_copy, reduced_copy, reduce_op)
 
 
 def _exchange(x: Tensor, receive: list[int], send: list[int], group: Group | None) -> Tensor:
@@ -199,7 +203,8 @@ def all_to_all_single(
     checks.tensor(tensor, "tensor")
     count = checks.group(group).size()
     rows = checks.dim0(tensor, "tensor")[0]
-    checks.dtype(current.adapter.dtype(tensor), "tensor")
+    if (dtype := current.adapter.dtype(tensor)) not in checks.as_bytes:  # moved as bytes
+        checks.dtype(dtype, "tensor")
     send = checks.splits(input_split_sizes, "input_split_sizes", count, rows, "tensor")
     receive = _received(output_split_sizes, count, rows)
     return current.adapter.differentiable(

@@ -719,7 +719,7 @@ def all_gather(
     outputs, even = checks.tensor_list(
         tensor_list, "tensor_list", call.group, tensor, "tensor", dtype, shape, any_shape=True
     )
-    checks.dtype(dtype, "tensor")
+    call.moved(dtype, "tensor")
     if not even and any(
         len(adapter.shape(o)) != len(shape) or adapter.shape(o)[1:] != shape[1:] for o in outputs
     ):
@@ -756,7 +756,7 @@ def _all_gather_any_shape(
     flat_shape = (adapter.numel(tensor),)
     agree = lambda: Description("all_gather", dtype, flat_shape, sizes=sizes)  # noqa: E731
     work = call.issue(
-        "all_gather_uneven", flat, adapter.parts(buffer, sizes), flat, agree=agree,
+        "all_gather_uneven", flat, call.write_all(adapter.parts(buffer, sizes)), flat, agree=agree,
         empty=not any(sizes), dtype=dtype,
     )  # fmt: skip
     if call.async_op:
@@ -863,7 +863,7 @@ def _all_gather_into_tensor(
     axis = 0 if type(dim) is int and dim == 0 else checks.dim(dim, shape, tensor_param)
     sizes = _gather_sizes(call, output_split_sizes, shape[axis], axis)
     dtype = adapter.dtype(tensor)
-    checks.dtype(dtype, tensor_param)
+    call.moved(dtype, tensor_param)
     out_shape = _with_dim(shape, axis, sum(sizes))
     uneven = axis or output_split_sizes is not None
     stacked = None if uneven else _stack(call, out, out_param, shape)
@@ -919,7 +919,7 @@ def broadcast(
     root = call.checks.root(src, "src", group_src, "group_src", call.group)
     adapter = call.adapter
     dtype = adapter.dtype(tensor)
-    call.checks.dtype(dtype, "tensor")
+    call.moved(dtype, "tensor")
     agree = lambda: Description(  # noqa: E731
         "broadcast", dtype, adapter.shape(tensor), root=root
     )
@@ -969,7 +969,7 @@ def scatter(
     parts = checks.root_list(
         scatter_list, "scatter_list", root, "src", call.group, tensor, dtype, shape
     )
-    checks.dtype(dtype, "tensor")
+    call.moved(dtype, "tensor")
     agree = lambda: Description("scatter", dtype, shape, root=root)  # noqa: E731
     target = call.write(tensor)
     sources = None if parts is None else call.read_all(parts)
@@ -1011,7 +1011,7 @@ def scatter_tensor(
     shape = checks.dim0(tensor, "tensor")
     sizes = even_split(shape[0], call.group.size(), "tensor")
     dtype = adapter.dtype(tensor)
-    checks.dtype(dtype, "tensor")
+    call.moved(dtype, "tensor")
     result = checks.out(out, (sizes[0], *shape[1:]), tensor, dtype, "tensor")
     agree = lambda: Description("scatter_tensor", dtype, shape, root=root)  # noqa: E731
     target = call.write(result)
@@ -1052,7 +1052,7 @@ def gather(
     parts = checks.root_list(
         gather_list, "gather_list", root, "dst", call.group, tensor, dtype, shape
     )
-    checks.dtype(dtype, "tensor")
+    call.moved(dtype, "tensor")
     agree = lambda: Description("gather", dtype, shape, root=root)  # noqa: E731
     source = call.read(tensor)
     targets = None if parts is None else call.write_all(parts)
@@ -1154,7 +1154,7 @@ def _checked_single(
     out_sizes = checks.splits(
         output_split_sizes, "output_split_sizes", count, out_shape[0], "output"
     )
-    checks.dtype(dtype, "input")
+    call.moved(dtype, "input")
     return dtype, in_shape, in_sizes, out_sizes
 
 
@@ -1192,6 +1192,7 @@ def all_to_all(
     outputs, inputs, dtype, shape, even = checks.exchange_lists(
         output_tensor_list, input_tensor_list, call.group
     )
+    call.moved(dtype, "input_tensor_list[0]")
     first = inputs[0]
     agree = lambda: Description(  # noqa: E731
         "all_to_all", dtype, shape,
@@ -1202,7 +1203,7 @@ def all_to_all(
     # Tensors of different shapes have a capability entry of their own (Gloo's alltoall takes
     # equal ones only).
     return call.issue(
-        "all_to_all" if even else "all_to_all_uneven", first, targets, sources,
+        "all_to_all" if even else "all_to_all_uneven", sources[0], targets, sources,
         nbytes=adapter.nbytes(first) * len(inputs) if even else sum(map(adapter.nbytes, inputs)),
         agree=agree, outputs=outputs,
         # The trailing dims agree on every rank: with a 0 among them, every part is empty.

@@ -58,7 +58,7 @@ def _check_point_to_point(
         )
     # tag=0, the common case, calls nothing.
     checked = 0 if type(tag) is int and tag == 0 else _check_tag(call, tag, tag_param)
-    call.checks.dtype(call.adapter.dtype(tensor), tensor_param)
+    call.moved(call.adapter.dtype(tensor), tensor_param)
     return rank, checked
 
 
@@ -417,7 +417,7 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
     for index, (direction, tensor, peer, tag) in enumerate(checked):
         if call.adapter.numel(tensor) == 0:  # an op of an empty tensor moves nothing
             continue
-        staging = Staging(call.adapter)
+        staging = Staging(call.adapter, call.adapter.dtype(tensor) in call.checks.as_bytes)
         staged = staging.read(tensor) if direction == "isend" else staging.write(tensor)
         specs.append((direction, staged, peer, tag))
         moving.append(index)

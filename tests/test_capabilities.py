@@ -639,3 +639,65 @@ def test_a_collective_lacked_at_a_release_must_not_run_native_there() -> None:
     gloo = tables.lookup("capabilities", "gloo")
     assert "all_to_all" in capabilities.at_release(gloo, (2, 11, 0))["lacks"]
     assert "reduce_scatter" not in capabilities.at_release(gloo, (2, 8, 0))["lacks"]
+
+
+def _as_bytes(key: str, dtypes: list[str]) -> dict[str, Any]:
+    """A copy of the shipped table whose backend ``key`` moves ``dtypes`` as bytes."""
+    table = copy.deepcopy(tables.load("capabilities"))
+    table[key]["as_bytes"] = {"dtypes": dtypes, "reason": "x", "source": "measured: x"}
+    return table
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        (lambda: _as_bytes("gloo", ["float16"]), "only dtypes of one byte and kind float8"),
+        (lambda: _as_bytes("gloo", ["int8"]), "only dtypes of one byte and kind float8"),
+        (lambda: _as_bytes("gloo", ["float9"]), "unknown dtypes"),
+        (lambda: _as_bytes("nccl", ["float8_e5m2"]), "the backend moves it itself"),
+        (lambda: _as_bytes("hccl", ["float8_e5m2"]), "hccl.dtypes lacks"),  # no uint8 there
+    ],
+)
+def test_a_table_moving_as_bytes_what_cannot_travel_so_is_rejected(
+    table: Callable[[], dict[str, Any]], words: str
+) -> None:
+    with pytest.raises(TableError, match=words):
+        schema.validate("capabilities", table())
+
+
+def test_float8_is_moved_on_every_backend_with_uint8_and_reduced_on_none() -> None:
+    """Each backend that moves uint8 moves both float8 dtypes: itself (torch's NCCL) or as
+    bytes (HCCL's table has no uint8: refused there); and the rank cases cover exactly the
+    float8 dtypes."""
+    from tests.ranks.float8_cases import FLOAT8
+
+    float8 = {n for n, e in tables.lookup("dtypes", "dtypes").items() if e["kind"] == "float8"}
+    assert float8 == set(FLOAT8)
+    for key, entry in tables.load("capabilities").items():
+        moved = set(entry["dtypes"]) | set(entry.get("as_bytes", {}).get("dtypes", ()))
+        expected = float8 if "uint8" in entry["dtypes"] else set()
+        assert moved & float8 == expected, key
+    assert float8 <= set(tables.lookup("capabilities", "nccl", "dtypes"))
+
+
+@pytest.mark.parametrize("key", ["gloo", "nccl", "mccl", "mindspore_nccl"])
+def test_every_reduction_check_refuses_float8_naming_the_op_and_the_dtype(key: str) -> None:
+    """compat's own checks (with stand-ins for the adapter and the world: no communication),
+    for the backends not run here too: a float8 dtype passes the non-reducing check, natively or
+    as bytes, and no ReduceOp takes it."""
+    from types import SimpleNamespace
+
+    from compat.core.checks import Checks
+
+    entry = tables.lookup("capabilities", key)
+    world = SimpleNamespace(size=lambda: 2)
+    checks = Checks(SimpleNamespace(framework=entry["framework"]), key, entry, 0, world, {})  # type: ignore[arg-type]
+    for dtype in ("float8_e4m3fn", "float8_e5m2"):
+        if dtype not in checks.as_bytes:
+            checks.dtype(dtype, "tensor")
+        for op in ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND"):
+            with pytest.raises(
+                UnsupportedError,
+                match=f"^tensor: {op} cannot reduce dtype {dtype}: no ReduceOp applies",
+            ):
+                checks.reduction(op.lower(), dtype, "tensor")

@@ -40,8 +40,9 @@ FIXTURES = Path(__file__).resolve().parent / "port_fixtures"
 RUFF = Path(sys.executable).with_name("ruff")
 # Harness files and the helper that stays on torch (megatron's parallel_state): copied, not ported.
 NOT_PORTED = {"tensors.py", "driver.py", "parallel_state.py"}
-# Fixture projects with a test of their own (tests/test_port_multi_file.py ports one module).
-OWN_TEST = {"multi_file"}
+# Fixtures with a test of their own (tests/test_port_multi_file.py ports one module of
+# multi_file; tests/test_port_float8.py runs moe_float8, whose original Gloo refuses).
+OWN_TEST = {"multi_file", "moe_float8.py"}
 
 TORCH_JOB = [
     "init_elsewhere",

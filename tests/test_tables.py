@@ -287,7 +287,8 @@ def test_dtype_bytes_match_both_frameworks() -> None:
             made = torch.zeros((2, 3), dtype=getattr(torch, entry["torch"]))
             assert made.nbytes == 6 * entry["bytes"], (name, "torch", made.nbytes)
         if "mindspore" in entry:
-            made = mint.zeros((2, 3), dtype=getattr(mindspore, entry["mindspore"]))
+            # empty: MindSpore's CPU kernels have no float8, not even a zeros
+            made = mint.empty((2, 3), dtype=getattr(mindspore, entry["mindspore"]))
             assert made.nbytes == 6 * entry["bytes"], (name, "mindspore", made.nbytes)
 
 

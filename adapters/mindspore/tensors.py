@@ -109,7 +109,7 @@ class MindSporeTensors(Adapter):
         self._dtype_names = {
             getattr(ms, entry["mindspore"]): name
             for name, entry in tables.lookup("dtypes", "dtypes").items()
-            if "mindspore" in entry
+            if hasattr(ms, entry.get("mindspore", ""))  # a release may lack one (float8)
         }
         # Looked up by id: MindSpore's dtypes are one object each (t.dtype is ms.float32), and an
         # id hashes faster than a dtype. The objects stay alive as _dtype_names' keys, so no
@@ -213,6 +213,9 @@ class MindSporeTensors(Adapter):
         # The whole storage, in order: contiguous and as large as its storage. That also means a
         # storage offset of 0 (a view lies inside its storage), so the offset is not read.
         return _is_contiguous(tensor) and tensor.untyped_storage().nbytes() == _nbytes_of(tensor)
+
+    def as_bytes(self, tensor: ms.Tensor) -> ms.Tensor:
+        return tensor.view(ms.uint8)
 
     def clone(self, tensor: ms.Tensor) -> ms.Tensor:
         # A new tensor plus copy_, several times faster than Tensor.copy() of a view on CPU;

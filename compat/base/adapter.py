@@ -322,6 +322,11 @@ class Adapter(ABC):
     def clone(self, tensor: Tensor) -> Tensor:
         """A new dense tensor with ``tensor``'s values (any layout), on its device."""
 
+    @abstractmethod
+    def as_bytes(self, tensor: Tensor) -> Tensor:
+        """``tensor`` (of a one-byte dtype) viewed as uint8: the same memory and shape, no copy
+        (capabilities.toml's ``as_bytes``, compat.core.layout)."""
+
     def dense_dtype(self, tensor: Tensor) -> str | None:
         """``tensor``'s dtype name if it is on the home device, dense and not empty, else None:
         what a plain point-to-point call checks, in one call (an adapter may answer it with

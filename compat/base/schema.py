@@ -105,7 +105,7 @@ DTYPES = Record(
         "dtypes": MapOf(
             Record(
                 required={
-                    "kind": Scalar(str, ("float", "int", "bool", "complex")),
+                    "kind": Scalar(str, ("float", "int", "bool", "complex", "float8")),
                     "bytes": Scalar(int),
                 },
                 optional={"torch": TEXT, "mindspore": TEXT, "numpy": TEXT},
@@ -201,6 +201,10 @@ COALESCE = Record(
 #: one coalesced call; compat.collectives.coalescing_manager refuses a kind not listed).
 COALESCED_IN_ORDER = Record(required={"collectives": ListOf(TEXT), "reason": TEXT, "source": TEXT})
 
+#: dtypes of one byte a backend lacks that compat's non-reducing collectives move as their bytes:
+#: a uint8 view of the same memory, same shape (compat.core.layout.Staging); no op reduces them.
+AS_BYTES = Record(required={"dtypes": ListOf(TEXT), "reason": TEXT, "source": TEXT})
+
 #: An emulation a backend needs for some ReduceOps (at every release, in the backend's own
 #: ``emulate``; at older releases, in a ``before`` entry's): calls of ``collective`` with one of
 #: ``ops`` that would reach the backend's own reduction (the implementations in ``replaces``:
@@ -247,6 +251,7 @@ CAPABILITIES = MapOf(
             "device_target": TEXT,
             "coalesce": COALESCE,
             "coalesced_in_order": COALESCED_IN_ORDER,
+            "as_bytes": AS_BYTES,
             # an environment variable: where it is set, this entry replaces the backend's plain
             # one (compat.core.capabilities.backend_key)
             "switch": TEXT,
@@ -471,6 +476,7 @@ def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
             )
         _check_subset(where, f"{backend}.dtypes", entry["dtypes"], dtypes, "dtypes")
         _check_subset(where, f"{backend}.reduce_ops", entry["reduce_ops"], ops, "ReduceOps")
+        _check_as_bytes(where, backend, entry)
         for op, cap in entry["ops"].items():
             key = f"{backend}.ops.{op}"
             # An emulation must name the algorithm that runs it and say why it is needed.
@@ -484,6 +490,22 @@ def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
             key = f"{backend}.emulate[{rule_index}].ops"
             _check_subset(where, key, rule["ops"], set(entry["reduce_ops"]), "ReduceOps")
         _check_before(where, backend, entry.get("before", []), ops)
+
+
+def _check_as_bytes(where: _Where, backend: str, entry: dict[str, Any]) -> None:
+    """``as_bytes``: dtypes of one byte that no op reduces, which the backend lacks (a dtype it
+    takes needs no bytes), and which uint8, the dtype they travel as, is one of."""
+    carried = entry.get("as_bytes", {}).get("dtypes", [])
+    known: dict[str, Any] = table_files.lookup(table_files.read("dtypes"), "dtypes", "dtypes")
+    key = f"{backend}.as_bytes.dtypes"
+    _check_subset(where, key, carried, set(known), "dtypes")
+    for name in carried:
+        if known[name]["bytes"] != 1 or known[name]["kind"] != "float8":
+            raise where.fail(key, f"{name}: only dtypes of one byte and kind float8 travel so")
+        if name in entry["dtypes"]:
+            raise where.fail(key, f"{name} is in {backend}.dtypes: the backend moves it itself")
+    if carried and "uint8" not in entry["dtypes"]:
+        raise where.fail(key, f"the bytes travel as uint8, which {backend}.dtypes lacks")
 
 
 def _check_before(where: _Where, backend: str, before: list[dict[str, Any]], ops: set[str]) -> None:

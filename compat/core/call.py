@@ -29,10 +29,22 @@ class Call(Staging):
 
     def __init__(self, group: object, async_op: object = False) -> None:
         current = self.state = state.current()
-        self.adapter, self._writebacks = current.adapter, None  # Staging's, without a call
+        # Staging's, without a call
+        self.adapter, self._writebacks, self.as_bytes = current.adapter, None, False
         self.checks = current.checks
         self.group = self.checks.group(group) if group is not None else current.world
         self.async_op = async_op if async_op is False else check_bool(async_op, "async_op")
+
+    def moved(self, dtype: str, param: str) -> None:
+        """The dtype check of a collective that moves tensors of ``dtype`` (``param``'s) without
+        reducing them: a dtype the backend takes, or one it moves as bytes (capabilities.toml's
+        ``as_bytes``: the call's tensors are then staged as their views as uint8,
+        :mod:`compat.core.layout`, and it runs as uint8's); else the error naming what is
+        supported."""
+        if dtype in self.checks.as_bytes:
+            self.as_bytes = True
+        else:
+            self.checks.dtype(dtype, param)
 
     def agree(self, describe_call: Callable[[], Description]) -> None:
         """The pre-flight check (``init(check=True)``): every rank of the group compares its call
@@ -71,6 +83,7 @@ class Call(Staging):
             preflight(self.adapter, self.group, agree())
         if empty:
             return with_result(completed(self.async_op), outputs)
+        dtype = "uint8" if self.as_bytes else dtype  # as bytes: uint8 views (moved)
         run = self.state.implementation(collective, like, nbytes, self.group.handle, dtype)
         pending = run(*args, self.group.handle, self.async_op)
         if self.async_op or self._writebacks:

@@ -65,6 +65,12 @@ class Checks:
         #: the backend's dtypes (read by the common case, compat.core.common)
         self.dtypes_ok = frozenset(self._dtype_names)
         self._reduce_ops_ok = frozenset(self._reduce_op_names)
+        #: dtypes the backend lacks that the non-reducing collectives move as bytes (uint8)
+        self.as_bytes = frozenset(backend_entry.get("as_bytes", {}).get("dtypes", ()))
+        #: dtypes no ReduceOp applies to (kind float8 in dtypes.toml)
+        self._unreduced = frozenset(
+            name for name, kind in self._dtype_kinds.items() if kind == "float8"
+        )
         #: the ops that take integer and bool dtypes only (the bitwise ones)
         self._integer_only = frozenset(
             ReduceOp(value)
@@ -395,6 +401,8 @@ class Checks:
 
     # -- dtypes and reductions -----------------------------------------------------------------
     def dtype(self, dtype: str, param: str) -> None:
+        """``dtype`` is one the backend takes itself (a dtype it moves as bytes is the
+        non-reducing collectives' to take: :meth:`compat.core.call.Call.moved`)."""
         if dtype not in self.dtypes_ok:
             raise UnsupportedError(
                 f"{param}: dtype {dtype} is not supported by the {self.backend} backend; "
@@ -415,6 +423,12 @@ class Checks:
         except (KeyError, TypeError):  # not seen yet, or an op that cannot be a key
             pass
         reduce_op = parse_op(op)
+        if dtype in self._unreduced:
+            raise UnsupportedError(
+                f"{param}: {reduce_op.name} cannot reduce dtype {dtype}: no ReduceOp applies to "
+                "float8 dtypes (torch's NCCL refuses their reductions too); the non-reducing "
+                "collectives move them, or reduce a copy in float16, bfloat16 or float32"
+            )
         self.dtype(dtype, param)
         self.reduce_op(reduce_op, dtype)
         if len(self._reductions) < 256:
@@ -524,7 +538,8 @@ class Checks:
                     f"output_tensor_list[{me}]",
                     f"this rank's part to itself, input_tensor_list[{me}]",
                 )  # fmt: skip
-        self.dtype(dtype, first_param)
+        if dtype not in self.as_bytes:  # the caller stages those as bytes (Call.moved)
+            self.dtype(dtype, first_param)
         return outs, ins, dtype, shape, bool(inputs_even and outputs_even)
 
     @staticmethod

@@ -9,6 +9,11 @@ the call by a contiguous tensor of its own. The stand-in is filled from the user
 the call reads it, and copied back into exactly the user's elements once the call has completed
 (at once for a synchronous call, in ``Work.wait()`` for an asynchronous one). A dense tensor is
 passed through untouched: no copy.
+
+A tensor of a dtype the backend lacks but moves as bytes (capabilities.toml's ``as_bytes``: the
+float8 dtypes on Gloo and MCCL) is staged as its view as uint8: the same memory, one byte an
+element, so shapes and sizes stay; the call moves its bytes, and the results land in the user's
+tensor (a result a functional form made keeps the user's dtype: it is made before it is staged).
 """
 
 from __future__ import annotations
@@ -22,24 +27,32 @@ from compat.base.types import Handle, Work
 class Staging:
     """The stand-ins of one call's tensors, and the copies back into the user's tensors."""
 
-    __slots__ = ("_writebacks", "adapter")
+    __slots__ = ("_writebacks", "adapter", "as_bytes")
 
-    def __init__(self, adapter: Adapter) -> None:
+    def __init__(self, adapter: Adapter, as_bytes: bool = False) -> None:
         self.adapter = adapter
         self._writebacks: list[tuple[Tensor, Tensor]] | None = None  # made on first use
+        #: whether the call's tensors travel as their bytes (see the module docstring)
+        self.as_bytes = as_bytes
 
     def read(self, tensor: Tensor) -> Tensor:
         """``tensor`` for a call that only reads it."""
+        if self.as_bytes:
+            tensor = self.adapter.as_bytes(tensor)
         return tensor if self.adapter.is_dense(tensor) else self.adapter.clone(tensor)
 
     def write(self, tensor: Tensor) -> Tensor:
         """``tensor`` for a call that only writes it (its values are not read)."""
+        if self.as_bytes:
+            tensor = self.adapter.as_bytes(tensor)
         if self.adapter.is_dense(tensor):
             return tensor
         return self._later(tensor, self.adapter.empty(self.adapter.shape(tensor), tensor))
 
     def update(self, tensor: Tensor) -> Tensor:
         """``tensor`` for a call that reads it and writes its result into it (in place)."""
+        if self.as_bytes:
+            tensor = self.adapter.as_bytes(tensor)
         if self.adapter.is_dense(tensor):
             return tensor
         return self._later(tensor, self.adapter.clone(tensor))

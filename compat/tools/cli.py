@@ -310,9 +310,16 @@ def _info(args: argparse.Namespace) -> int:
 
 def _emulated_ops(capabilities: dict[str, Any]) -> list[str]:
     """A line per backend whose own reduction lacks some ReduceOps at every release (its
-    ``emulate`` rules): what compat runs for them instead."""
+    ``emulate`` rules): what compat runs for them instead; and one per backend that lacks some
+    dtypes compat moves as their bytes (``as_bytes``)."""
     lines = []
     for key in capabilities:
+        carried = tables.lookup("capabilities", key).get("as_bytes", {}).get("dtypes", ())
+        if carried:
+            lines.append(
+                f"  {key} moves {'/'.join(carried)} as bytes (uint8 views of the same memory; "
+                "no op reduces them)"
+            )
         rules = tables.lookup("capabilities", key).get("emulate", ())
         if rules:
             emulated = [

@@ -581,6 +581,12 @@ def _backend_lines(name: str, entry: Table) -> list[str]:
     where = f"{entry['framework']}, device: {entry['device']}"
     lines = [f"## {name}", "", f"- framework: {where} ([source]({entry['source']}))"]
     lines += [f"- dtypes: {', '.join(entry['dtypes'])} ({entry['dtypes_source']})"]
+    if "as_bytes" in entry:
+        rule = entry["as_bytes"]
+        lines += [
+            f"- moved as bytes (emulated: a uint8 view of the same memory, non-reducing "
+            f"collectives only): {', '.join(rule['dtypes'])}. {rule['reason']} ({rule['source']})"
+        ]
     lines += [f"- reduce ops: {', '.join(entry['reduce_ops'])} ({entry['reduce_ops_source']})"]
     lines += [f"- views and non-contiguous tensors: {entry['views']}"]
     if "coalesce" in entry:

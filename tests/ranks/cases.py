@@ -771,6 +771,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     bitwise_cases,
     coalescing_cases,
     fast_path_cases,
+    float8_cases,
     fuzz_cases,
     interop_cases,
     layout_cases,
