@@ -10,8 +10,8 @@ the gradients of their losses with respect to its input, which is what data-para
   result, a tuple of one tensor per rank (what ``compat port`` rewrites that call to).
 - ``reduce_scatter``: forward reduce_scatter_tensor; backward an all_gather of the gradient
   (divided by the group size for AVG).
-- ``all_reduce``: forward an all_reduce of a copy (the input is not modified); backward an
-  all_reduce of the gradient (SUM for SUM, AVG for AVG).
+- ``all_reduce``: forward an all_reduce of a copy with any op (the input is not modified);
+  backward an all_reduce of the gradient (SUM for SUM, AVG for AVG; other ops raise).
 - ``all_to_all_single``: forward all_to_all_single (part i of dim 0 to group rank i); backward
   all_to_all_single of the gradient with the split sizes swapped (each part goes back).
 - ``all_to_all``: the list form, built on ``all_to_all_single`` of the flattened tensors; the
@@ -24,7 +24,9 @@ the gradients of their losses with respect to its input, which is what data-para
   gradients. ``scatter``: forward a scatter from ``src``; backward a gather of the gradients to
   ``src`` (zeros for the other ranks' inputs).
 
-Only SUM and AVG have these gradients; MIN, MAX and PRODUCT raise UnsupportedError. Roots
+Only SUM and AVG have these gradients: ``all_reduce`` takes every op forward and its backward
+raises UnsupportedError for the others (as funcol's all_reduce does); ``reduce_scatter`` and
+``reduce`` refuse them when called. Roots
 (``src``, ``dst``) are global ranks, as torch.distributed.nn.functional's.
 """
 
@@ -63,6 +65,13 @@ def _apply(
     current.checks.tensor(tensor, "tensor")
     current.checks.group(group)
     return current.adapter.differentiable(forward, backward)(tensor)
+
+
+def _copy(x: Tensor) -> Tensor:
+    adapter = state.current().adapter
+    result = adapter.empty(adapter.shape(x), x)
+    adapter.copy_(result, x)
+    return result
 
 
 def all_gather(tensor: Tensor, group: Group | None = None) -> Tensor:
@@ -140,18 +149,40 @@ def reduce_scatter(
 
 
 def all_reduce(tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None) -> Tensor:
-    """Reduce ``tensor`` across ranks into a new tensor (the input is left as it is);
-    differentiable."""
-    reduce_op = _check_op(op)
+    """Reduce ``tensor`` across ranks into a new tensor (the input is left as it is), with any
+    op compat takes on the backend; differentiable for SUM and AVG.
+
+    The backward all-reduces the gradient with the same op (the gradient of SUM and of AVG).
+    For every other op (MIN, MAX, PRODUCT, the bitwise ones) the forward runs and the backward
+    raises UnsupportedError (a RuntimeError) on each rank before any communication, as funcol's
+    ``all_reduce``, whose backward raises "all_reduce backward only supports 'sum' reduction"
+    (AVG included: compat differentiates it, as ``torch.distributed.nn.functional.all_reduce``).
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> peak = compat.autograd.all_reduce(loss.detach(), "max")   # every rank: the maximum
+        >>> total = compat.autograd.all_reduce(x)                      # differentiable: SUM
+    """
+    reduce_op = parse_op(op)
 
     def reduced_copy(x: Tensor) -> Tensor:
-        adapter = state.current().adapter
-        result = adapter.empty(adapter.shape(x), x)
-        adapter.copy_(result, x)
+        result = _copy(x)
         collectives.all_reduce(result, reduce_op, group)
         return result
 
-    return _apply(tensor, group, reduced_copy, reduced_copy)
+    def backward(grad: Tensor) -> Tensor:
+        if reduce_op not in _DIFFERENTIABLE_OPS:
+            name = reduce_op.name.lower()
+            raise UnsupportedError(
+                f"op: all_reduce backward only supports 'sum' and 'avg' reduction, got "
+                f"'{name}' (compat.autograd.all_reduce takes every op forward and differentiates "
+                "SUM and AVG)"
+            )
+        return reduced_copy(grad)
+
+    return _apply(tensor, group, reduced_copy, backward)
 
 
 def _exchange(x: Tensor, receive: list[int], send: list[int], group: Group | None) -> Tensor:
@@ -267,13 +298,6 @@ def _rooted(
     resolved = current.checks.group(group)
     global_root = current.checks.peer(root, param, resolved)
     return global_root, current.checks.rank == global_root, current.adapter.shape(tensor)
-
-
-def _copy(x: Tensor) -> Tensor:
-    adapter = state.current().adapter
-    result = adapter.empty(adapter.shape(x), x)
-    adapter.copy_(result, x)
-    return result
 
 
 def broadcast(tensor: Tensor, src: int, group: Group | None = None) -> Tensor:

@@ -71,6 +71,46 @@ def case_all_reduce(kit: Any, op: str) -> None:
     np.testing.assert_array_equal(kit.numpy(tensor), xs[me], "the input must be left unchanged")
 
 
+def case_all_reduce_forward_only(kit: Any, op: str) -> None:
+    """An op compat.autograd.all_reduce reduces with but does not differentiate: the forward
+    gives the reduction (as numpy's, and on torch as funcol's all_reduce), the input left as it
+    is; the backward raises on every rank before any communication, where funcol's raises too
+    (torch's message checked beside compat's); then a collective runs."""
+    n, me = world(), rank()
+    xs = [random_floats(f"ar-{op}-x", r, (2, 3)) for r in range(n)]
+    ws = [random_floats(f"ar-{op}-w", r, (2, 3)) for r in range(n)]
+    expected = {"max": np.max, "min": np.min, "product": np.prod}[op](np.stack(xs), axis=0)
+    tensor = kit.tensor(xs[me], "float32")
+    reduced = compat.autograd.all_reduce(tensor, op)
+    np.testing.assert_allclose(kit.numpy(reduced), expected, **TOLERANCE, err_msg=op)
+    np.testing.assert_array_equal(kit.numpy(tensor), xs[me], "the input must be left unchanged")
+    if kit.framework == "torch":
+        _torch_funcol_all_reduce(kit, op, xs[me], reduced)
+    weights = kit.tensor(ws[me], "float32")
+    _refused(
+        lambda: kit.value_and_grad(
+            lambda x: (compat.autograd.all_reduce(x, op) * weights).sum(), xs[me]
+        ),
+        compat.UnsupportedError,
+        f"op: all_reduce backward only supports 'sum' and 'avg' reduction, got '{op}'",
+    )
+    total = compat.autograd.all_reduce(kit.tensor(np.ones(2), "float32"))
+    np.testing.assert_array_equal(kit.numpy(total), np.full(2, float(n)))
+
+
+def _torch_funcol_all_reduce(kit: Any, op: str, mine: np.ndarray, reduced: Any) -> None:
+    """torch's own funcol all_reduce on the same input: the same forward, and a backward that
+    raises (torch 2.13's message)."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    x = kit.tensor(mine, "float32").requires_grad_(True)
+    theirs = funcol.all_reduce(x, op, dist.group.WORLD)
+    np.testing.assert_array_equal(kit.numpy(theirs), kit.numpy(reduced), f"funcol {op}")
+    _refused(lambda: theirs.sum().backward(), RuntimeError,
+             f"all_reduce backward only supports 'sum' reduction, got '{op}'")  # fmt: skip
+
+
 def case_all_reduce_group_as_ranks(kit: Any) -> None:
     """compat.autograd.all_reduce with funcol's group=[ranks]: the world's ranks, and the ranks
     of a group made before by compat.new_group (listed in reverse order)."""
@@ -359,6 +399,8 @@ for _uneven, _flag in ((False, False), (True, False), (True, True)):
         f"autograd[all_to_all_single-{'uneven' if _uneven else 'even'}{'-group' if _flag else ''}]",
         partial(case_all_to_all_single, uneven=_uneven, use_group=_flag),
     )
+for _op in ("max", "min", "product"):
+    register(f"autograd[all_reduce-{_op}]", partial(case_all_reduce_forward_only, op=_op))
 for _op in ("sum", "avg"):
     register(f"autograd[reduce_scatter-{_op}]", partial(case_reduce_scatter, op=_op))
     register(f"autograd[all_reduce-{_op}]", partial(case_all_reduce, op=_op))
