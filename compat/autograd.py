@@ -74,8 +74,10 @@ def _copy(x: Tensor) -> Tensor:
     return result
 
 
-def all_gather(tensor: Tensor, group: Group | None = None) -> Tensor:
-    """Gather every rank's ``tensor`` concatenated on dim 0; differentiable.
+def all_gather(tensor: Tensor, group: Group | None = None, *, dim: int = 0) -> Tensor:
+    """Gather every rank's ``tensor`` concatenated on dim ``dim`` (default 0, negative counts
+    from the end: funcol's ``gather_dim``); differentiable: the backward is a SUM
+    reduce_scatter of the gradient on the same dim.
 
     Examples
     --------
@@ -88,8 +90,8 @@ def all_gather(tensor: Tensor, group: Group | None = None) -> Tensor:
     return _apply(
         tensor,
         group,
-        lambda x: collectives.all_gather_into_tensor(x, group),
-        lambda grad: collectives.reduce_scatter_tensor(grad, ReduceOp.SUM, group),
+        lambda x: collectives.all_gather_into_tensor(x, group, dim=dim),
+        lambda grad: collectives.reduce_scatter_tensor(grad, ReduceOp.SUM, group, dim=dim),
     )
 
 
@@ -134,18 +136,21 @@ def all_gather_tuple(tensor: Tensor, group: Group | None = None) -> tuple[Tensor
 
 
 def reduce_scatter(
-    tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None
+    tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None, *, dim: int = 0
 ) -> Tensor:
-    """Reduce ``tensor`` across ranks and return this rank's part of dim 0; differentiable."""
+    """Reduce ``tensor`` across ranks and return this rank's part of dim ``dim`` (default 0,
+    negative counts from the end: funcol's ``scatter_dim``); differentiable: the backward is an
+    all_gather of the gradient on the same dim (divided by the group size for AVG)."""
     reduce_op = _check_op(op)
 
+    def forward(x: Tensor) -> Tensor:
+        return collectives.reduce_scatter_tensor(x, reduce_op, group, dim=dim)
+
     def backward(grad: Tensor) -> Tensor:
-        gathered = collectives.all_gather_into_tensor(grad, group)
+        gathered = collectives.all_gather_into_tensor(grad, group, dim=dim)
         return gathered if reduce_op is ReduceOp.SUM else gathered / lifecycle.get_world_size(group)
 
-    return _apply(
-        tensor, group, lambda x: collectives.reduce_scatter_tensor(x, reduce_op, group), backward
-    )
+    return _apply(tensor, group, forward, backward)
 
 
 def all_reduce(tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None) -> Tensor:
