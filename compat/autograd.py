@@ -8,8 +8,8 @@ the gradients of their losses with respect to its input, which is what data-para
   reduce_scatter of the gradient (each rank gets the sum over ranks of its rows' gradients).
 - ``all_gather_tuple``: ``all_gather`` with ``torch.distributed.nn.functional.all_gather``'s
   result, a tuple of one tensor per rank (what ``compat port`` rewrites that call to).
-- ``reduce_scatter``: forward reduce_scatter_tensor; backward an all_gather of the gradient
-  (divided by the group size for AVG).
+- ``reduce_scatter``: forward reduce_scatter_tensor with any op; backward an all_gather of the
+  gradient (divided by the group size for AVG; other ops raise).
 - ``all_reduce``: forward an all_reduce of a copy with any op (the input is not modified);
   backward an all_reduce of the gradient (SUM for SUM, AVG for AVG; other ops raise).
 - ``all_to_all_single``: forward all_to_all_single (part i of dim 0 to group rank i); backward
@@ -24,9 +24,9 @@ the gradients of their losses with respect to its input, which is what data-para
   gradients. ``scatter``: forward a scatter from ``src``; backward a gather of the gradients to
   ``src`` (zeros for the other ranks' inputs).
 
-Only SUM and AVG have these gradients: ``all_reduce`` takes every op forward and its backward
-raises UnsupportedError for the others (as funcol's all_reduce does); ``reduce_scatter`` and
-``reduce`` refuse them when called. Roots
+Only SUM and AVG have these gradients: ``all_reduce`` and ``reduce_scatter`` take every op
+forward and their backward raises UnsupportedError for the others (as funcol's do for every op
+but sum); ``reduce`` refuses them when called. Roots
 (``src``, ``dst``) are global ranks, as torch.distributed.nn.functional's.
 """
 
@@ -53,6 +53,17 @@ def _check_op(op: object) -> ReduceOp:
             f"op: compat.autograd differentiates SUM and AVG; got {reduce_op.name}"
         )
     return reduce_op
+
+
+def _check_backward_op(reduce_op: ReduceOp, function: str) -> None:
+    """Raised in the backward of a function that reduces with every op forward: on each rank,
+    before any communication (every rank runs the backward of the same op)."""
+    if reduce_op not in _DIFFERENTIABLE_OPS:
+        name = reduce_op.name.lower()
+        raise UnsupportedError(
+            f"op: {function} backward only supports 'sum' and 'avg' reduction, got '{name}' "
+            f"(compat.autograd.{function} takes every op forward and differentiates SUM and AVG)"
+        )
 
 
 def _apply(
@@ -138,15 +149,19 @@ def all_gather_tuple(tensor: Tensor, group: Group | None = None) -> tuple[Tensor
 def reduce_scatter(
     tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None, *, dim: int = 0
 ) -> Tensor:
-    """Reduce ``tensor`` across ranks and return this rank's part of dim ``dim`` (default 0,
-    negative counts from the end: funcol's ``scatter_dim``); differentiable: the backward is an
-    all_gather of the gradient on the same dim (divided by the group size for AVG)."""
-    reduce_op = _check_op(op)
+    """Reduce ``tensor`` across ranks, with any op compat takes on the backend, and return this
+    rank's part of dim ``dim`` (default 0, negative counts from the end: funcol's
+    ``scatter_dim``); differentiable for SUM and AVG: the backward is an all_gather of the
+    gradient on the same dim (divided by the group size for AVG). For the other ops the backward
+    raises UnsupportedError on each rank before any communication, as funcol's
+    ``reduce_scatter_tensor`` raises for every op but sum."""
+    reduce_op = parse_op(op)
 
     def forward(x: Tensor) -> Tensor:
         return collectives.reduce_scatter_tensor(x, reduce_op, group, dim=dim)
 
     def backward(grad: Tensor) -> Tensor:
+        _check_backward_op(reduce_op, "reduce_scatter")
         gathered = collectives.all_gather_into_tensor(grad, group, dim=dim)
         return gathered if reduce_op is ReduceOp.SUM else gathered / lifecycle.get_world_size(group)
 
@@ -178,13 +193,7 @@ def all_reduce(tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None =
         return result
 
     def backward(grad: Tensor) -> Tensor:
-        if reduce_op not in _DIFFERENTIABLE_OPS:
-            name = reduce_op.name.lower()
-            raise UnsupportedError(
-                f"op: all_reduce backward only supports 'sum' and 'avg' reduction, got "
-                f"'{name}' (compat.autograd.all_reduce takes every op forward and differentiates "
-                "SUM and AVG)"
-            )
+        _check_backward_op(reduce_op, "all_reduce")
         return reduced_copy(grad)
 
     return _apply(tensor, group, reduced_copy, backward)

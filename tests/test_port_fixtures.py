@@ -266,7 +266,7 @@ EXPECTED: dict[str, Expected] = {
             "_functional_collectives.reduce_scatter_single": 1,
             "_functional_collectives.all_gather_single_autograd": 1,
             "_functional_collectives.all_gather_tensor_autograd": 1,
-            "_functional_collectives.reduce_scatter_single_autograd": 1,
+            "_functional_collectives.reduce_scatter_single_autograd": 2,  # "sum" and "max"
             "_functional_collectives.reduce_scatter_tensor_autograd": 1,
             "nn.functional.all_reduce": 1,  # written torch.distributed.nn.all_reduce
             "_functional_collectives.all_to_all_single_autograd": 1,
@@ -277,9 +277,7 @@ EXPECTED: dict[str, Expected] = {
             "nn.functional.scatter": 1,
             "get_world_size": 5,
             "get_rank": 4,
-        },
-        # compat.autograd.reduce_scatter refuses MAX, where funcol's forward runs it
-        left={"_functional_collectives.reduce_scatter_single_autograd": 1},
+        }
     ),
     "left_on_torch.py": Expected(
         # the all_reduce whose op comes from a map holding PREMUL_SUM stays on torch, and so do

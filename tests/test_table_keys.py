@@ -121,10 +121,10 @@ def test_result_is_recorded_where_compat_returns_something_else() -> None:
 
 def test_ops_are_recorded_where_compat_behaves_as_torch_with_some_ops_only() -> None:
     """A pair's ``ops`` (the compat.ReduceOp members compat port rewrites its calls with) names
-    members of compat.ReduceOp. torch.distributed.nn.functional.all_reduce all-reduces the
-    gradient with MAX too, where compat.autograd.all_reduce's backward raises; and
-    compat.autograd.reduce_scatter refuses MAX when called, where torch's forms run it: SUM and
-    AVG. funcol's all_reduce, whose backward raises for every op but sum, has none."""
+    members of compat.ReduceOp. torch.distributed.nn.functional's all_reduce all-reduces the
+    gradient with MAX too, and its reduce_scatter all-gathers it ignoring op, where
+    compat.autograd's backward raises: SUM and AVG. funcol's all_reduce and reduce_scatter,
+    whose backward raises for every op but sum, have none."""
     with_ops = [pair for _, pair in _pairs() if "ops" in pair]
     for pair in with_ops:
         assert set(pair["ops"]) <= set(ReduceOp.__members__), pair["ops"]
@@ -133,8 +133,9 @@ def test_ops_are_recorded_where_compat_behaves_as_torch_with_some_ops_only() -> 
     funcol = "torch.distributed._functional_collectives."
     assert _pair(f"{functional}all_reduce", "autograd.all_reduce")["ops"] == ["SUM", "AVG"]
     assert "ops" not in _pair(f"{funcol}all_reduce", "autograd.all_reduce")
-    for name in ("reduce_scatter_single_autograd", "reduce_scatter_tensor_autograd"):
-        assert _pair(f"{funcol}{name}", "autograd.reduce_scatter")["ops"] == ["SUM", "AVG"]
+    assert _pair(f"{functional}reduce_scatter", "autograd.reduce_scatter")["ops"] == ["SUM", "AVG"]
+    for name in ("single", "tensor", "single_autograd", "tensor_autograd"):
+        assert "ops" not in _pair(f"{funcol}reduce_scatter_{name}", "autograd.reduce_scatter")
 
 
 def _result_row(pair: dict[str, Any]) -> str:

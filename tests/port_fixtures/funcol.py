@@ -71,7 +71,6 @@ def scatter_rows(t: torch.Tensor, group: Any) -> torch.Tensor:
 
 
 def scatter_max(t: torch.Tensor, group: Any) -> torch.Tensor:
-    # compat.autograd.reduce_scatter refuses MAX: stays on torch
     return funcol.reduce_scatter_single_autograd(t, "max", 0, group)
 
 
@@ -84,10 +83,16 @@ def differentiable_on_dims(group: Any) -> dict[str, Any]:
         warnings.simplefilter("ignore", FutureWarning)  # the *_tensor_autograd names
         for name, function in (("gather_columns", gather_columns), ("gather_last", gather_last),
                                ("scatter_columns", scatter_columns),
-                               ("scatter_rows", scatter_rows)):  # fmt: skip
+                               ("scatter_rows", scatter_rows),
+                               # the plain forms: torch 2.13 differentiates them too
+                               ("gather_single", sp_all_gather_single),
+                               ("gather_tensor", sp_all_gather),
+                               ("scatter_single", sp_reduce_scatter_single),
+                               ("scatter_tensor", sp_reduce_scatter)):  # fmt: skip
             x = torch.arange(6.0 * world).reshape(2 * world, 3)[:, :2] * (rank + 1.0)
             x.requires_grad_(True)
-            y = function(x * 1.0 if "scatter" not in name else torch.cat([x] * world, 1), group)
+            wide = name in ("scatter_columns", "scatter_rows")
+            y = function(torch.cat([x] * world, 1) if wide else x * 1.0, group)
             (y * torch.arange(float(y.numel())).reshape(y.shape)).sum().backward()
             results[name] = [y * 1.0, x.grad]
     results["scatter_max"] = scatter_max(torch.arange(2.0 * world) * (rank + 1.0), group)

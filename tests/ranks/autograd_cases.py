@@ -428,14 +428,37 @@ def case_bad_exchange(kit: Any) -> None:
     np.testing.assert_array_equal(kit.numpy(total), np.full(2, float(n)))
 
 
-def case_unsupported_op(kit: Any) -> None:
-    tensor = kit.tensor(np.ones((world(), 2)), "float32")
-    try:
-        compat.autograd.reduce_scatter(tensor, "max")
-    except compat.UnsupportedError as error:
-        assert str(error).startswith("op: compat.autograd differentiates SUM and AVG; got MAX")
-    else:
-        raise AssertionError("expected UnsupportedError for MAX")
+def case_reduce_scatter_forward_only(kit: Any, op: str) -> None:
+    """An op compat.autograd.reduce_scatter reduces with but does not differentiate: this rank's
+    part of the reduction (as numpy's, and on torch as funcol's reduce_scatter_tensor), then a
+    backward that raises on every rank before any communication, where funcol's raises too
+    (torch's message checked beside compat's); then a collective runs."""
+    n, me = world(), rank()
+    xs = [random_floats(f"rs-{op}-x", r, (2 * n, 3)) for r in range(n)]
+    ws = [random_floats(f"rs-{op}-w", r, (2, 3)) for r in range(n)]
+    reduce = {"max": np.max, "min": np.min, "product": np.prod}[op]
+    expected = reduce(np.stack(xs), axis=0)[2 * me : 2 * me + 2]
+    mine = compat.autograd.reduce_scatter(kit.tensor(xs[me], "float32"), op)
+    np.testing.assert_allclose(kit.numpy(mine), expected, **TOLERANCE, err_msg=op)
+    if kit.framework == "torch":
+        import torch.distributed as dist
+        import torch.distributed._functional_collectives as funcol
+
+        x = kit.tensor(xs[me], "float32").requires_grad_(True)
+        theirs = funcol.reduce_scatter_single(x, op, 0, dist.group.WORLD)
+        np.testing.assert_allclose(kit.numpy(theirs), kit.numpy(mine), **TOLERANCE)
+        said = f"reduce_scatter_tensor backward only supports 'sum' reduction, got '{op}'"
+        _refused(lambda: theirs.sum().backward(), RuntimeError, said)
+    weights = kit.tensor(ws[me], "float32")
+    _refused(
+        lambda: kit.value_and_grad(
+            lambda x: (compat.autograd.reduce_scatter(x, op) * weights).sum(), xs[me]
+        ),
+        compat.UnsupportedError,
+        f"op: reduce_scatter backward only supports 'sum' and 'avg' reduction, got '{op}'",
+    )
+    total = compat.autograd.all_reduce(kit.tensor(np.ones(2), "float32"))
+    np.testing.assert_array_equal(kit.numpy(total), np.full(2, float(n)))
 
 
 register("autograd[all_gather]", case_all_gather)
@@ -453,7 +476,6 @@ for _shape, _name in (((), "0d"), ((2, 3), "2d"), ((4,), "1d-group")):
     )
 register("autograd[all_reduce-group-as-ranks]", case_all_reduce_group_as_ranks)
 register("autograd[clip]", case_clip)
-register("autograd[unsupported_op]", case_unsupported_op)
 register("autograd[bad-exchange]", case_bad_exchange)
 register("autograd[all_to_all-list]", case_all_to_all_list)
 for _flag in (False, True):
@@ -468,6 +490,7 @@ for _uneven, _flag in ((False, False), (True, False), (True, True)):
     )
 for _op in ("max", "min", "product"):
     register(f"autograd[all_reduce-{_op}]", partial(case_all_reduce_forward_only, op=_op))
+    register(f"autograd[reduce_scatter-{_op}]", partial(case_reduce_scatter_forward_only, op=_op))
 for _op in ("sum", "avg"):
     register(f"autograd[reduce_scatter-{_op}]", partial(case_reduce_scatter, op=_op))
     register(f"autograd[all_reduce-{_op}]", partial(case_all_reduce, op=_op))

@@ -1486,7 +1486,7 @@ def bad_destroy_group(ctx: Ctx, args: dict[str, Any]) -> Bad:
 
 
 DIFFERENTIABLE_OPS = ["sum", "avg", compat.ReduceOp.SUM, compat.ReduceOp.AVG, "AVG"]
-#: compat.autograd.all_reduce reduces with these too (its backward raises for them)
+#: compat.autograd's all_reduce and reduce_scatter reduce with these too (their backward raises)
 FORWARD_ONLY_OPS = ["max", "MIN", "product", compat.ReduceOp.MAX]
 
 
@@ -2065,14 +2065,20 @@ def _specs() -> list[Spec]:
         Spec(
             "autograd.reduce_scatter",
             ag.reduce_scatter,
-            partial(good_autograd, op=True, rows_times_n=True, zero_d=False, dims=True),
+            partial(
+                good_autograd,
+                op=True,
+                rows_times_n=True,
+                zero_d=False,
+                dims=True,
+                ops=DIFFERENTIABLE_OPS + FORWARD_ONLY_OPS,
+            ),
             [
                 not_tensor("tensor"),
                 zero_d("tensor"),
                 indivisible("tensor"),
                 unsupported_dtype("tensor"),
                 bad_op(),
-                _m("op/not_differentiable", not_differentiable),
                 bad_group(),
                 bad_dim(),
             ],
