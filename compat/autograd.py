@@ -8,10 +8,10 @@ the gradients of their losses with respect to its input, which is what data-para
   reduce_scatter of the gradient (each rank gets the sum over ranks of its rows' gradients).
 - ``all_gather_tuple``: ``all_gather`` with ``torch.distributed.nn.functional.all_gather``'s
   result, a tuple of one tensor per rank (what ``compat port`` rewrites that call to).
-- ``reduce_scatter``: forward reduce_scatter_tensor; backward an all_gather of the gradient
-  (divided by the group size for AVG).
-- ``all_reduce``: forward an all_reduce of a copy (the input is not modified); backward an
-  all_reduce of the gradient (SUM for SUM, AVG for AVG).
+- ``reduce_scatter``: forward reduce_scatter_tensor with any op; backward an all_gather of the
+  gradient (divided by the group size for AVG; other ops raise).
+- ``all_reduce``: forward an all_reduce of a copy with any op (the input is not modified);
+  backward an all_reduce of the gradient (SUM for SUM, AVG for AVG; other ops raise).
 - ``all_to_all_single``: forward all_to_all_single (part i of dim 0 to group rank i); backward
   all_to_all_single of the gradient with the split sizes swapped (each part goes back).
 - ``all_to_all``: the list form, built on ``all_to_all_single`` of the flattened tensors; the
@@ -24,7 +24,9 @@ the gradients of their losses with respect to its input, which is what data-para
   gradients. ``scatter``: forward a scatter from ``src``; backward a gather of the gradients to
   ``src`` (zeros for the other ranks' inputs).
 
-Only SUM and AVG have these gradients; MIN, MAX and PRODUCT raise UnsupportedError. Roots
+Only SUM and AVG have these gradients: ``all_reduce`` and ``reduce_scatter`` take every op
+forward and their backward raises UnsupportedError for the others (as funcol's do for every op
+but sum); ``reduce`` refuses them when called. Roots
 (``src``, ``dst``) are global ranks, as torch.distributed.nn.functional's.
 """
 
@@ -53,6 +55,17 @@ def _check_op(op: object) -> ReduceOp:
     return reduce_op
 
 
+def _check_backward_op(reduce_op: ReduceOp, function: str) -> None:
+    """Raised in the backward of a function that reduces with every op forward: on each rank,
+    before any communication (every rank runs the backward of the same op)."""
+    if reduce_op not in _DIFFERENTIABLE_OPS:
+        name = reduce_op.name.lower()
+        raise UnsupportedError(
+            f"op: {function} backward only supports 'sum' and 'avg' reduction, got '{name}' "
+            f"(compat.autograd.{function} takes every op forward and differentiates SUM and AVG)"
+        )
+
+
 def _apply(
     tensor: Tensor,
     group: Group | None,
@@ -68,8 +81,17 @@ def _apply(
     return current.adapter.differentiable(forward, backward)(tensor)
 
 
-def all_gather(tensor: Tensor, group: Group | None = None) -> Tensor:
-    """Gather every rank's ``tensor`` concatenated on dim 0; differentiable.
+def _copy(x: Tensor) -> Tensor:
+    adapter = state.current().adapter
+    result = adapter.empty(adapter.shape(x), x)
+    adapter.copy_(result, x)
+    return result
+
+
+def all_gather(tensor: Tensor, group: Group | None = None, *, dim: int = 0) -> Tensor:
+    """Gather every rank's ``tensor`` concatenated on dim ``dim`` (default 0, negative counts
+    from the end: funcol's ``gather_dim``); differentiable: the backward is a SUM
+    reduce_scatter of the gradient on the same dim.
 
     Examples
     --------
@@ -82,8 +104,8 @@ def all_gather(tensor: Tensor, group: Group | None = None) -> Tensor:
     return _apply(
         tensor,
         group,
-        lambda x: collectives.all_gather_into_tensor(x, group),
-        lambda grad: collectives.reduce_scatter_tensor(grad, ReduceOp.SUM, group),
+        lambda x: collectives.all_gather_into_tensor(x, group, dim=dim),
+        lambda grad: collectives.reduce_scatter_tensor(grad, ReduceOp.SUM, group, dim=dim),
     )
 
 
@@ -128,34 +150,56 @@ def all_gather_tuple(tensor: Tensor, group: Group | None = None) -> tuple[Tensor
 
 
 def reduce_scatter(
-    tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None
+    tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None, *, dim: int = 0
 ) -> Tensor:
-    """Reduce ``tensor`` across ranks and return this rank's part of dim 0; differentiable."""
-    reduce_op = _check_op(op)
+    """Reduce ``tensor`` across ranks, with any op compat takes on the backend, and return this
+    rank's part of dim ``dim`` (default 0, negative counts from the end: funcol's
+    ``scatter_dim``); differentiable for SUM and AVG: the backward is an all_gather of the
+    gradient on the same dim (divided by the group size for AVG). For the other ops the backward
+    raises UnsupportedError on each rank before any communication, as funcol's
+    ``reduce_scatter_tensor`` raises for every op but sum."""
+    reduce_op = parse_op(op)
+
+    def forward(x: Tensor) -> Tensor:
+        return collectives.reduce_scatter_tensor(x, reduce_op, group, dim=dim)
 
     def backward(grad: Tensor) -> Tensor:
-        gathered = collectives.all_gather_into_tensor(grad, group)
+        _check_backward_op(reduce_op, "reduce_scatter")
+        gathered = collectives.all_gather_into_tensor(grad, group, dim=dim)
         return gathered if reduce_op is ReduceOp.SUM else gathered / lifecycle.get_world_size(group)
 
-    return _apply(
-        tensor, group, lambda x: collectives.reduce_scatter_tensor(x, reduce_op, group), backward,
-        reduce_op,
-    )  # fmt: skip
+    return _apply(tensor, group, forward, backward, reduce_op)
 
 
 def all_reduce(tensor: Tensor, op: ReduceOp | str = "sum", group: Group | None = None) -> Tensor:
-    """Reduce ``tensor`` across ranks into a new tensor (the input is left as it is);
-    differentiable."""
-    reduce_op = _check_op(op)
+    """Reduce ``tensor`` across ranks into a new tensor (the input is left as it is), with any
+    op compat takes on the backend; differentiable for SUM and AVG.
+
+    The backward all-reduces the gradient with the same op (the gradient of SUM and of AVG).
+    For every other op (MIN, MAX, PRODUCT, the bitwise ones) the forward runs and the backward
+    raises UnsupportedError (a RuntimeError) on each rank before any communication, as funcol's
+    ``all_reduce``, whose backward raises "all_reduce backward only supports 'sum' reduction"
+    (AVG included: compat differentiates it, as ``torch.distributed.nn.functional.all_reduce``).
+
+    Examples
+    --------
+    With 2 ranks::
+
+        >>> peak = compat.autograd.all_reduce(loss.detach(), "max")   # every rank: the maximum
+        >>> total = compat.autograd.all_reduce(x)                      # differentiable: SUM
+    """
+    reduce_op = parse_op(op)
 
     def reduced_copy(x: Tensor) -> Tensor:
-        adapter = state.current().adapter
-        result = adapter.empty(adapter.shape(x), x)
-        adapter.copy_(result, x)
+        result = _copy(x)
         collectives.all_reduce(result, reduce_op, group)
         return result
 
-    return _apply(tensor, group, reduced_copy, reduced_copy, reduce_op)
+    def backward(grad: Tensor) -> Tensor:
+        _check_backward_op(reduce_op, "all_reduce")
+        return reduced_copy(grad)
+
+    return _apply(tensor, group, reduced_copy, backward, reduce_op)
 
 
 def _exchange(x: Tensor, receive: list[int], send: list[int], group: Group | None) -> Tensor:
@@ -272,13 +316,6 @@ def _rooted(
     resolved = current.checks.group(group)
     global_root = current.checks.peer(root, param, resolved)
     return global_root, current.checks.rank == global_root, current.adapter.shape(tensor)
-
-
-def _copy(x: Tensor) -> Tensor:
-    adapter = state.current().adapter
-    result = adapter.empty(adapter.shape(x), x)
-    adapter.copy_(result, x)
-    return result
 
 
 def broadcast(tensor: Tensor, src: int, group: Group | None = None) -> Tensor:

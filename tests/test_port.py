@@ -1422,12 +1422,12 @@ def test_bitwise_ops_are_rewritten_to_compat() -> None:
     ]
 
 
-def test_a_functional_all_reduce_whose_op_compat_autograd_refuses_stays_on_torch() -> None:
+def test_a_functional_all_reduce_is_rewritten_with_every_op() -> None:
     """funcol's all_reduce runs its forward with every op (torchao's NVFP4 tensor-parallel
-    linear syncs amaxes with "MAX"); compat.autograd.all_reduce, what it is rewritten to, takes
-    SUM and AVG only and raises UnsupportedError for the rest. A literal op it refuses (a
-    string in any case, or a ReduceOp member) keeps the call on torch, saying why; SUM and AVG
-    are rewritten; a computed op is rewritten, and the finding says what it assumes."""
+    linear syncs amaxes with "MAX") and its backward raises for every op but sum;
+    compat.autograd.all_reduce, what it is rewritten to, reduces with every op and its backward
+    raises for every op but SUM and AVG: every call is rewritten, a computed op too (torchtitan
+    hands ``ReduceOp.MAX.name`` down to a helper), with no assumption to report."""
     result = port_text(
         """
         from torch.distributed._functional_collectives import all_reduce
@@ -1443,22 +1443,15 @@ def test_a_functional_all_reduce_whose_op_compat_autograd_refuses_stays_on_torch
         """
     )
     text = result.rewritten
-    assert 'col = all_reduce(x, "MAX", group)' in text
-    assert 'row = all_reduce(x, reduceOp="min", group=group)' in text
-    assert 'prod = all_reduce(x, "product", group)' in text
+    assert 'col = compat.autograd.all_reduce(x, "MAX", group)' in text
+    assert 'row = compat.autograd.all_reduce(x, op="min", group=group)' in text
+    assert 'prod = compat.autograd.all_reduce(x, "product", group)' in text
     assert 'grad = compat.autograd.all_reduce(bias, "SUM", group)' in text
     assert 'mean = compat.autograd.all_reduce(bias, "avg", group)' in text
     assert "other = compat.autograd.all_reduce(y, op, group)" in text
-    calls = [f for f in result.findings if f.call and f.torch.endswith("all_reduce")]
-    left = [f for f in calls if not f.rewritten]
-    assert [f.line for f in left] == [5, 6, 7]
-    for finding in left:
-        assert finding.category == "differentiable op"
-        assert finding.reason is not None and "SUM and AVG" in finding.reason
-    computed = [f for f in calls if f.line == 10]
-    assert computed[0].rewritten
-    assert computed[0].assumed is not None and "SUM or AVG" in computed[0].assumed
-    # torchtitan's pattern: a helper takes the op's name, its callers pass ReduceOp.MAX.name
+    assert all(f.rewritten and not f.assumed for f in result.findings if f.call), [
+        f.text() for f in result.findings
+    ]
     helper = port_text(
         """
         import torch.distributed as dist
@@ -1470,23 +1463,61 @@ def test_a_functional_all_reduce_whose_op_compat_autograd_refuses_stays_on_torch
         def dist_max(x, group):
             return _reduce(x, reduceOp=dist.ReduceOp.MAX.name, group=group)
 
-        def dist_sum(x, group):
-            local = funcol.all_reduce(x, reduceOp=dist.ReduceOp.SUM.name, group=group)
-            least = funcol.all_reduce(local, reduceOp=dist.ReduceOp.MIN.name, group=group)
-            return funcol.all_reduce(least, dist.ReduceOp.PRODUCT, group)
+        def dist_min(x, group):
+            return funcol.all_reduce(x, reduceOp=dist.ReduceOp.MIN.name, group=group)
         """
     )
     text = helper.rewritten
-    assert "return funcol.all_reduce(x, reduceOp=reduceOp, group=group)" in text
-    assert "compat.autograd.all_reduce(x, op=dist.ReduceOp.SUM.name, group=group)" in text
-    assert "funcol.all_reduce(local, reduceOp=dist.ReduceOp.MIN.name, group=group)" in text
-    assert "funcol.all_reduce(least, dist.ReduceOp.PRODUCT, group)" in text
-    reasons = [f.reason or "" for f in helper.findings if f.call and not f.rewritten]
-    assert len(reasons) == 3
-    assert (
-        "computed" in reasons[0] and "ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PRODUCT:" in reasons[0]
+    assert "return compat.autograd.all_reduce(x, op=reduceOp, group=group)" in text
+    assert "_reduce(x, reduceOp=compat.ReduceOp.MAX.name, group=group)" in text
+    assert "compat.autograd.all_reduce(x, op=compat.ReduceOp.MIN.name, group=group)" in text
+    assert all(f.rewritten for f in helper.findings), [f.text() for f in helper.findings]
+
+
+def test_nn_functional_all_reduce_stays_on_torch_with_an_op_whose_backward_differs() -> None:
+    """torch.distributed.nn.functional.all_reduce's backward all-reduces the gradient with the
+    forward's op, MAX too, where compat.autograd.all_reduce's raises: a literal op other than
+    SUM and AVG (the pair's ops) keeps the call on torch, saying why; SUM and AVG are
+    rewritten; a computed op is left where the file names another member (MAX), else rewritten
+    with the assumption said; funcol's all_reduce in the same file is rewritten whatever op."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+        import torch.distributed._functional_collectives as funcol
+        import torch.distributed.nn.functional as F
+
+        def sync(x, op, group):
+            peak = F.all_reduce(x, op=dist.ReduceOp.MAX)
+            total = F.all_reduce(x)
+            mean = F.all_reduce(x, dist.ReduceOp.AVG, group)
+            other = F.all_reduce(x, op)
+            same = funcol.all_reduce(x, op, group)
+            return peak, total, mean, other, same
+        """
     )
-    assert reasons[1].startswith("op MIN") and reasons[2].startswith("op PRODUCT")
+    text = result.rewritten
+    assert "peak = F.all_reduce(x, op=dist.ReduceOp.MAX)" in text
+    assert "total = compat.autograd.all_reduce(x)" in text
+    assert "mean = compat.autograd.all_reduce(x, dist.ReduceOp.AVG, group)" in text
+    assert "other = F.all_reduce(x, op)" in text
+    assert "same = compat.autograd.all_reduce(x, op, group)" in text
+    left = [f for f in result.findings if f.call and not f.rewritten]
+    assert [f.line for f in left] == [7, 10], [f.text() for f in result.findings]
+    for finding in left:
+        assert finding.category == "differentiable op"
+        assert finding.reason is not None and "with SUM and AVG only" in finding.reason
+    assert left[0].reason is not None and left[0].reason.startswith("op MAX")
+    assert left[1].reason is not None and "the file names ReduceOp.MAX" in left[1].reason
+    unnamed = port_text(
+        """
+        import torch.distributed.nn.functional as F
+
+        def sync(x, op):
+            return F.all_reduce(x, op)
+        """
+    )
+    (call,) = [f for f in unnamed.findings if f.call]
+    assert call.rewritten and call.assumed is not None and "SUM or AVG" in call.assumed
 
 
 def test_a_member_s_name_is_that_member_not_a_member_compat_lacks() -> None:

@@ -261,11 +261,15 @@ EXPECTED: dict[str, Expected] = {
     ),
     "funcol.py": Expected(
         {
-            "_functional_collectives.all_reduce": 1,
+            "_functional_collectives.all_reduce": 3,  # "sum", "MAX" and "max"
             "_functional_collectives.all_gather_tensor": 1,
             "_functional_collectives.reduce_scatter_tensor": 1,
             "_functional_collectives.all_gather_single": 1,
             "_functional_collectives.reduce_scatter_single": 1,
+            "_functional_collectives.all_gather_single_autograd": 1,
+            "_functional_collectives.all_gather_tensor_autograd": 1,
+            "_functional_collectives.reduce_scatter_single_autograd": 2,  # "sum" and "max"
+            "_functional_collectives.reduce_scatter_tensor_autograd": 1,
             "nn.functional.all_reduce": 1,  # written torch.distributed.nn.all_reduce
             "_functional_collectives.all_to_all_single_autograd": 1,
             "nn.functional.all_to_all_single": 1,
@@ -273,8 +277,8 @@ EXPECTED: dict[str, Expected] = {
             "nn.functional.broadcast": 1,
             "nn.functional.gather": 1,
             "nn.functional.scatter": 1,
-            "get_world_size": 4,
-            "get_rank": 2,
+            "get_world_size": 5,
+            "get_rank": 4,
         }
     ),
     "weight_sync.py": Expected(

@@ -12,6 +12,7 @@ import pytest
 
 from compat.base import schema, tables
 from compat.base.errors import TableError
+from compat.base.types import ReduceOp
 
 FAMILIES = tables.families()
 
@@ -118,6 +119,25 @@ def test_result_is_recorded_where_compat_returns_something_else() -> None:
         assert "result" not in _pair(torch, compat), f"{torch} -> compat.{compat} returns the same"
 
 
+def test_ops_are_recorded_where_compat_behaves_as_torch_with_some_ops_only() -> None:
+    """A pair's ``ops`` (the compat.ReduceOp members compat port rewrites its calls with) names
+    members of compat.ReduceOp. torch.distributed.nn.functional's all_reduce all-reduces the
+    gradient with MAX too, and its reduce_scatter all-gathers it ignoring op, where
+    compat.autograd's backward raises: SUM and AVG. funcol's all_reduce and reduce_scatter,
+    whose backward raises for every op but sum, have none."""
+    with_ops = [pair for _, pair in _pairs() if "ops" in pair]
+    for pair in with_ops:
+        assert set(pair["ops"]) <= set(ReduceOp.__members__), pair["ops"]
+        assert pair["compat"] in {"autograd.all_reduce", "autograd.reduce_scatter"}, pair
+    functional = "torch.distributed.nn.functional."
+    funcol = "torch.distributed._functional_collectives."
+    assert _pair(f"{functional}all_reduce", "autograd.all_reduce")["ops"] == ["SUM", "AVG"]
+    assert "ops" not in _pair(f"{funcol}all_reduce", "autograd.all_reduce")
+    assert _pair(f"{functional}reduce_scatter", "autograd.reduce_scatter")["ops"] == ["SUM", "AVG"]
+    for name in ("single", "tensor", "single_autograd", "tensor_autograd"):
+        assert "ops" not in _pair(f"{funcol}reduce_scatter_{name}", "autograd.reduce_scatter")
+
+
 def _result_row(pair: dict[str, Any]) -> str:
     rows = [r for r in pair.get("rows", []) if r.get("topic") == "result"]
     return str(rows[0]["difference"]) if rows else ""
@@ -173,6 +193,14 @@ MALFORMED = [
             "torch.distributed.nn.functional.all_gather", "mindspore.mint.distributed.all_gather"
         ),
         ".result",
+    ),
+    (
+        "ops without compat",
+        "api_autograd",
+        _without_compat(
+            "torch.distributed.nn.functional.all_reduce", "mindspore.mint.distributed.all_reduce"
+        ),
+        ".ops",
     ),
     (
         "object with a signature",

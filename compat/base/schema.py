@@ -321,6 +321,9 @@ ROW = Record(
 #   no compat function of its own, with {param} for the call's argument of torch's parameter
 #   param and, after "|", what a parameter the call leaves out stands for ("group=None"):
 #   "compat.get_rank({group}) < 0 | group=None". Needs compat (the function or object it uses).
+# - ops: the compat.ReduceOp members (names) with which compat's function behaves as torch's
+#   API (its op parameter); `compat port` leaves a call passing another op on torch. Absent:
+#   every op compat has. Needs compat.
 PAIR = Record(
     required={"torch": TEXT, "mindspore": TEXT, "note": TEXT, "rows": ArrayOf(ROW)},
     optional={
@@ -329,6 +332,7 @@ PAIR = Record(
         "result": TEXT,
         "needs_one_of": ListOf(TEXT),
         "template": TEXT,
+        "ops": ListOf(TEXT),
     },
 )
 
@@ -634,7 +638,7 @@ def _check_pair(
             raise where.fail(f"{key}.{side}", f"{pair[side]!r} is no {side} entry of apis")
     if "compat" in pair and pair["compat"] not in compat:
         raise where.fail(f"{key}.compat", f"{pair['compat']!r} is no entry of compat")
-    for needs_compat in ("port", "result"):
+    for needs_compat in ("port", "result", "ops"):
         if needs_compat in pair and "compat" not in pair:
             raise where.fail(
                 f"{key}.{needs_compat}", "only on a pair with a compat key (it is about compat's)"

@@ -37,6 +37,68 @@ def sp_reduce_scatter_single(t: torch.Tensor, group: Any) -> torch.Tensor:
     return funcol.reduce_scatter_single(t, "sum", 0, group)
 
 
+def amax(t: torch.Tensor, group: Any) -> torch.Tensor:
+    """torchao's tensor-parallel low-precision linear syncs the absolute maxima."""
+    return funcol.all_reduce(t.abs().amax(dim=-1), "MAX", group)
+
+
+def max_backward(group: Any) -> list[Any]:
+    """funcol's all_reduce with MAX runs forward; its backward raises (on every rank)."""
+    x = torch.tensor([1.0 + dist.get_rank(), -2.0], requires_grad=True)
+    y = funcol.all_reduce(x * 1.0, "max", group)
+    try:
+        y.sum().backward()
+    except RuntimeError as error:
+        said = str(error)
+        return [y, "all_reduce backward only supports 'sum'" in said, "got 'max'" in said, x.grad]
+    return [y, "no error"]
+
+
+def gather_columns(t: torch.Tensor, group: Any) -> torch.Tensor:
+    return funcol.all_gather_single_autograd(t, 1, group)
+
+
+def gather_last(t: torch.Tensor, group: Any) -> torch.Tensor:
+    return funcol.all_gather_tensor_autograd(t, -1, group)
+
+
+def scatter_columns(t: torch.Tensor, group: Any) -> torch.Tensor:
+    return funcol.reduce_scatter_single_autograd(t, "sum", 1, group)
+
+
+def scatter_rows(t: torch.Tensor, group: Any) -> torch.Tensor:
+    return funcol.reduce_scatter_tensor_autograd(t, reduceOp="sum", scatter_dim=0, group=group)
+
+
+def scatter_max(t: torch.Tensor, group: Any) -> torch.Tensor:
+    return funcol.reduce_scatter_single_autograd(t, "max", 0, group)
+
+
+def differentiable_on_dims(group: Any) -> dict[str, Any]:
+    """funcol's *_autograd gathers and reduce-scatters on dims other than 0: each value and the
+    gradient of a weighted sum of it."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    results: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # the *_tensor_autograd names
+        for name, function in (("gather_columns", gather_columns), ("gather_last", gather_last),
+                               ("scatter_columns", scatter_columns),
+                               ("scatter_rows", scatter_rows),
+                               # the plain forms: torch 2.13 differentiates them too
+                               ("gather_single", sp_all_gather_single),
+                               ("gather_tensor", sp_all_gather),
+                               ("scatter_single", sp_reduce_scatter_single),
+                               ("scatter_tensor", sp_reduce_scatter)):  # fmt: skip
+            x = torch.arange(6.0 * world).reshape(2 * world, 3)[:, :2] * (rank + 1.0)
+            x.requires_grad_(True)
+            wide = name in ("scatter_columns", "scatter_rows")
+            y = function(torch.cat([x] * world, 1) if wide else x * 1.0, group)
+            (y * torch.arange(float(y.numel())).reshape(y.shape)).sum().backward()
+            results[name] = [y * 1.0, x.grad]
+    results["scatter_max"] = scatter_max(torch.arange(2.0 * world) * (rank + 1.0), group)
+    return results
+
+
 def row_parallel_output(partial: torch.Tensor) -> torch.Tensor:
     return torch.distributed.nn.all_reduce(partial)
 
@@ -121,4 +183,7 @@ def run() -> dict[str, Any]:
     (y * torch.tensor([1.0 + rank, -1.0])).sum().backward()
     results["nn.all_reduce"] = [y, x.grad]
     results["differentiable"] = differentiable_exchanges(get_tp_group())
+    results["amax"] = amax(torch.tensor([[1.0, -3.0 - rank], [2.0 * rank, 0.5]]), get_tp_group())
+    results["max_backward"] = max_backward(get_tp_group())
+    results["dims"] = differentiable_on_dims(get_tp_group())
     return results

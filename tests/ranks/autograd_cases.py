@@ -20,9 +20,14 @@ TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 def check(
     kit: Any, name: str, value: float, grad: np.ndarray, value_np: float, grad_np: np.ndarray
 ) -> None:
+    agree(name, value, grad, value_np, grad_np)
+    RECORDS.extend([np.array(value), grad])
+
+
+def agree(name: str, value: float, grad: np.ndarray, value_np: float, grad_np: np.ndarray) -> None:
+    """check() without the record test_parity compares (for what only torch computes)."""
     np.testing.assert_allclose(value, value_np, **TOLERANCE, err_msg=f"{name}: forward")
     np.testing.assert_allclose(grad, grad_np, **TOLERANCE, err_msg=f"{name}: gradient")
-    RECORDS.extend([np.array(value), grad])
 
 
 def case_all_gather(kit: Any) -> None:
@@ -34,6 +39,64 @@ def case_all_gather(kit: Any) -> None:
     )
     expected_grad = sum(w[2 * me : 2 * me + 2] for w in ws)
     check(kit, "all_gather", value, grad, float((np.concatenate(xs) * ws[me]).sum()), expected_grad)
+
+
+def case_all_gather_dim(kit: Any, dim: int) -> None:
+    """Concatenated on ``dim`` (funcol's gather_dim): rank me's gradient is the sum over ranks of
+    the slice of their weights that its tensor filled; on torch, funcol's
+    all_gather_tensor_autograd gives the same value and gradient."""
+    n, me = world(), rank()
+    xs = [random_floats(f"ag-dim{dim}-x", r, (2, 3)) for r in range(n)]
+    gathered = np.concatenate(xs, axis=dim)
+    ws = [random_floats(f"ag-dim{dim}-w", r, gathered.shape) for r in range(n)]
+    width = xs[me].shape[dim]
+    mine = [slice(None)] * 2
+    mine[dim] = slice(width * me, width * (me + 1))
+    expected = sum(w[tuple(mine)] for w in ws)
+    weights = kit.tensor(ws[me], "float32")
+    value, grad = kit.value_and_grad(
+        lambda x: (compat.autograd.all_gather(x, dim=dim) * weights).sum(), xs[me]
+    )
+    check(kit, f"all_gather dim={dim}", value, grad, float((gathered * ws[me]).sum()), expected)
+    if kit.framework == "torch":
+        import torch.distributed as dist
+        import torch.distributed._functional_collectives as funcol
+
+        theirs = kit.value_and_grad(
+            lambda x: (funcol.all_gather_tensor_autograd(x, dim, dist.group.WORLD) * weights).sum(),
+            xs[me],
+        )
+        agree(f"funcol all_gather_tensor_autograd {dim}", *theirs, value, grad)
+
+
+def case_reduce_scatter_dim(kit: Any, op: str, dim: int) -> None:
+    """This rank's part of ``dim`` (funcol's scatter_dim) of the reduction; every rank's input
+    gets the gradient of the part its weights cover (divided by the world size for AVG); on
+    torch, funcol's reduce_scatter_tensor_autograd gives the same value (and for SUM the same
+    gradient; its backward raises for AVG)."""
+    n, me = world(), rank()
+    xs = [random_floats(f"rs-dim{dim}-{op}-x", r, (3, 2 * n)) for r in range(n)]
+    ws = [random_floats(f"rs-dim{dim}-{op}-w", r, (3, 2)) for r in range(n)]
+    scale = 1.0 if op == "sum" else 1.0 / n
+    parts = [np.split(x, n, axis=dim)[me] for x in xs]
+    weights = kit.tensor(ws[me], "float32")
+    value, grad = kit.value_and_grad(
+        lambda x: (compat.autograd.reduce_scatter(x, op, dim=dim) * weights).sum(), xs[me]
+    )
+    expected = np.concatenate(ws, axis=dim) * scale
+    check(kit, f"reduce_scatter {op} dim={dim}", value, grad,
+          float((sum(parts) * scale * ws[me]).sum()), expected)  # fmt: skip
+    if kit.framework == "torch" and op == "sum":
+        import torch.distributed as dist
+        import torch.distributed._functional_collectives as funcol
+
+        theirs = kit.value_and_grad(
+            lambda x: (
+                funcol.reduce_scatter_tensor_autograd(x, op, dim, dist.group.WORLD) * weights
+            ).sum(),
+            xs[me],
+        )
+        agree(f"funcol reduce_scatter_tensor_autograd {dim}", *theirs, value, grad)
 
 
 def case_reduce_scatter(kit: Any, op: str) -> None:
@@ -69,6 +132,48 @@ def case_all_reduce(kit: Any, op: str) -> None:
     check(kit, f"all_reduce {op}", value, grad, float((reduced * ws[me]).sum()), sum(ws) * scale)
     compat.autograd.all_reduce(tensor, op)
     np.testing.assert_array_equal(kit.numpy(tensor), xs[me], "the input must be left unchanged")
+
+
+def case_all_reduce_forward_only(kit: Any, op: str) -> None:
+    """An op compat.autograd.all_reduce reduces with but does not differentiate: the forward
+    gives the reduction (as numpy's, and on torch as funcol's all_reduce), the input left as it
+    is; the backward raises on every rank before any communication, where funcol's raises too
+    (torch's message checked beside compat's); then a collective runs."""
+    n, me = world(), rank()
+    xs = [random_floats(f"ar-{op}-x", r, (2, 3)) for r in range(n)]
+    ws = [random_floats(f"ar-{op}-w", r, (2, 3)) for r in range(n)]
+    expected = {"max": np.max, "min": np.min, "product": np.prod}[op](np.stack(xs), axis=0)
+    tensor = kit.tensor(xs[me], "float32")
+    reduced = compat.autograd.all_reduce(tensor, op)
+    np.testing.assert_allclose(kit.numpy(reduced), expected, **TOLERANCE, err_msg=op)
+    np.testing.assert_array_equal(kit.numpy(tensor), xs[me], "the input must be left unchanged")
+    if kit.framework == "torch":
+        _torch_funcol_all_reduce(kit, op, xs[me], reduced)
+    weights = kit.tensor(ws[me], "float32")
+    _refused(
+        lambda: kit.value_and_grad(
+            lambda x: (compat.autograd.all_reduce(x, op) * weights).sum(), xs[me]
+        ),
+        compat.UnsupportedError,
+        f"op: all_reduce backward only supports 'sum' and 'avg' reduction, got '{op}'",
+    )
+    total = compat.autograd.all_reduce(kit.tensor(np.ones(2), "float32"))
+    np.testing.assert_array_equal(kit.numpy(total), np.full(2, float(n)))
+
+
+def _torch_funcol_all_reduce(kit: Any, op: str, mine: np.ndarray, reduced: Any) -> None:
+    """torch's own funcol all_reduce on the same input: the same forward, and a backward that
+    raises (torch 2.13's message)."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    x = kit.tensor(mine, "float32").requires_grad_(True)
+    theirs = funcol.all_reduce(x, op, dist.group.WORLD)
+    # compat may reduce in another order (shared memory): PRODUCT rounds differently
+    np.testing.assert_allclose(kit.numpy(theirs), kit.numpy(reduced), **TOLERANCE,
+                               err_msg=f"funcol {op}")  # fmt: skip
+    _refused(lambda: theirs.sum().backward(), RuntimeError,
+             f"all_reduce backward only supports 'sum' reduction, got '{op}'")  # fmt: skip
 
 
 def case_all_reduce_group_as_ranks(kit: Any) -> None:
@@ -328,17 +433,47 @@ def case_bad_exchange(kit: Any) -> None:
     np.testing.assert_array_equal(kit.numpy(total), np.full(2, float(n)))
 
 
-def case_unsupported_op(kit: Any) -> None:
-    tensor = kit.tensor(np.ones((world(), 2)), "float32")
-    try:
-        compat.autograd.reduce_scatter(tensor, "max")
-    except compat.UnsupportedError as error:
-        assert str(error).startswith("op: compat.autograd differentiates SUM and AVG; got MAX")
-    else:
-        raise AssertionError("expected UnsupportedError for MAX")
+def case_reduce_scatter_forward_only(kit: Any, op: str) -> None:
+    """An op compat.autograd.reduce_scatter reduces with but does not differentiate: this rank's
+    part of the reduction (as numpy's, and on torch as funcol's reduce_scatter_tensor), then a
+    backward that raises on every rank before any communication, where funcol's raises too
+    (torch's message checked beside compat's); then a collective runs."""
+    n, me = world(), rank()
+    xs = [random_floats(f"rs-{op}-x", r, (2 * n, 3)) for r in range(n)]
+    ws = [random_floats(f"rs-{op}-w", r, (2, 3)) for r in range(n)]
+    reduce = {"max": np.max, "min": np.min, "product": np.prod}[op]
+    expected = reduce(np.stack(xs), axis=0)[2 * me : 2 * me + 2]
+    mine = compat.autograd.reduce_scatter(kit.tensor(xs[me], "float32"), op)
+    np.testing.assert_allclose(kit.numpy(mine), expected, **TOLERANCE, err_msg=op)
+    if kit.framework == "torch":
+        import torch.distributed as dist
+        import torch.distributed._functional_collectives as funcol
+
+        x = kit.tensor(xs[me], "float32").requires_grad_(True)
+        theirs = funcol.reduce_scatter_single(x, op, 0, dist.group.WORLD)
+        np.testing.assert_allclose(kit.numpy(theirs), kit.numpy(mine), **TOLERANCE)
+        said = f"reduce_scatter_tensor backward only supports 'sum' reduction, got '{op}'"
+        _refused(lambda: theirs.sum().backward(), RuntimeError, said)
+    weights = kit.tensor(ws[me], "float32")
+    _refused(
+        lambda: kit.value_and_grad(
+            lambda x: (compat.autograd.reduce_scatter(x, op) * weights).sum(), xs[me]
+        ),
+        compat.UnsupportedError,
+        f"op: reduce_scatter backward only supports 'sum' and 'avg' reduction, got '{op}'",
+    )
+    total = compat.autograd.all_reduce(kit.tensor(np.ones(2), "float32"))
+    np.testing.assert_array_equal(kit.numpy(total), np.full(2, float(n)))
 
 
 register("autograd[all_gather]", case_all_gather)
+for _dim in (1, -1):
+    register(f"autograd[all_gather-dim{_dim}]", partial(case_all_gather_dim, dim=_dim))
+    for _op in ("sum", "avg"):
+        register(
+            f"autograd[reduce_scatter-{_op}-dim{_dim}]",
+            partial(case_reduce_scatter_dim, op=_op, dim=_dim),
+        )
 for _shape, _name in (((), "0d"), ((2, 3), "2d"), ((4,), "1d-group")):
     register(
         f"autograd[all_gather_tuple-{_name}]",
@@ -346,7 +481,6 @@ for _shape, _name in (((), "0d"), ((2, 3), "2d"), ((4,), "1d-group")):
     )
 register("autograd[all_reduce-group-as-ranks]", case_all_reduce_group_as_ranks)
 register("autograd[clip]", case_clip)
-register("autograd[unsupported_op]", case_unsupported_op)
 register("autograd[bad-exchange]", case_bad_exchange)
 register("autograd[all_to_all-list]", case_all_to_all_list)
 for _flag in (False, True):
@@ -359,6 +493,9 @@ for _uneven, _flag in ((False, False), (True, False), (True, True)):
         f"autograd[all_to_all_single-{'uneven' if _uneven else 'even'}{'-group' if _flag else ''}]",
         partial(case_all_to_all_single, uneven=_uneven, use_group=_flag),
     )
+for _op in ("max", "min", "product"):
+    register(f"autograd[all_reduce-{_op}]", partial(case_all_reduce_forward_only, op=_op))
+    register(f"autograd[reduce_scatter-{_op}]", partial(case_reduce_scatter_forward_only, op=_op))
 for _op in ("sum", "avg"):
     register(f"autograd[reduce_scatter-{_op}]", partial(case_reduce_scatter, op=_op))
     register(f"autograd[all_reduce-{_op}]", partial(case_all_reduce, op=_op))

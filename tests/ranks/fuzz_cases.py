@@ -1485,16 +1485,32 @@ def bad_destroy_group(ctx: Ctx, args: dict[str, Any]) -> Bad:
 # -- compat.autograd --------------------------------------------------------------------------
 
 
+DIFFERENTIABLE_OPS = ["sum", "avg", compat.ReduceOp.SUM, compat.ReduceOp.AVG, "AVG"]
+#: compat.autograd's all_reduce and reduce_scatter reduce with these too (their backward raises)
+FORWARD_ONLY_OPS = ["max", "MIN", "product", compat.ReduceOp.MAX]
+
+
 def good_autograd(
-    ctx: Ctx, op: bool = False, rows_times_n: bool = False, zero_d: bool = True
+    ctx: Ctx,
+    op: bool = False,
+    rows_times_n: bool = False,
+    zero_d: bool = True,
+    ops: list[Any] = DIFFERENTIABLE_OPS,
+    dims: bool = False,
 ) -> dict[str, Any]:
+    """One float tensor, an op of ``ops`` and (``dims``) a dim of it as ``dim``: any dim, or dim
+    0 where dim 0 is what the group size divides."""
     if ctx.dtype in GOOD_DTYPES:  # not an unsupported dtype made on purpose
         ctx.dtype = ctx.pick(["float32", "float64"])
     rows = ctx.integer(1, 3) * (ctx.n if rows_times_n else 1)
-    shapes: list[tuple[int, ...]] = [(rows,), (rows, 2)] + ([()] if zero_d else [])
-    args: dict[str, Any] = {"tensor": ctx.tensor(ctx.pick(shapes))}
+    shape: tuple[int, ...] = ctx.pick([(rows,), (rows, 2)] + ([()] if zero_d else []))
+    args: dict[str, Any] = {"tensor": ctx.tensor(shape)}
+    ctx.facts["ndim"] = len(shape)
+    if dims and ctx.chance(0.5):
+        dim = 0 if rows_times_n else ctx.integer(0, len(shape) - 1)
+        args["dim"] = dim - len(shape) if ctx.chance(0.3) else dim
     if op and ctx.chance(0.7):
-        args["op"] = ctx.pick(["sum", "avg", compat.ReduceOp.SUM, compat.ReduceOp.AVG, "AVG"])
+        args["op"] = ctx.pick(ops)
     return _group(ctx, args)
 
 
@@ -2027,12 +2043,13 @@ def _specs() -> list[Spec]:
         Spec(
             "autograd.all_gather",
             ag.all_gather,
-            partial(good_autograd, zero_d=False),
+            partial(good_autograd, zero_d=False, dims=True),
             [
                 not_tensor("tensor"),
                 zero_d("tensor"),
                 unsupported_dtype("tensor"),
                 bad_group(),
+                bad_dim(),
             ],
         ),
         Spec(
@@ -2048,26 +2065,32 @@ def _specs() -> list[Spec]:
         Spec(
             "autograd.reduce_scatter",
             ag.reduce_scatter,
-            partial(good_autograd, op=True, rows_times_n=True, zero_d=False),
+            partial(
+                good_autograd,
+                op=True,
+                rows_times_n=True,
+                zero_d=False,
+                dims=True,
+                ops=DIFFERENTIABLE_OPS + FORWARD_ONLY_OPS,
+            ),
             [
                 not_tensor("tensor"),
                 zero_d("tensor"),
                 indivisible("tensor"),
                 unsupported_dtype("tensor"),
                 bad_op(),
-                _m("op/not_differentiable", not_differentiable),
                 bad_group(),
+                bad_dim(),
             ],
         ),
         Spec(
             "autograd.all_reduce",
             ag.all_reduce,
-            partial(good_autograd, op=True),
+            partial(good_autograd, op=True, ops=DIFFERENTIABLE_OPS + FORWARD_ONLY_OPS),
             [
                 not_tensor("tensor"),
                 unsupported_dtype("tensor"),
                 bad_op(),
-                _m("op/not_differentiable", not_differentiable),
                 _m("op/avg_on_integers", autograd_integers, solo=True),
                 bad_group(),
             ],

@@ -146,7 +146,6 @@ _COLLECTED = frozenset(
 
 
 _OP_OWNERS = ("ReduceOp", "RedOpType")
-_DIFFERENTIABLE = ("SUM", "AVG")  # the ops compat.autograd differentiates
 
 
 def _literal_op(value: cst.BaseExpression) -> str | None:
@@ -254,9 +253,8 @@ class Rewriter(cst.CSTTransformer):
         self.outside_calls: dict[str, int] = {}
         #: the first assignment to a name of torch.distributed (`dist.get_rank = wrap(...)`)
         self._patch: str | None = None
-        #: ReduceOp members compat lacks that the file names anywhere (`ReduceOp.BAND`)
-        self._lacking_ops: set[str] = set()
-        self._refused_ops: set[str] = set()  # named members compat.autograd does not take
+        #: the ReduceOp members the file names anywhere (`ReduceOp.BAND`, `RedOpType.MAX`)
+        self._named_ops: set[str] = set()
 
     # -- names
 
@@ -355,11 +353,12 @@ class Rewriter(cst.CSTTransformer):
             if not name.startswith(_REDUCE_OP):
                 return
             parts = name[len(_REDUCE_OP) :].split(".")  # `MAX.name` names MAX
-            member = ".".join(parts[:2]) if parts[0] == "RedOpType" else parts[0]
-            if member not in ReduceOp.__members__:
-                self._lacking_ops.add(member)
-            if parts[-1 if parts[0] == "RedOpType" else 0] not in _DIFFERENTIABLE:
-                self._refused_ops.add(member.rsplit(".", 1)[-1])
+            self._named_ops.add(".".join(parts[:2]) if parts[0] == "RedOpType" else parts[0])
+
+    @property
+    def _lacking_ops(self) -> set[str]:
+        """The ReduceOp members the file names that compat.ReduceOp has no counterpart of."""
+        return {member for member in self._named_ops if member not in ReduceOp.__members__}
 
     def _op_compat_takes(self, arg: cst.Arg | None) -> bool:
         """Whether an ``op`` argument is one compat takes for sure: none (the default), a
@@ -930,7 +929,7 @@ class Rewriter(cst.CSTTransformer):
             return None
         if not self._backend_taken(api, bound.get("backend"), found):
             return None
-        if not self._differentiable_op(api, bound, found):
+        if not self._op_ported(api, bound, found):
             return None
         found.differences = differences(api, bound)
         mapped = self._map(api, params, target, bound, found)
@@ -1030,30 +1029,34 @@ class Rewriter(cst.CSTTransformer):
             found.assumed = f"**kwargs carries none of torch's private {', '.join(private)}"
         return call.with_changes(func=_dotted(f"compat.{api.compat}"), args=args)
 
-    def _differentiable_op(self, api: Api, bound: dict[str, cst.Arg], found: Finding) -> bool:
-        """False (and ``found``'s reason) when a call rewritten to compat.autograd passes an op
-        other than SUM and AVG: compat.autograd raises UnsupportedError for those, where
-        torch's functional forms run their forward with any op (funcol's ``all_reduce(x, "MAX",
-        group)``). A computed op counts as one of them where the file names a ReduceOp member
-        other than SUM and AVG (torchtitan's ``reduceOp=ReduceOp.MAX.name`` handed down to a
-        helper); elsewhere it is rewritten, and the finding says what it assumes."""
-        arg = bound.get("op", bound.get("reduceOp"))
-        if arg is None or not api.compat.startswith("autograd."):
+    def _op_ported(self, api: Api, bound: dict[str, cst.Arg], found: Finding) -> bool:
+        """False (and ``found``'s reason) when the call passes an op outside the pair's ``ops``
+        (schema.py: PAIR), the ops with which compat's function behaves as torch's:
+        torch.distributed.nn.functional.all_reduce all-reduces the gradient with MAX where
+        compat.autograd.all_reduce's backward raises. A computed op counts as outside where
+        the file names a ReduceOp member outside them (torchtitan's
+        ``reduceOp=ReduceOp.MAX.name`` handed down to a helper); elsewhere it is rewritten, and
+        the finding says what it assumes."""
+        ops = api.pairs[0].get("ops")
+        param = "op" if "op" in bound else "reduceOp"
+        arg = bound.get(param)
+        if arg is None or ops is None:
             return True
         op = _literal_op(arg.value)
-        why = f"compat.{api.compat} differentiates SUM and AVG only (UnsupportedError for the "
-        why += f"others), where {api.torch} runs with any op"
-        if op is None and self._refused_ops:
-            named = ", ".join(f"ReduceOp.{member}" for member in sorted(self._refused_ops))
+        listed = " and ".join(ops)
+        why = f"compat port rewrites {api.torch} with {listed} only ({row_text(api, param)})"
+        outside = sorted({m.rsplit(".", 1)[-1] for m in self._named_ops} - set(ops))
+        if op is None and outside:
+            named = ", ".join(f"ReduceOp.{member}" for member in outside)
             found.leave(
                 "differentiable op", f"its op is computed, and the file names {named}: {why}"
             )
             return False
         if op is None:
-            assumed = f"its op is SUM or AVG (compat.{api.compat} refuses the others)"
+            assumed = f"its op is {' or '.join(ops)} ({row_text(api, param)})"
             found.assumed = f"{found.assumed}; {assumed}" if found.assumed else assumed
             return True
-        if op in _DIFFERENTIABLE:
+        if op in ops:
             return True
         found.leave("differentiable op", f"op {op}: {why}")
         return False

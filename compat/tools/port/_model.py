@@ -54,8 +54,9 @@ HINTS = {
     "inside a torch call": "an argument of a call left on torch stays torch's: port that call "
     "first",
     "reduce op": "compat.ReduceOp lacks this member: keep the call on torch",
-    "differentiable op": "compat.autograd differentiates SUM and AVG only: keep the call on "
-    "torch, or reduce a copy in place with compat.all_reduce, which takes every op",
+    "differentiable op": "with this op compat.autograd's function is not torch's (it refuses "
+    "the op, or its backward differs): keep the call on torch, or reduce a copy in place with "
+    "compat.all_reduce, which takes every op",
     "inside a torch block": "the block's context manager stays on torch and acts on the torch "
     "calls made in it (_coalescing_manager batches them): port the block by hand",
     "compiled": "torch.compile(fullgraph=True) captures torch's collectives, not compat's: keep "
