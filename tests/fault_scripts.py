@@ -25,6 +25,20 @@ def tensor(values: np.ndarray):  # type: ignore[no-untyped-def]
     return mindspore.Tensor(values)
 
 
+def raised(rank: int) -> None:
+    """Say that this rank has raised (a file in FAULT_SCRIPTS_FLAGS, a folder the test made)."""
+    open(os.path.join(os.environ["FAULT_SCRIPTS_FLAGS"], f"raised-{rank}"), "w").close()
+
+
+def stay_away(others: list[int], bound: float) -> None:
+    """Stay away until every rank of ``others`` has raised, ``bound`` seconds at most: the job
+    then ends once they have, not after a fixed sleep."""
+    deadline = time.monotonic() + bound
+    flags = [os.path.join(os.environ["FAULT_SCRIPTS_FLAGS"], f"raised-{r}") for r in others]
+    while time.monotonic() < deadline and not all(os.path.exists(flag) for flag in flags):
+        time.sleep(0.1)
+
+
 def main(scenario: str) -> None:
     framework = os.environ["COMPAT_FRAMEWORK"]
     # monitored_barrier keeps its own timeout; the group's must be longer (Gloo closes every
@@ -41,7 +55,7 @@ def main(scenario: str) -> None:
         if scenario == "skip_shared_memory":
             compat.all_reduce(data)
         if rank == 1:
-            time.sleep(45 if framework == "mindspore" else 12)
+            stay_away([0], 45 if framework == "mindspore" else 12)
             return
         started = time.monotonic()
         try:
@@ -50,6 +64,7 @@ def main(scenario: str) -> None:
             print(
                 f"CollectiveTimeout after {time.monotonic() - started:.0f} s: {error}", flush=True
             )
+            raised(rank)
             return
         raise AssertionError("the all_reduce completed without rank 1")
     if scenario == "killed":
@@ -79,7 +94,8 @@ def main(scenario: str) -> None:
         compat.barrier()
         if rank == skipper:
             # Away until the others have raised (5 s, and up to 1 s of grace on torch).
-            time.sleep(20 if framework == "mindspore" else 9)
+            others = [r for r in range(compat.get_world_size()) if r != skipper]
+            stay_away(others, 20 if framework == "mindspore" else 9)
             return
         started = time.monotonic()
         try:
@@ -88,6 +104,7 @@ def main(scenario: str) -> None:
             print(
                 f"CollectiveTimeout after {time.monotonic() - started:.1f} s: {error}", flush=True
             )
+            raised(rank)
             return
         raise AssertionError(f"monitored_barrier passed without rank {skipper}")
     if scenario == "raises":

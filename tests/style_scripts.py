@@ -11,6 +11,7 @@ The script imports only the framework it runs on: compat.init() takes it from ``
 Scenarios: ``results`` (collectives checked against numpy in sentinel-filled buffers; prints
 ``RESULTS OK``) and ``killed_<call>`` (the last rank SIGKILLs itself in a loop of that call; every
 other rank prints how long it took to raise, the error, and how long the next call took).
+SCENARIO may name several, comma-separated, run in that order in one job (a killed one last).
 """
 
 from __future__ import annotations
@@ -162,11 +163,12 @@ SCENARIOS: dict[str, Any] = {
 }
 
 
-def _run(scenario: str) -> None:
+def _run(scenarios: str) -> None:
     import compat
 
     compat.init()
-    SCENARIOS[scenario]()
+    for scenario in scenarios.split(","):
+        SCENARIOS[scenario]()
     compat.destroy()
 
 

@@ -9,6 +9,7 @@ import os
 import re
 import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -96,11 +97,15 @@ def test_the_whole_suite_passes_with_the_check_on(framework: str, world: int) ->
 
 
 def run_scenario(
-    framework: str, scenario: str, timeout: float, env: dict[str, str] | None = None
+    framework: str, scenario: str, timeout: float, env: dict[str, str] | None = None, ranks: int = 2
 ) -> tuple[int, str, float]:
+    """Launch fault_scripts' ``scenario``; its ranks say when they have raised in a folder of
+    files of their own (FAULT_SCRIPTS_FLAGS), for which a rank that stays away waits."""
     sink = io.StringIO()
     started = time.monotonic()
-    code = launch(2, [SCRIPT, scenario], framework, timeout=timeout, env=env, sink=sink)
+    with tempfile.TemporaryDirectory(prefix="compat-faults-") as flags:
+        env = {**(env or {}), "FAULT_SCRIPTS_FLAGS": flags}
+        code = launch(ranks, [SCRIPT, scenario], framework, timeout=timeout, env=env, sink=sink)
     return code, sink.getvalue(), time.monotonic() - started
 
 
@@ -123,7 +128,8 @@ def test_a_rank_that_skips_a_collective_gives_a_timeout_not_a_hang(framework: st
 
 def _check_bounds(framework: str, output: str, seconds: float) -> None:
     """Rank 0 raised within the backend's bound (5 s given to init on torch, MCCL's 30 s), and
-    the job ended once rank 1 woke from its sleep (fault_scripts: 12 s, 45 s on MindSpore)."""
+    the job ended once rank 1 left (it stays away until rank 0 has raised, 12 s at most, 45 s on
+    MindSpore: fault_scripts.stay_away)."""
     bound, sleep = (5, 12) if framework == "torch" else (30, 45)
     waited = int(re.findall(r"\[rank 0\] CollectiveTimeout after (\d+) s", output)[0])
     assert waited <= bound + 15, f"rank 0 raised after {waited} s; the bound is {bound} s"
@@ -210,13 +216,10 @@ def test_a_rank_that_skips_monitored_barrier_is_named_on_every_rank_that_waited(
     from the missing rank stays queued until MCCL's fixed 30 s bound, and leaving waits for it;
     the missing rank's own exit barrier waits the same 30 s for the ranks that left (the job:
     63 s, measured)."""
-    sink = io.StringIO()
-    started = time.monotonic()
     scenario = f"monitored_barrier_skip_{skipper}"
-    code = launch(3, [SCRIPT, scenario], framework, timeout=120, env=env, sink=sink)
-    output = sink.getvalue()
+    code, output, seconds = run_scenario(framework, scenario, 120, env, ranks=3)
     assert code == 0, output[-3000:]
-    assert time.monotonic() - started < 20 + 30 + 40, output[-3000:]
+    assert seconds < 20 + 30 + 40, output[-3000:]
     waited = [rank for rank in range(3) if rank != skipper]
     for rank in waited:
         lines = [

@@ -16,25 +16,32 @@ import compat
 from compat.base.adapter import device_backend
 from compat.base.types import Future, Work
 from compat.core import capabilities
-from tests.jobs import JobSpec
+from tests.jobs import BACKGROUND, collective_job
 from tests.processes import run_bounded
-from tests.ranks.cases import case_names
 from tests.test_interop import _environment
 
 
-def _types_job(framework: str, world: int) -> JobSpec:
-    names = tuple(name for name in case_names(framework, world) if name.startswith("torch_types"))
-    return JobSpec(framework, world, "tests.ranks.cases", names, 300)
+def _types_cases(framework: str, world: int) -> tuple[str, ...]:
+    return tuple(
+        name for name in collective_job(framework, world).cases if name.startswith("torch_types")
+    )
 
 
+# The cases run in the collective job of their framework and size (tests/jobs.py), which
+# tests/test_collectives.py reports case by case; this test reads that same job for them.
 @pytest.mark.parametrize(
     ("framework", "world"),
-    [("torch", 2), ("torch", 3), ("mindspore", 2)],
+    [
+        pytest.param(framework, world, marks=pytest.mark.job(collective_job(framework, world)))
+        for framework, world in (("torch", 2), ("torch", 3), ("mindspore", 2))
+    ],
 )
 def test_types_answer_as_torchs_on_real_ranks(framework: str, world: int) -> None:
-    spec = _types_job(framework, world)
-    result = spec.run()
-    failures = [failure for name in spec.cases if (failure := result.failure(name)) is not None]
+    names = _types_cases(framework, world)
+    # every case of the module that this framework and size run (torch's own ones on torch)
+    assert len(names) == (8 if framework == "torch" else 6), names
+    result = BACKGROUND.result(collective_job(framework, world))
+    failures = [failure for name in names if (failure := result.failure(name)) is not None]
     assert not failures, "\n\n".join(failures)
 
 

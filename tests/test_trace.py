@@ -12,6 +12,7 @@ import pickle
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -37,6 +38,24 @@ def run(
         sink=sink,
     )
     return sink.getvalue()
+
+
+@pytest.fixture(scope="module")
+def agree_then_comms_log(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[str], tuple[str, Path]]:
+    """The job of trace_scripts' ``agree,comms_log`` on a framework (its output and its dump
+    folder), run once for both tests that read it: one start of the ranks, not two."""
+    done: dict[str, tuple[str, Path]] = {}
+
+    def get(framework: str) -> tuple[str, Path]:
+        if framework not in done:
+            folder = tmp_path_factory.mktemp(f"agree-{framework}")
+            output = run(framework, "agree,comms_log", folder, env={"COMPAT_TRACE_SIGNAL": "USR1"})
+            done[framework] = (output, folder)
+        return done[framework]
+
+    return get
 
 
 def trace(folder: Path) -> tuple[int, str]:
@@ -105,10 +124,12 @@ def test_mismatched_shapes_are_named_with_the_odd_rank(framework: str, tmp_path:
 
 
 @pytest.mark.parametrize("framework", ["torch", "mindspore"])
-def test_dumps_that_agree_say_so_and_torch_reads_them(framework: str, tmp_path: Path) -> None:
+def test_dumps_that_agree_say_so_and_torch_reads_them(
+    framework: str, agree_then_comms_log: Callable[[str], tuple[str, Path]]
+) -> None:
     """Collectives and a send/recv, a dump on SIGUSR1 (COMPAT_TRACE_SIGNAL) then on demand
     (compat.trace.dump_trace()): compat trace finds nothing wrong, torch's analyzer neither."""
-    output = run(framework, "agree", tmp_path, env={"COMPAT_TRACE_SIGNAL": "USR1"})
+    output, tmp_path = agree_then_comms_log(framework)
     for rank in (0, 1):
         assert f"[rank {rank}] signal dump: signal SIGUSR1" in output, output[-3000:]
         assert f"[rank {rank}] dumped {tmp_path}/rank_{rank}" in output, output[-3000:]
@@ -139,8 +160,12 @@ def test_dumps_that_agree_say_so_and_torch_reads_them(framework: str, tmp_path: 
 
 
 @pytest.mark.parametrize("framework", ["torch", "mindspore"])
-def test_the_comms_log_counts_a_known_sequence_exactly(framework: str, tmp_path: Path) -> None:
-    output = run(framework, "comms_log", tmp_path)
+def test_the_comms_log_counts_a_known_sequence_exactly(
+    framework: str, agree_then_comms_log: Callable[[str], tuple[str, Path]]
+) -> None:
+    """The log counts the calls made after compat.trace.comms_log() (the job's others before it
+    are not counted), exactly."""
+    output, _ = agree_then_comms_log(framework)
     for rank in (0, 1):
         line = next(x for x in output.splitlines() if x.startswith(f"[rank {rank}] rows "))
         rows = sorted(tuple(row) for row in json.loads(line.split("rows ", 1)[1]))

@@ -1,5 +1,6 @@
 """Scripts the flight-recorder tests launch as real ranks: python tests/trace_scripts.py SCENARIO.
-Each writes its dumps into COMPAT_TRACE_DIR, which the test reads with `compat trace`."""
+Each writes its dumps into COMPAT_TRACE_DIR, which the test reads with `compat trace`. SCENARIO
+``agree,comms_log`` runs those two, in that order, in one job."""
 
 from __future__ import annotations
 
@@ -28,6 +29,50 @@ def tensor(values: np.ndarray):  # type: ignore[no-untyped-def]
 
 def ones(count: int) -> object:
     return tensor(np.ones(count, dtype=np.float32))
+
+
+def agree(rank: int, data: object) -> None:
+    """Collectives and a send/recv, then a dump on SIGUSR1 and one on demand."""
+    out = [ones(4) for _ in range(compat.get_world_size())]
+    compat.all_gather(out, data)
+    compat.all_reduce(data, async_op=True).wait()
+    if rank == 0:
+        compat.send(data, 1)
+    elif rank == 1:
+        compat.recv(data, 0)
+    compat.barrier()
+    # On demand through the signal the user opted into (COMPAT_TRACE_SIGNAL=USR1).
+    os.kill(os.getpid(), signal.SIGUSR1)
+    path = os.path.join(os.environ["COMPAT_TRACE_DIR"], f"rank_{rank}")
+    for _ in range(100):
+        if os.path.exists(path):
+            break
+        time.sleep(0.05)
+    with open(path, "rb") as file:
+        print(f"signal dump: {pickle.load(file)['compat']['reason']}", flush=True)
+    compat.barrier()
+    print(f"dumped {compat.trace.dump_trace()}", flush=True)
+    compat.barrier()
+
+
+def comms_log() -> None:
+    """A known sequence, on top of the calls before it (#1 and #2, and agree's where the job ran
+    it first): the log counts from here on, and its counts and bytes are exact."""
+    compat.trace.comms_log()
+    for _ in range(3):
+        compat.all_reduce(ones(1024))
+    for _ in range(2):
+        compat.broadcast(ones(256), 0)
+    compat.all_reduce(ones(1024), async_op=True).wait()
+    out = [ones(100) for _ in range(compat.get_world_size())]
+    compat.all_gather(out, ones(100))
+    compat.barrier()
+    rows = compat.trace.comms_log_rows()
+    print("rows " + json.dumps([[r["op"], r["bytes"], r["count"]] for r in rows]), flush=True)
+    csv_lines = compat.trace.comms_log_text("csv").splitlines()
+    print(f"csv header {csv_lines[0]} rows {len(csv_lines) - 1}", flush=True)
+    print(f"json rows {len(json.loads(compat.trace.comms_log_text('json')))}", flush=True)
+    compat.destroy()  # prints the table
 
 
 def main(scenario: str) -> None:
@@ -59,45 +104,11 @@ def main(scenario: str) -> None:
             print(f"CollectiveMismatchError: {str(error)[:80]}", flush=True)
             return
         raise AssertionError("the check let the calls through")
-    if scenario == "agree":
-        out = [ones(4) for _ in range(compat.get_world_size())]
-        compat.all_gather(out, data)
-        compat.all_reduce(data, async_op=True).wait()
-        if rank == 0:
-            compat.send(data, 1)
-        elif rank == 1:
-            compat.recv(data, 0)
-        compat.barrier()
-        # On demand through the signal the user opted into (COMPAT_TRACE_SIGNAL=USR1).
-        os.kill(os.getpid(), signal.SIGUSR1)
-        path = os.path.join(os.environ["COMPAT_TRACE_DIR"], f"rank_{rank}")
-        for _ in range(100):
-            if os.path.exists(path):
-                break
-            time.sleep(0.05)
-        with open(path, "rb") as file:
-            print(f"signal dump: {pickle.load(file)['compat']['reason']}", flush=True)
-        compat.barrier()
-        print(f"dumped {compat.trace.dump_trace()}", flush=True)
-        compat.barrier()
-        return
-    if scenario == "comms_log":
-        # A known sequence, on top of calls #1 and #2: the log's counts and bytes are exact.
-        compat.trace.comms_log()
-        for _ in range(3):
-            compat.all_reduce(ones(1024))
-        for _ in range(2):
-            compat.broadcast(ones(256), 0)
-        compat.all_reduce(ones(1024), async_op=True).wait()
-        out = [ones(100) for _ in range(compat.get_world_size())]
-        compat.all_gather(out, ones(100))
-        compat.barrier()
-        rows = compat.trace.comms_log_rows()
-        print("rows " + json.dumps([[r["op"], r["bytes"], r["count"]] for r in rows]), flush=True)
-        csv_lines = compat.trace.comms_log_text("csv").splitlines()
-        print(f"csv header {csv_lines[0]} rows {len(csv_lines) - 1}", flush=True)
-        print(f"json rows {len(json.loads(compat.trace.comms_log_text('json')))}", flush=True)
-        compat.destroy()  # prints the table
+    parts = {"agree": lambda: agree(rank, data), "comms_log": comms_log}
+    if set(scenario.split(",")) <= set(parts):
+        # "agree,comms_log": both in one job, one start of the ranks for the two tests
+        for part in scenario.split(","):
+            parts[part]()
         return
     raise ValueError(f"unknown scenario {scenario!r}")
 
