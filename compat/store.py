@@ -151,6 +151,8 @@ class TCPStore(Store):
     ``multi_tenant=True`` and ``master_listen_fd`` are an UnsupportedError there (MindSpore
     ignores both), ``use_libuv`` (a server implementation choice) is accepted and unused.
     ``port=0`` (torch: any free port, read back from ``.port``) is an UnsupportedError there.
+    Dropping MindSpore's store can crash its process, so there a server serves and a connection
+    stays open until the process exits (see compat.adapters.mindspore.store).
     ``framework``: as :func:`compat.init` chooses it when None.
     """
 

@@ -4,6 +4,9 @@ tests/ranks/store_cases.py (run by the collective jobs)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -105,3 +108,107 @@ def test_numpy_integers_and_bools_are_taken_as_torchs_bindings_take_them() -> No
     assert store.get("key") == b"value"
     with pytest.raises(TypeError, match="is_master"):
         compat.TCPStore("127.0.0.1", free_port(), is_master=1, framework="torch")
+
+
+# MindSpore's store, dropped, could SIGSEGV its process (its destructor races the connection's
+# receive thread); compat never lets that destructor run. Each program runs in its own process,
+# with the fault handler on, so a crash is seen as a signal and its stack is in the output.
+STORES_MADE_AND_DROPPED = """
+import gc
+from datetime import timedelta
+import compat
+from compat.base.net import free_port
+for round in range(40):
+    port = free_port()
+    server = compat.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,
+                             timeout=timedelta(seconds=30), framework="mindspore")
+    clients = [compat.TCPStore("127.0.0.1", port, timeout=timedelta(seconds=30),
+                               framework="mindspore") for _ in range(6)]
+    for index, client in enumerate(clients):
+        client.set(f"key{index}", str(round))
+        client.add("count", 1)
+    assert server.get("key5") == str(round).encode() and server.get("count") == b"6"
+    if round % 2:
+        del server
+        gc.collect()
+    while clients:
+        clients.pop()
+        gc.collect()
+print("dropped 40 stores")
+"""
+
+
+def _python(program: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", program, *args],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, "GLOG_v": "3"},
+    )  # fmt: skip
+
+
+def test_mindspore_stores_dropped_again_and_again_never_crash_the_process() -> None:
+    """A server and six connections made and dropped 40 times in one process, servers dropped
+    before their connections and after: the process ends normally (it died of SIGSEGV before)."""
+    pytest.importorskip("mindspore")
+    done = _python(STORES_MADE_AND_DROPPED)
+    assert (done.returncode, done.stdout.strip()) == (0, "dropped 40 stores"), done.stderr[-3000:]
+
+
+def test_mindspore_store_is_refused_a_second_server_on_a_port_this_process_serves() -> None:
+    pytest.importorskip("mindspore")
+    port, timeout = free_port(), timedelta(seconds=30)
+    first = compat.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,
+                            timeout=timeout, framework="mindspore")  # fmt: skip
+    first.set("key", "value")
+    del first
+    with pytest.raises(compat.UnsupportedError, match=f"already serves a store on .*:{port}"):
+        compat.TCPStore("127.0.0.1", port, is_master=True, framework="mindspore")
+    # The dropped server still serves (until the process exits): a connection reads it.
+    client = compat.TCPStore("127.0.0.1", port, timeout=timeout, framework="mindspore")
+    assert client.get("key") == b"value"
+
+
+SERVER_LEAVES = """
+import sys, time
+from datetime import timedelta
+import compat
+port = int(sys.argv[1])
+store = compat.TCPStore("127.0.0.1", port, world_size=2, is_master=True,
+                        timeout=timedelta(seconds=60), framework="mindspore")
+store.wait(["client waits"])
+time.sleep(1)  # the client is in its blocking get now
+print("server leaves", flush=True)
+"""
+
+CLIENT_WAITS = """
+import sys, time
+from datetime import timedelta
+import compat
+store = compat.TCPStore("127.0.0.1", int(sys.argv[1]), timeout=timedelta(seconds=60),
+                        framework="mindspore")
+store.set_timeout(timedelta(seconds=8))
+store.set("client waits", "yes")
+began = time.monotonic()
+try:
+    store.get("never set")
+except RuntimeError as error:
+    print(f"{type(error).__name__} after {time.monotonic() - began:.0f} s: {error}")
+"""
+
+
+def test_mindspore_server_process_leaving_first_ends_a_waiting_get_with_an_error() -> None:
+    """The serving process exits while another waits in a get: the server's process exits
+    normally (no destructor runs at its exit) and the waiting get ends with a RuntimeError
+    (compat.StoreTimeout at the latest at its timeout), never a crash."""
+    pytest.importorskip("mindspore")
+    port = str(free_port())
+    with subprocess.Popen(
+        [sys.executable, "-X", "faulthandler", "-c", SERVER_LEAVES, port],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "GLOG_v": "3"},
+    ) as server:  # fmt: skip
+        client = _python(CLIENT_WAITS, port)
+        out, err = server.communicate(timeout=120)
+    assert (server.returncode, out.strip()) == (0, "server leaves"), err[-3000:]
+    assert client.returncode == 0, client.stderr[-3000:]
+    assert client.stdout.startswith(("StoreTimeout after", "RuntimeError after")), client.stdout
+    assert float(client.stdout.split()[2]) < 30, client.stdout

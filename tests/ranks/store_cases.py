@@ -3,6 +3,8 @@ MindSpore's TCPStore on MindSpore (mapping_tables/api_store.toml)."""
 
 from __future__ import annotations
 
+import gc
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -12,11 +14,15 @@ import compat
 from compat.base.net import free_port
 from tests.ranks.cases import rank, register, world
 
+# The ports of the stores _shared_store made, latest last.
+_PORTS: list[int] = []
+
 
 def _shared_store(timeout: float = 30.0) -> Any:
     """One store for the job: rank 0 serves it on a port it sends the others."""
     chosen = [free_port() if rank() == 0 else None]
     compat.broadcast_object_list(chosen, src=0)
+    _PORTS.append(chosen[0])
     return compat.TCPStore("127.0.0.1", chosen[0], world(), rank() == 0,
                            timedelta(seconds=timeout))  # fmt: skip
 
@@ -101,8 +107,28 @@ def case_store_refuses_what_mindspore_lacks(kit: Any) -> None:
     compat.barrier()
 
 
+def case_store_outlives_the_servers_object(kit: Any) -> None:
+    """On MindSpore: rank 0 drops its serving store while the others wait in a get; the server
+    serves on until the process exits (dropping MindSpore's store could crash the process), so
+    rank 0 sets the key through a new compat.TCPStore and every waiting get returns it."""
+    store = _shared_store(timeout=60)
+    store.set(f"joined{rank()}", "yes")
+    store.wait([f"joined{r}" for r in range(world())])
+    if rank() == 0:
+        del store
+        gc.collect()
+        time.sleep(1)  # the others are in their blocking gets now
+        late = compat.TCPStore("127.0.0.1", _PORTS[-1], timeout=timedelta(seconds=30))
+        late.set("late", "from a new connection")
+    else:
+        assert store.get("late") == b"from a new connection"
+    compat.barrier()
+
+
 register("store-methods", case_store_methods, min_world=2)
 register("store-get_times_out", case_store_get_times_out, min_world=2)
 register("store-bad_arguments", case_store_bad_arguments)
+register("store-outlives_the_servers_object", case_store_outlives_the_servers_object,
+         min_world=2, frameworks=("mindspore",))  # fmt: skip
 register("store-refuses_what_mindspore_lacks", case_store_refuses_what_mindspore_lacks,
          min_world=2, frameworks=("mindspore",))  # fmt: skip
