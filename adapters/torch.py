@@ -303,6 +303,13 @@ class TorchAdapter(Adapter):
     def destroy_group(self, group: GroupHandle) -> None:
         dist.destroy_process_group(group)
 
+    def store_class(self, kind: str) -> type | None:
+        found: type | None = getattr(dist, kind, None)
+        return found
+
+    def framework_store(self, kind: str, args: Sequence[object]) -> object:
+        return getattr(dist, kind)(*args)
+
     def framework_group(self, group: GroupHandle, member: bool) -> object:
         if group is not None:
             return group

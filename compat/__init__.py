@@ -35,6 +35,7 @@ from compat.base.errors import (
     CollectiveTimeout,
     NotInitializedError,
     PeerLostError,
+    StoreTimeout,
     UnsupportedError,
 )
 from compat.base.types import WORLD, Backend, Future, Group, ReduceOp, Work
@@ -89,6 +90,7 @@ from compat.objects import (
     send_object_list,
 )
 from compat.p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
+from compat.store import HashStore, PrefixStore, Store, TCPStore
 
 __version__ = "0.1.0"
 
@@ -99,10 +101,15 @@ __all__ = [
     "CollectiveTimeout",
     "Future",
     "Group",
+    "HashStore",
     "NotInitializedError",
     "P2POp",
     "PeerLostError",
+    "PrefixStore",
     "ReduceOp",
+    "Store",
+    "StoreTimeout",
+    "TCPStore",
     "UnsupportedError",
     "UntestedVersionWarning",
     "Work",

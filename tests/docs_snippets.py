@@ -7,6 +7,7 @@ being "ok", "error: <message>", or "skipped: <reason>".
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import sys
@@ -21,13 +22,26 @@ LAST = ("new_group",)
 def _run(code: str, namespace: dict[str, Any], label: str) -> str:
     # Progress on stdout, so that a hung snippet is named in the job's output.
     print(f"snippet {label}", flush=True)
+    # With a __name__ the snippet's functions get a __module__, as in a user's script:
+    # mindspore.grad fails ("Unable to cast ... NoneType ... std::string") without one.
+    names = {"__name__": "__snippet__", **namespace}
     try:
-        # With a __name__ the snippet's functions get a __module__, as in a user's script:
-        # mindspore.grad fails ("Unable to cast ... NoneType ... std::string") without one.
-        exec(code, {"__name__": "__snippet__", **namespace})
+        exec(code, names)
     except Exception as exc:  # the outcome is data for the test, which checks it
         return f"error: {type(exc).__name__}: {exc}".splitlines()[0]
+    finally:
+        _keep_mindspore_stores(names)
     return "ok"
+
+
+def _keep_mindspore_stores(names: dict[str, Any]) -> None:
+    """Dropping MindSpore's own TCPStore can kill the process (SIGSEGV in its destructor:
+    api_store.toml, lifetime), at the snippet's end or at exit: the native snippet's store is
+    kept for the process's life, as compat keeps its own."""
+    store_class = getattr(sys.modules.get("mindspore.mint.distributed"), "TCPStore", None)
+    for value in names.values():
+        if store_class is not None and isinstance(value, store_class):
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(value))
 
 
 def main(results_dir: str) -> None:

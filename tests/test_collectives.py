@@ -37,8 +37,9 @@ def test_case(jobs, framework: str, world: int, case: str) -> None:
 
 #: The cases not run again without shared memory: those about shared memory itself (its
 #: algorithms, the mailbox, its windows), and the algorithms called directly (algorithm[...]),
-#: which take the adapter's own calls whatever the setting (the suite above runs them).
-NOT_REPEATED = re.compile(r"(algorithm\[|mailbox-|shared_memory-)")
+#: which take the adapter's own calls whatever the setting (the suite above runs them), and
+#: the stores, which use no collective of their own.
+NOT_REPEATED = re.compile(r"(algorithm\[|mailbox-|shared_memory-|store-)")
 #: Every group without a shared-memory window (compat.transport.shared_memory.ENVIRONMENT).
 BACKEND_TRANSPORT = {"COMPAT_SHARED_MEMORY": "0"}
 

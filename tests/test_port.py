@@ -1578,3 +1578,101 @@ def test_values_stay_torchs_where_the_file_sets_a_torch_options_reduce_op() -> N
     # without the assignment, the members are compat's
     result = port_text(source.replace("opts.reduceOp = op", "opts.timeout = t"))
     assert "reduce_op: compat.ReduceOp = compat.ReduceOp.AVG" in result.rewritten
+
+
+# A weight-sync helper: rank 0 serves a key-value store, the others connect; the trainer
+# publishes versions of its weights, the workers wait for each and read it.
+WEIGHT_SYNC = textwrap.dedent(
+    """
+    import pickle
+    import socket
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from torch.distributed import Store
+
+
+    def weight_store(port: int, timeout: timedelta = timedelta(seconds=60)) -> dist.Store:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if rank == 0:
+            store = dist.TCPStore("127.0.0.1", port, world, True, timeout)
+        else:
+            store = dist.TCPStore(host_name="127.0.0.1", port=port, world_size=world,
+                                  is_master=False, timeout=timeout)
+        return dist.PrefixStore("weights", store)
+
+
+    def publish(store: Store, version: int, weights: dict) -> int:
+        store.set(f"v{version}", pickle.dumps(weights))
+        return store.add("published", 1)
+
+
+    def fetch(store: Store, version: int) -> dict:
+        store.wait([f"v{version}"], timedelta(seconds=60))
+        return pickle.loads(store.get(f"v{version}"))
+
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    chosen = [None]
+    if rank == 0:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            chosen = [probe.getsockname()[1]]
+    dist.broadcast_object_list(chosen, src=0)
+    store = weight_store(chosen[0])
+    assert isinstance(store, (dist.PrefixStore, dist.TCPStore))
+    if rank == 0:
+        for version in (1, 2):
+            publish(store, version, {"w": [float(version), 2.0 * version], "step": version})
+    for version in (1, 2):
+        print("RESULT weights", rank, version, sorted(fetch(store, version).items()))
+    dist.barrier()
+    print("RESULT published", rank, int(store.get("published")))
+    dist.barrier()  # rank 0's store serves until every rank has read
+    dist.destroy_process_group()
+    """
+)
+
+
+def test_a_weight_sync_store_helper_is_ported_and_runs_as_before(tmp_path: Path) -> None:
+    original, ported = tmp_path / "sync.py", tmp_path / "ported_sync.py"
+    original.write_text(WEIGHT_SYNC)
+    result = port.port_source(WEIGHT_SYNC, str(ported))
+    assert all(f.rewritten for f in result.findings), [f.text() for f in result.findings]
+    text = result.rewritten
+    assert "torch" not in text, text
+    assert 'store = compat.TCPStore("127.0.0.1", port, world, True, timeout)' in text
+    assert "store = compat.TCPStore(host_name=" in text
+    assert 'return compat.PrefixStore("weights", store)' in text
+    assert "-> compat.Store:" in text and "def publish(store: compat.Store," in text
+    assert "isinstance(store, (compat.PrefixStore, compat.TCPStore))" in text
+    ported.write_text(text)
+    expected = run_job("torch", [str(original)], 120)
+    assert len(expected) == 2 * 3 and expected == run_job("torch", [str(ported)], 120)
+    pytest.importorskip("mindspore")
+    assert run_job("mindspore", [str(ported)], 240) == expected
+
+
+def test_store_uses_compat_cannot_stand_in_for_stay_on_torch_with_the_reason() -> None:
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+
+        class LoggingStore(dist.Store):
+            pass
+
+
+        def stores(path, store):
+            exact = type(store) is dist.TCPStore
+            files = dist.FileStore(path, 2)
+            return exact, files, dist.distributed_c10d._get_default_store()
+        """
+    )
+    assert result.rewritten == result.source
+    left = {f.written: f.reason or "" for f in result.findings}
+    assert "in annotations and isinstance only" in left["dist.Store"]
+    assert "in annotations and isinstance only" in left["dist.TCPStore"]
+    assert "A file-backed key-value store" in left["dist.FileStore"]
+    assert "no counterpart" in left["dist.distributed_c10d._get_default_store"]

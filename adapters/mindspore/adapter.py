@@ -31,6 +31,8 @@ from compat.base.adapter import (
     GroupHandle,
     P2PSpec,
     Rendezvous,
+    StoreAddress,
+    StoreClient,
     Translate,
     device_backend,
     translating_errors,
@@ -276,6 +278,11 @@ class MindSporeAdapter(MindSporeTensors):
 
     # process_group_alive: the base's True. mint.distributed.is_initialized() answers False for a
     # job that mindspore.communication.init() started, so it cannot tell a teardown.
+
+    def store_client(self, address: StoreAddress) -> StoreClient:
+        from .store import MindSporeStoreClient
+
+        return MindSporeStoreClient(address)
 
     def framework_group(self, group: GroupHandle, member: bool) -> object:
         if group is not None:

@@ -16,10 +16,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from compat.base.errors import UnsupportedError
 from compat.base.types import Handle, ReduceOp
 
 Tensor = Any
@@ -29,6 +30,30 @@ TensorFacts = tuple[str, tuple[int, ...]]
 
 #: A collective's bound where the backend says none: torch's default timeout of a process group.
 DEFAULT_TIMEOUT_SECONDS = 1800.0
+
+
+@dataclass(frozen=True)
+class StoreAddress:
+    """Where a TCP key-value store is and how to reach it (compat.TCPStore's checked
+    arguments); ``timeout`` bounds each blocking get and each attempt to connect, and
+    ``connect_within`` (None: ``timeout``) bounds connecting, attempts repeated until then."""
+
+    host: str
+    port: int
+    world_size: int | None
+    is_master: bool
+    timeout: timedelta
+    wait_for_workers: bool
+    connect_within: timedelta | None = None
+
+
+class StoreClient(Protocol):
+    """A framework's TCP store connection: what MindSpore's TCPStore offers."""
+
+    def set(self, key: str, value: str | bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...
+    def add(self, key: str, amount: int) -> int: ...
+    def delete_key(self, key: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -246,6 +271,23 @@ class Adapter(ABC):
         it."""
         self._adopted = False
         self.destroy()
+
+    # -- key-value stores (compat.store) ----------------------------------------------------
+    def store_class(self, kind: str) -> type | None:
+        """The framework's own store class named ``kind`` ("Store", "TCPStore", "HashStore",
+        "PrefixStore") where it has torch's whole interface (compat then returns the
+        framework's object itself), else None (compat serves that kind). Default None."""
+        return None
+
+    def framework_store(self, kind: str, args: Sequence[object]) -> object:
+        """A new store of the framework's own class ``kind`` (see :meth:`store_class`), made
+        from ``args`` in torch's positional order."""
+        raise UnsupportedError(f"{self.framework} has no store class {kind}")
+
+    def store_client(self, address: StoreAddress) -> StoreClient:
+        """A connection to the TCP key-value store at ``address`` (its server, if
+        ``address.is_master``): the framework's set/get/add/delete_key."""
+        raise UnsupportedError(f"{self.framework} has no TCP key-value store")
 
     @abstractmethod
     def framework_group(self, group: GroupHandle, member: bool) -> object:

@@ -36,3 +36,9 @@ class PeerLostError(RuntimeError):
     waited for it: raised within a fraction of a second on every rank that waits for it in
     compat's shared memory, naming it. The group cannot be used afterwards (each later call on
     it raises this at once): end the job, as after Gloo's "Connection reset by peer"."""
+
+
+class StoreTimeout(RuntimeError):
+    """A key-value store's blocking ``get`` or ``wait`` found no value for a key within the
+    store's timeout. A RuntimeError, as torch's ``DistStoreError`` (which torch's own stores
+    raise) is, so code that catches either runs on both frameworks."""

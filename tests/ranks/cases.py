@@ -785,6 +785,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     port_api_cases,
     random_cases,
     shared_memory_cases,
+    store_cases,
     torch_types_cases,
     wide_cases,
 )

@@ -47,6 +47,7 @@ from compat.tools.port._model import (
     candidates,
     differences,
     mindspore_names,
+    no_counterpart,
     ported,
     qualified,
     row_text,
@@ -207,6 +208,17 @@ def _is_type(compat_name: str) -> bool:
     for part in compat_name.split("."):
         target = getattr(target, part, None)
     return isinstance(target, type)
+
+
+def _answers_isinstance(compat_name: str) -> bool:
+    """Whether compat's class answers ``isinstance`` for the framework's own objects too (its
+    metaclass says so: compat.Store and its kinds), so it can stand in for torch's there."""
+    target: object = compat
+    for part in compat_name.split("."):
+        target = getattr(target, part, None)
+    return isinstance(target, type) and type(target).__instancecheck__ is not (
+        type.__instancecheck__
+    )
 
 
 class Rewriter(cst.CSTTransformer):
@@ -484,7 +496,7 @@ class Rewriter(cst.CSTTransformer):
                 original,
                 name,
                 written,
-                left=("no counterpart", f"compat has no counterpart of {name}"),
+                left=("no counterpart", no_counterpart(name)),
             )
             if _function_like(name):
                 self.receivers.append(found)
@@ -584,6 +596,13 @@ class Rewriter(cst.CSTTransformer):
 
     def _why_not_replaced(self, original: cst.CSTNode, api: Api) -> str | None:
         """Why compat's object cannot replace this reference to torch's (None: it can)."""
+        if _answers_isinstance(api.compat):
+            if self._in_annotation(original) or self._isinstance_class(original):
+                return None
+            return (
+                f"compat.{api.compat} stands for {api.torch} in annotations and isinstance "
+                "only (a subclass of it, or type(x) is, needs torch's class)"
+            )
         if api.params is None:
             if (
                 _is_type(api.compat)
@@ -607,6 +626,20 @@ class Rewriter(cst.CSTTransformer):
         if isinstance(arg, cst.Arg) and isinstance(call, cst.Call):
             return arg, call
         return None
+
+    def _isinstance_class(self, node: cst.CSTNode) -> bool:
+        """``isinstance(x, dist.TCPStore)``, or the class in a tuple there."""
+        parent = self.get_metadata(ParentNodeProvider, node, None)
+        if isinstance(parent, cst.Element):
+            node = self.get_metadata(ParentNodeProvider, parent)
+        passed = self._argument_of(node)
+        return (
+            passed is not None
+            and len(passed[1].args) == 2
+            and passed[1].args[1] is passed[0]
+            and isinstance(passed[1].func, cst.Name)
+            and passed[1].func.value == "isinstance"
+        )
 
     def _getattr_on(self, node: cst.CSTNode) -> bool:
         """``getattr(dist.ReduceOp, name)``: a member by name, which compat's type has too."""
@@ -722,7 +755,7 @@ class Rewriter(cst.CSTTransformer):
                 original_node,
                 name,
                 written,
-                left=("no counterpart", f"compat has no counterpart of {name}"),
+                left=("no counterpart", no_counterpart(name)),
             )
             if self._may_receive(original_node, None):
                 self.receivers.append(found)

@@ -309,6 +309,22 @@ def row_text(api: Api, param: str) -> str:
     return ""
 
 
+def no_counterpart(name: str) -> str:
+    """Why a use of torch's ``name`` stays on torch: compat has nothing for it, and the reason
+    mapping_tables/left_out.toml records where it records one."""
+    reason = _left_out().get(name)
+    return f"compat has no counterpart of {name}" + (f" ({reason})" if reason else "")
+
+
+@cache
+def _left_out() -> dict[str, str]:
+    return {
+        f"{entry['module']}.{name}": entry["reason"]
+        for entry in tables.load("left_out").get("left_out", [])
+        for name in entry["names"]
+    }
+
+
 def qualified(name: str) -> str:
     """torch's name for ``name``: the first of :data:`ALIASES` that prefixes it, replaced."""
     for prefix, replacement in ALIASES.items():
