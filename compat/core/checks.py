@@ -538,8 +538,6 @@ class Checks:
                     f"output_tensor_list[{me}]",
                     f"this rank's part to itself, input_tensor_list[{me}]",
                 )  # fmt: skip
-        if dtype not in self.as_bytes:  # the caller stages those as bytes (Call.moved)
-            self.dtype(dtype, first_param)
         return outs, ins, dtype, shape, bool(inputs_even and outputs_even)
 
     @staticmethod
