@@ -180,9 +180,30 @@ def _spawned(rank: int, framework: str, world: int, port: int, scenario: str) ->
         import mindspore  # noqa: F401
     import compat
 
-    compat.init(init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    options = {} if framework == "torch" else _mindspore_spawn_options(rank, world)
+    compat.init(init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, **options)
+    assert compat.get_backend() == {"torch": "gloo", "mindspore": "mccl"}[framework]
     SCENARIOS[scenario]()
+    started = time.monotonic()
     compat.destroy()
+    # rank 0 started MindSpore's scheduler: destroy() must not wait for it to end
+    print(f"rank {rank} destroyed in {time.monotonic() - started:.1f} s", flush=True)
+
+
+def _mindspore_spawn_options(rank: int, world: int) -> dict[str, Any]:
+    """What MindSpore cannot take (torch's store, pg_options) is refused before anything starts;
+    torch's other arguments are taken: the backend by MindSpore's name, a group_name (ignored),
+    a device_id."""
+    import compat
+
+    for option in ("store", "pg_options"):
+        try:
+            compat.init(rank=rank, world_size=world, **{option: object()})
+        except compat.UnsupportedError as error:
+            assert str(error).startswith(f"{option}: "), error
+        else:
+            raise AssertionError(f"{option} was taken on MindSpore")
+    return {"backend": "mccl", "group_name": "ignored", "device_id": 0}
 
 
 def _free_port() -> int:
