@@ -25,10 +25,15 @@ $(STAMP): pyproject.toml
 demo: setup
 	@$(PY) examples/train_demo.py --steps 30 $(if $(VERBOSE),--verbose)
 
+# mypy runs beside pytest, whose ranks leave a core idle much of the time; its report follows the
+# tests', and make test fails if either fails.
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m mypy compat adapters
-	$(PY) -m pytest -q
+	@echo "$(PY) -m mypy compat adapters (beside the tests; its report follows theirs)"
+	@$(PY) -m mypy compat adapters > .mypy-report 2>&1 & typing=$$!; \
+	$(PY) -m pytest -q; tests=$$?; \
+	wait $$typing; typed=$$?; echo "mypy compat adapters:"; cat .mypy-report; rm -f .mypy-report; \
+	test $$tests = 0 && test $$typed = 0
 
 # The rank suite on the oldest and newest tested release of each framework (frameworks.toml
 # tested_versions), each in an environment of its own (.venv-torch2.7.1, ...) that installs the
