@@ -1608,6 +1608,28 @@ def test_a_default_op_handed_on_to_code_elsewhere_stays_torchs() -> None:
     assert "compat.all_reduce(x, op=op)" in result.rewritten
 
 
+def test_a_check_guarding_a_patch_of_torchs_names_stays_torchs() -> None:
+    """flash-attention's shim for older torch: ``if hasattr(dist, "_all_gather_base"):
+    dist.all_gather_into_tensor = dist._all_gather_base``. The assignment's source stays
+    torch's; the check guarding it became ``hasattr(compat, "all_gather_into_tensor")``, a
+    check of another module than the one the next line reads."""
+    source = """
+        import torch
+
+        if "all_gather_into_tensor" not in dir(torch.distributed):
+            if hasattr(torch.distributed, "_all_gather_base"):
+                torch.distributed.all_gather_into_tensor = torch.distributed._all_gather_base
+
+        def gather(out, x, group):
+            torch.distributed.all_gather_into_tensor(out, x, group=group)
+        """
+    result = port_text(source)
+    assert 'if hasattr(torch.distributed, "_all_gather_base"):' in result.rewritten
+    assert "compat.all_gather_into_tensor(x, out=out, group=group)" in result.rewritten
+    left = {f.written: f.category for f in result.findings if not f.rewritten}
+    assert left['hasattr(torch.distributed, "_all_gather_base")'] == "patched"
+
+
 # A weight-sync helper: rank 0 serves a key-value store, the others connect; the trainer
 # publishes versions of its weights, the workers wait for each and read it.
 WEIGHT_SYNC = textwrap.dedent(

@@ -723,10 +723,20 @@ class Rewriter(cst.CSTTransformer):
             function = self.get_metadata(ParentNodeProvider, function, None)
         if function is None:
             return None
+        # `reduce_fn = dist.all_reduce`: names the function binds to torch's (or compat's)
+        bound = {
+            target.target.value
+            for node in _walk(function.body)
+            if isinstance(node, cst.Assign) and self._name_of(node.value) is not None
+            for target in node.targets
+            if isinstance(target.target, cst.Name)
+        }
         for call in _walk(function.body):
             if not isinstance(call, cst.Call) or self._name_of(call.func) is not None:
                 continue
-            if isinstance(call.func, cst.Name) and call.func.value in vars(builtins):
+            if isinstance(call.func, cst.Name) and (
+                call.func.value in vars(builtins) or call.func.value in bound
+            ):
                 continue
             passed = (arg.value for arg in call.args)
             if any(isinstance(v, cst.Name) and v.value == param.name.value for v in passed):
@@ -952,6 +962,11 @@ class Rewriter(cst.CSTTransformer):
                     f"compat has no counterpart of {torch_name}; the check stays on torch",
                 ),
             )
+            return updated
+        if self._patch is not None:
+            # The file sets torch.distributed's names from others (`if hasattr(dist, "_base"):
+            # dist.new = dist._base`), which stay torch's: its check of them stays torch's too.
+            self._finding(original, torch_name, written, left=("patched", self._patched()))
             return updated
         target = api.compat.rsplit(".", 1)
         owner = "compat" if len(target) == 1 else f"compat.{target[0]}"
