@@ -1588,6 +1588,56 @@ def test_values_stay_torchs_where_the_file_sets_a_torch_options_reduce_op() -> N
     assert "reduce_op: compat.ReduceOp = compat.ReduceOp.AVG" in result.rewritten
 
 
+def test_a_default_op_handed_on_to_code_elsewhere_stays_torchs() -> None:
+    """A group coordinator's ``all_reduce(x, op=ReduceOp.SUM)`` hands ``op`` on to a device
+    communicator whose class lives in another module (not ported) and calls torch's
+    all_reduce: compat.ReduceOp as the default raised TypeError there on every call."""
+    source = """
+        import torch.distributed as dist
+        from torch.distributed import ReduceOp
+
+        class Coordinator:
+            def all_reduce(self, x, op: ReduceOp = ReduceOp.SUM):
+                return self.communicator.all_reduce(x, op=op)
+
+            def local(self, x, op: ReduceOp = ReduceOp.MAX):
+                print(op)
+                dist.all_reduce(x, op=op)
+                return x
+        """
+    result = port_text(source)
+    assert "op: compat.ReduceOp = ReduceOp.SUM" in result.rewritten
+    assert "from torch.distributed import ReduceOp" in result.rewritten
+    left = {f.written: (f.category, f.reason) for f in result.findings if not f.rewritten}
+    assert left["ReduceOp.SUM"][0] == "kept for torch"
+    assert "hands on to self.communicator.all_reduce" in str(left["ReduceOp.SUM"][1])
+    # handed only to builtins and to calls that become compat's: compat's member
+    assert "op: compat.ReduceOp = compat.ReduceOp.MAX" in result.rewritten
+    assert "compat.all_reduce(x, op=op)" in result.rewritten
+
+
+def test_a_check_guarding_a_patch_of_torchs_names_stays_torchs() -> None:
+    """flash-attention's shim for older torch: ``if hasattr(dist, "_all_gather_base"):
+    dist.all_gather_into_tensor = dist._all_gather_base``. The assignment's source stays
+    torch's; the check guarding it became ``hasattr(compat, "all_gather_into_tensor")``, a
+    check of another module than the one the next line reads."""
+    source = """
+        import torch
+
+        if "all_gather_into_tensor" not in dir(torch.distributed):
+            if hasattr(torch.distributed, "_all_gather_base"):
+                torch.distributed.all_gather_into_tensor = torch.distributed._all_gather_base
+
+        def gather(out, x, group):
+            torch.distributed.all_gather_into_tensor(out, x, group=group)
+        """
+    result = port_text(source)
+    assert 'if hasattr(torch.distributed, "_all_gather_base"):' in result.rewritten
+    assert "compat.all_gather_into_tensor(x, out=out, group=group)" in result.rewritten
+    left = {f.written: f.category for f in result.findings if not f.rewritten}
+    assert left['hasattr(torch.distributed, "_all_gather_base")'] == "patched"
+
+
 # A weight-sync helper: rank 0 serves a key-value store, the others connect; the trainer
 # publishes versions of its weights, the workers wait for each and read it.
 WEIGHT_SYNC = textwrap.dedent(

@@ -242,6 +242,56 @@ def test_teardown_as_torchs(tmp_path: Path, world: int) -> None:
 # -- compat's own logic, in addition to the ranks above ---------------------------------------
 
 
+DDP_HOOK = """
+import os
+import torch
+import torch.distributed as dist
+import compat
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo")
+
+
+# A communication hook as a ported trainer has it: compat's async all_reduce, whose future
+# DDP's reducer takes only if it is torch's (and waits for in C++).
+def averaging_hook(process_group, bucket):
+    group = process_group if process_group is not None else compat.framework_group()
+    buffer = bucket.buffer().div_(group.size())
+    future = compat.all_reduce(buffer, group=group, async_op=True).get_future()
+    return future.then(lambda fut: fut.value()[0])
+
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 3)
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+ddp.register_comm_hook(None, averaging_hook)
+for step in range(2):
+    ddp.zero_grad()
+    ddp(torch.full((2, 4), float(rank + 1 + step))).sum().backward()
+    mean = sum(r + 1 + step for r in range(world)) / world
+    assert torch.allclose(model.weight.grad, torch.full((3, 4), 2.0 * mean)), model.weight.grad
+    assert torch.allclose(model.bias.grad, torch.full((3,), 2.0)), model.bias.grad
+
+# The caller waits for a Work beside the thread that completes its torch future.
+x = torch.full((5,), float(rank + 1))
+work = compat.all_reduce(x, async_op=True)
+future = work.get_future()
+assert isinstance(future, torch.futures.Future), type(future)
+assert work.wait() is True and work.is_completed()
+assert future.wait()[0].tolist() == [world * (world + 1) / 2] * 5, future.value()
+dist.destroy_process_group()
+print(f"rank {rank} OK", flush=True)
+"""
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_ddp_communication_hook_returns_compats_future(tmp_path: Path, world: int) -> None:
+    """flash-attention's fp16_compress_hook ported: ``compat.all_reduce(..., async_op=True)
+    .get_future()`` returned compat's Future where compat ran the collective itself (shared
+    memory), and DDP's reducer raised on every backward ("Unable to cast ... Future")."""
+    _run(tmp_path, DDP_HOOK, world)
+
+
 def test_the_backend_of_this_processs_device() -> None:
     assert device_backend("cpu:gloo,cuda:nccl", set()) == "gloo"
     assert device_backend("cuda:nccl,cpu:gloo", set()) == "gloo"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import enum
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
 from compat.base import tables
-from compat.base.errors import TableError
+from compat.base.errors import CollectiveTimeout, TableError
 
 
 class ReduceOp(str, enum.Enum):
@@ -174,13 +175,16 @@ class Work:
     runs that step, exactly once.
     """
 
-    __slots__ = ("_error", "_finish", "_finished", "_pending", "_result")
+    __slots__ = ("_error", "_finish", "_finished", "_lock", "_pending", "_result")
 
     def __init__(
         self,
         pending: Sequence[Handle] = (),
         finish: Callable[[], None] | None = None,
     ) -> None:
+        # One waiter at a time (the thread of a torch future from get_future, the caller):
+        # each handle is waited for once and the local step runs once.
+        self._lock = threading.RLock()
         self._pending = list(pending)
         self._finish = finish
         self._finished = False
@@ -196,25 +200,35 @@ class Work:
         timeout
             Seconds (or a ``timedelta``) to wait at most, where the backend supports a bound.
         """
-        if not self._finished:
-            if isinstance(timeout, (int, float)):
-                timeout = timedelta(seconds=timeout)
-            # A handle leaves the list once its wait returned: after a later handle's timeout
-            # or error the next wait() does not wait for it again (torch's Gloo send handle,
-            # waited for twice, waits for another message: rank case p2p_waited_again).
-            pending = self._pending
-            try:
-                while pending:
-                    if timeout is None:
-                        pending[0].wait()
-                    else:
-                        pending[0].wait(timeout)
-                    del pending[0]
-                self._complete()
-            except Exception as error:
-                self._error = error
-                raise
+        if isinstance(timeout, (int, float)):
+            timeout = timedelta(seconds=timeout)
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout.total_seconds()):
+            raise CollectiveTimeout(
+                f"the collective did not complete within the {timeout} given to Work.wait"
+            )
+        try:
+            if not self._finished:
+                self._wait_pending(timeout)
+        finally:
+            self._lock.release()
         return True
+
+    def _wait_pending(self, timeout: timedelta | None) -> None:
+        # A handle leaves the list once its wait returned: after a later handle's timeout
+        # or error the next wait() does not wait for it again (torch's Gloo send handle,
+        # waited for twice, waits for another message: rank case p2p_waited_again).
+        pending = self._pending
+        try:
+            while pending:
+                if timeout is None:
+                    pending[0].wait()
+                else:
+                    pending[0].wait(timeout)
+                del pending[0]
+            self._complete()
+        except Exception as error:
+            self._error = error
+            raise
 
     def is_completed(self) -> bool:
         """Return True if the collective has completed: its results are then valid, or, if it
@@ -238,9 +252,10 @@ class Work:
 
     def get_future(self) -> Any:
         """A future that completes with :meth:`result` once the collective has completed, as
-        torch's ``Work.get_future()``: on torch, torch's own ``torch.futures.Future`` where the
-        work is one native call with one (e.g. ``.then(lambda f: f.value()[0].div_(n))``); else
-        a :class:`Future` of compat's with the same methods."""
+        torch's ``Work.get_future()`` (e.g. ``.then(lambda f: f.value()[0].div_(n))``): on
+        torch, torch's own future where the work is one native call with one, else a
+        ``torch.futures.Future`` that a thread completes (DDP's communication hooks must return
+        torch's); on MindSpore a :class:`Future` of compat's with the same methods."""
         if self._finish is None and len(self._pending) == 1:
             native_future = getattr(self._pending[0], "get_future", None)
             if native_future is not None:
@@ -250,7 +265,27 @@ class Work:
                     found = None
                 if type(found).__module__.split(".")[0] == "torch":
                     return found
-        return Future(self)
+        return self._torch_future() or Future(self)
+
+    def _torch_future(self) -> Any:
+        """For torch tensors, a ``torch.futures.Future`` that a thread completes once this Work
+        has (None for other tensors): DDP's reducer takes a communication hook's future only
+        if it is torch's, and waits for it in C++, where no wait of compat's runs."""
+        results = self._result or []
+        if not results or type(results[0]).__module__.split(".")[0] != "torch":
+            return None
+        future = sys.modules["torch"].futures.Future()
+
+        def complete() -> None:
+            try:
+                self.wait()
+            except Exception as error:
+                future.set_exception(error)
+            else:
+                future.set_result(self.result())
+
+        threading.Thread(target=complete, name="compat-work-future", daemon=True).start()
+        return future
 
     def _complete(self) -> None:
         self._pending.clear()

@@ -18,6 +18,7 @@ The rules, each for a way a rewrite could change what the program does:
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Iterator, Sequence
 
@@ -695,10 +696,52 @@ class Rewriter(cst.CSTTransformer):
         if self.keep_values is not None:
             found.leave("kept for torch", self._kept_reason())
             return updated
+        callee = self._default_handed_on(original)
+        if callee is not None:
+            found.leave(
+                "kept for torch",
+                f"the default of a parameter the function hands on to {callee}, code that "
+                "is neither torch's nor compat's and may call torch's functions, which refuse "
+                "compat.ReduceOp; compat takes torch's value too",
+            )
+            return updated
         self.values += 1
         self._value_nodes.add(id(original))
         self._rewritten(original, found)
         return _dotted(f"compat.ReduceOp.{member}")
+
+    def _default_handed_on(self, node: cst.CSTNode) -> str | None:
+        """``def f(op=ReduceOp.SUM): return self.comm.all_reduce(x, op=op)``: the callee that
+        the parameter whose default ``node`` is gets passed to, where that callee is neither
+        torch's nor a builtin (another module's code, e.g. an overriding method, which may hand
+        it to torch), else None."""
+        param = self.get_metadata(ParentNodeProvider, node, None)
+        if not isinstance(param, cst.Param) or param.default is not node:
+            return None
+        function = self.get_metadata(ParentNodeProvider, param, None)
+        while function is not None and not isinstance(function, (cst.FunctionDef, cst.Lambda)):
+            function = self.get_metadata(ParentNodeProvider, function, None)
+        if function is None:
+            return None
+        # `reduce_fn = dist.all_reduce`: names the function binds to torch's (or compat's)
+        bound = {
+            target.target.value
+            for node in _walk(function.body)
+            if isinstance(node, cst.Assign) and self._name_of(node.value) is not None
+            for target in node.targets
+            if isinstance(target.target, cst.Name)
+        }
+        for call in _walk(function.body):
+            if not isinstance(call, cst.Call) or self._name_of(call.func) is not None:
+                continue
+            if isinstance(call.func, cst.Name) and (
+                call.func.value in vars(builtins) or call.func.value in bound
+            ):
+                continue
+            passed = (arg.value for arg in call.args)
+            if any(isinstance(v, cst.Name) and v.value == param.name.value for v in passed):
+                return _code(call.func)
+        return None
 
     def leave_Comparison(
         self, original_node: cst.Comparison, updated_node: cst.Comparison
@@ -919,6 +962,11 @@ class Rewriter(cst.CSTTransformer):
                     f"compat has no counterpart of {torch_name}; the check stays on torch",
                 ),
             )
+            return updated
+        if self._patch is not None:
+            # The file sets torch.distributed's names from others (`if hasattr(dist, "_base"):
+            # dist.new = dist._base`), which stay torch's: its check of them stays torch's too.
+            self._finding(original, torch_name, written, left=("patched", self._patched()))
             return updated
         target = api.compat.rsplit(".", 1)
         owner = "compat" if len(target) == 1 else f"compat.{target[0]}"
