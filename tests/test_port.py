@@ -1676,3 +1676,43 @@ def test_store_uses_compat_cannot_stand_in_for_stay_on_torch_with_the_reason() -
     assert "in annotations and isinstance only" in left["dist.TCPStore"]
     assert "A file-backed key-value store" in left["dist.FileStore"]
     assert "no counterpart" in left["dist.distributed_c10d._get_default_store"]
+
+
+def test_a_name_also_bound_to_another_library_stays_as_written() -> None:
+    """open-instruct's utils imports ``deepspeed.comm as dist`` in a try, then
+    ``torch.distributed as dist``; a trainer may import one or the other by a flag. The other
+    library's import stays (it was replaced by ``import compat``), and a use of the shared name is
+    left with the reason, since the run decides which module it reaches; an unambiguous
+    ``torch.distributed.X`` is still ported."""
+    result = port_text(
+        """
+        import torch
+
+        try:
+            import deepspeed.comm as dist
+        except ImportError:
+            pass
+        import torch.distributed as dist
+        if USE_TORCH:
+            from torch.distributed import all_reduce
+        else:
+            from deepspeed.comm import all_reduce
+
+
+        def rank(t):
+            all_reduce(t, op=dist.ReduceOp.SUM)
+            return dist.get_rank() + torch.distributed.get_world_size()
+        """
+    )
+    text = result.rewritten
+    assert "    import deepspeed.comm as dist\n" in text
+    assert "import torch.distributed as dist\n" in text
+    assert "from deepspeed.comm import all_reduce\n" in text
+    assert "all_reduce(t, op=dist.ReduceOp.SUM)\n" in text
+    assert "return dist.get_rank() + compat.get_world_size()\n" in text
+    left = {(f.written, f.category) for f in result.findings if not f.rewritten}
+    assert left == {
+        ("all_reduce", "shared name"),
+        ("dist.ReduceOp.SUM", "shared name"),
+        ("dist.get_rank", "shared name"),
+    }, left

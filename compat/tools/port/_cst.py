@@ -295,6 +295,24 @@ class Rewriter(cst.CSTTransformer):
         full = qualified(".".join([base, *attributes]))
         return full if ported(full) else None
 
+    def _shared_with(self, node: cst.CSTNode) -> str | None:
+        """The other library's name ``node`` may be, where the file also imports a module that
+        is not torch's under the same name (open-instruct: ``import deepspeed.comm as dist``
+        in a try, then ``import torch.distributed as dist``): which one a use reaches is up to
+        the run, so the use is not rewritten as torch's."""
+        try:
+            names = self.get_metadata(QualifiedNameProvider, node, set())
+        except KeyError:
+            return None
+        others = sorted(
+            n.name for n in names if n.source is QualifiedNameSource.IMPORT and not ported(n.name)
+        )
+        return others[0] if others else None
+
+    def _left_shared(self, node: cst.CSTNode, name: str, written: str, other: str) -> None:
+        reason = f"`{written}` may also be `{other}` here: the file imports both as that name"
+        self._finding(node, name, written, left=("shared name", reason))
+
     def _binding(self, root: cst.Name) -> str | None:
         """The module ``root`` names when imports do not say: an assignment of a ported module,
         or a star import (read from its file, else assumed)."""
@@ -481,6 +499,10 @@ class Rewriter(cst.CSTTransformer):
             self.outside[name.split(".")[2]] = self.outside.get(name.split(".")[2], 0) + 1
             return updated
         self._seen.add(id(original))
+        other = self._shared_with(original)
+        if other is not None:
+            self._left_shared(original, name, _code(original), other)
+            return updated
         if name.startswith(_REDUCE_OP):
             member = name[len(_REDUCE_OP) :].removeprefix("RedOpType.")
             return self._reduce_op(original, updated, member)
@@ -745,22 +767,28 @@ class Rewriter(cst.CSTTransformer):
             self.outside_calls[package] = self.outside_calls.get(package, 0) + 1
             return updated_node
         written = _code(original_node.func)
+        other = self._shared_with(original_node.func)
+        if other is not None:
+            self._left_shared(original_node, name, written, other)
+            return self._stays_on_torch(original_node, updated_node, written)
         options = [
             (api, api.params)
             for api in candidates().get(name, ())
             if api.params is not None and (api.compat_params is not None or api.template)
         ]
         if not options:
-            found = self._finding(
-                original_node,
-                name,
-                written,
-                left=("no counterpart", no_counterpart(name)),
-            )
-            if self._may_receive(original_node, None):
-                self.receivers.append(found)
-            return self._stays_on_torch(original_node, updated_node, written)
+            return self._no_counterpart(name, written, original_node, updated_node)
         return self._call_of(options, name, written, original_node, updated_node)
+
+    def _no_counterpart(
+        self, name: str, written: str, original: cst.Call, updated: cst.Call
+    ) -> cst.Call:
+        found = self._finding(
+            original, name, written, left=("no counterpart", no_counterpart(name))
+        )
+        if self._may_receive(original, None):
+            self.receivers.append(found)
+        return self._stays_on_torch(original, updated, written)
 
     def _call_of(
         self,
@@ -1438,10 +1466,25 @@ def _unused_imports(wrapper: MetadataWrapper) -> set[tuple[int, str]]:
                 same.references for same in scope.assignments if same.name.split(".")[0] == root
             ):
                 continue
+            if _imports_other_library(node, assignment.name):
+                continue  # `import deepspeed.comm as dist` beside torch's: not the tool's
             names = {q.name for q in scope.get_qualified_names_for(assignment.name)}
             if any(ported(qualified(name)) or name == "torch" for name in names):
                 unused.add((id(node), assignment.name))
     return unused
+
+
+def _imports_other_library(node: cst.Import | cst.ImportFrom, bound: str) -> bool:
+    """Whether ``node`` binds ``bound`` to a module or name outside torch (the scope's
+    qualified names merge every import of one name, so they cannot tell)."""
+    if isinstance(node, cst.ImportFrom):
+        module = "." * len(node.relative) + ("" if node.module is None else _code(node.module))
+        return not module.startswith("torch") or module.startswith(".")
+    for alias in node.names:
+        if _bound_name(alias) == bound:
+            dotted = _code(alias.name)
+            return dotted != "torch" and not dotted.startswith("torch.")
+    return False
 
 
 def _exported(module: cst.Module) -> set[tuple[int, str]]:
