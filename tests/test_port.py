@@ -1681,9 +1681,8 @@ def test_store_uses_compat_cannot_stand_in_for_stay_on_torch_with_the_reason() -
 def test_a_name_also_bound_to_another_library_stays_as_written() -> None:
     """open-instruct's utils imports ``deepspeed.comm as dist`` in a try, then
     ``torch.distributed as dist``; a trainer may import one or the other by a flag. The other
-    library's import stays (it was replaced by ``import compat``), and a use of the shared name is
-    left with the reason, since the run decides which module it reaches; an unambiguous
-    ``torch.distributed.X`` is still ported."""
+    library's imports stay (they were replaced by ``import compat``); a use of a name the run
+    may bind to either is left with the reason, and its torch arguments stay torch's."""
     result = port_text(
         """
         import torch
@@ -1709,10 +1708,42 @@ def test_a_name_also_bound_to_another_library_stays_as_written() -> None:
     assert "import torch.distributed as dist\n" in text
     assert "from deepspeed.comm import all_reduce\n" in text
     assert "all_reduce(t, op=dist.ReduceOp.SUM)\n" in text
-    assert "return dist.get_rank() + compat.get_world_size()\n" in text
+    assert "return compat.get_rank() + compat.get_world_size()\n" in text
     left = {(f.written, f.category) for f in result.findings if not f.rewritten}
-    assert left == {
-        ("all_reduce", "shared name"),
-        ("dist.ReduceOp.SUM", "shared name"),
-        ("dist.get_rank", "shared name"),
-    }, left
+    assert left == {("all_reduce", "shared name"), ("dist.ReduceOp.SUM", "inside a torch call")}, (
+        left
+    )
+
+
+def test_a_use_in_a_function_after_torch_rebinds_the_name_for_good_is_torchs() -> None:
+    """open-instruct's order: the module's own last statement binding ``dist`` imports torch's,
+    so every function reaches torch's module: ported; the other library's import stays. Where
+    the other library's import comes last, the uses are left."""
+    result = port_text(
+        """
+        try:
+            import deepspeed.comm as dist
+        except ImportError:
+            pass
+        import torch.distributed as dist
+
+
+        def rank():
+            return dist.get_rank()
+        """
+    )
+    assert result.rewritten == (
+        "\ntry:\n    import deepspeed.comm as dist\nexcept ImportError:\n    pass\n"
+        "import compat\n\n\ndef rank():\n    return compat.get_rank()\n"
+    )
+    last = port_text(
+        """
+        import torch.distributed as dist
+        import deepspeed.comm as dist
+
+
+        def rank():
+            return dist.get_rank()
+        """
+    )
+    assert [(f.written, f.category) for f in last.findings] == [("dist.get_rank", "shared name")]

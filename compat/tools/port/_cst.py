@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 from libcst.metadata import (
+    Assignment,
     MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
@@ -307,7 +308,42 @@ class Rewriter(cst.CSTTransformer):
         others = sorted(
             n.name for n in names if n.source is QualifiedNameSource.IMPORT and not ported(n.name)
         )
-        return others[0] if others else None
+        return others[0] if others and not self._torch_binds_last(node) else None
+
+    def _torch_binds_last(self, node: cst.CSTNode) -> bool:
+        """Whether a use inside a function reaches torch's module whatever the run: every
+        binding of its name is an import run on importing the module (none in a function), and
+        the last one, a statement of the module's own body (no condition, no try), is torch's."""
+        chain = _chain(node)
+        scope = None if chain is None else self.get_metadata(ScopeProvider, chain[0], None)
+        if chain is None or scope is None or scope is scope.globals:
+            return False
+        bindings = list(scope[chain[0].value])
+        imports = [
+            a.node
+            for a in bindings
+            if isinstance(a, Assignment) and isinstance(a.node, (cst.Import, cst.ImportFrom))
+        ]
+        if (
+            not imports
+            or len(imports) < len(bindings)
+            or any(a.scope is not scope.globals for a in bindings)
+        ):
+            return False
+        if any(self._in_function(node) for node in imports):
+            return False
+        last = max(imports, key=lambda node: self.get_metadata(PositionProvider, node).start.line)
+        statement = self.get_metadata(ParentNodeProvider, last)
+        return isinstance(
+            self.get_metadata(ParentNodeProvider, statement, None), cst.Module
+        ) and not _imports_other_library(last, chain[0].value)
+
+    def _in_function(self, node: cst.CSTNode) -> bool:
+        while not isinstance(node, cst.Module):
+            if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return True
+            node = self.get_metadata(ParentNodeProvider, node)
+        return False
 
     def _left_shared(self, node: cst.CSTNode, name: str, written: str, other: str) -> None:
         reason = f"`{written}` may also be `{other}` here: the file imports both as that name"
