@@ -20,7 +20,7 @@ from compat import algorithms
 from compat.base import tables
 from compat.base.adapter import Adapter, Rendezvous
 from compat.base.errors import CollectiveTimeout
-from compat.base.types import WORLD, Group
+from compat.base.types import WORLD, Backend, Group
 from compat.core import state
 from compat.core.dispatch import choose_framework, installed, load_adapter
 from compat.core.values import check_bool, check_int, describe
@@ -375,14 +375,19 @@ def get_backend(group: object = None) -> str:
     """The backend of ``group`` (default: the world's) as the framework names it (``"gloo"``,
     ``"nccl"``, ``"mccl"``, ``"hccl"``, a string naming one per device such as
     ``"cpu:gloo,cuda:nccl"``, or another the framework runs): a group made with
-    ``new_group(backend=...)`` answers its own, as torch's ``get_backend(group)`` does."""
+    ``new_group(backend=...)`` answers its own, as torch's ``get_backend(group)`` does.
+
+    A name :class:`compat.Backend` has is returned as its member, as torch returns its
+    ``Backend`` class's own constant: ``get_backend(group) is Backend.NCCL`` holds, as in torch.
+    """
     current = state.checked()
     resolved = current.checks.group(group, member=False)
-    if resolved.handle is not None:
-        own = current.adapter.group_backend(resolved.handle)
-        if own is not None:
-            return own
-    return current.backend
+    own = None if resolved.handle is None else current.adapter.group_backend(resolved.handle)
+    name = current.backend if own is None else own
+    return Backend(name) if name in _BACKEND_NAMES else name
+
+
+_BACKEND_NAMES = frozenset(member.value for member in Backend)
 
 
 def get_rank(group: object = None) -> int:

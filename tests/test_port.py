@@ -1736,3 +1736,74 @@ def test_store_uses_compat_cannot_stand_in_for_stay_on_torch_with_the_reason() -
     assert "in annotations and isinstance only" in left["dist.TCPStore"]
     assert "A file-backed key-value store" in left["dist.FileStore"]
     assert "no counterpart" in left["dist.distributed_c10d._get_default_store"]
+
+
+def test_a_name_also_bound_to_another_library_stays_as_written() -> None:
+    """open-instruct's utils imports ``deepspeed.comm as dist`` in a try, then
+    ``torch.distributed as dist``; a trainer may import one or the other by a flag. The other
+    library's imports stay (they were replaced by ``import compat``); a use of a name the run
+    may bind to either is left with the reason, and its torch arguments stay torch's."""
+    result = port_text(
+        """
+        import torch
+
+        try:
+            import deepspeed.comm as dist
+        except ImportError:
+            pass
+        import torch.distributed as dist
+        if USE_TORCH:
+            from torch.distributed import all_reduce
+        else:
+            from deepspeed.comm import all_reduce
+
+
+        def rank(t):
+            all_reduce(t, op=dist.ReduceOp.SUM)
+            return dist.get_rank() + torch.distributed.get_world_size()
+        """
+    )
+    text = result.rewritten
+    assert "    import deepspeed.comm as dist\n" in text
+    assert "import torch.distributed as dist\n" in text
+    assert "from deepspeed.comm import all_reduce\n" in text
+    assert "all_reduce(t, op=dist.ReduceOp.SUM)\n" in text
+    assert "return compat.get_rank() + compat.get_world_size()\n" in text
+    left = {(f.written, f.category) for f in result.findings if not f.rewritten}
+    assert left == {("all_reduce", "shared name"), ("dist.ReduceOp.SUM", "inside a torch call")}, (
+        left
+    )
+
+
+def test_a_use_in_a_function_after_torch_rebinds_the_name_for_good_is_torchs() -> None:
+    """open-instruct's order: the module's own last statement binding ``dist`` imports torch's,
+    so every function reaches torch's module: ported; the other library's import stays. Where
+    the other library's import comes last, the uses are left."""
+    result = port_text(
+        """
+        try:
+            import deepspeed.comm as dist
+        except ImportError:
+            pass
+        import torch.distributed as dist
+
+
+        def rank():
+            return dist.get_rank()
+        """
+    )
+    assert result.rewritten == (
+        "\ntry:\n    import deepspeed.comm as dist\nexcept ImportError:\n    pass\n"
+        "import compat\n\n\ndef rank():\n    return compat.get_rank()\n"
+    )
+    last = port_text(
+        """
+        import torch.distributed as dist
+        import deepspeed.comm as dist
+
+
+        def rank():
+            return dist.get_rank()
+        """
+    )
+    assert [(f.written, f.category) for f in last.findings] == [("dist.get_rank", "shared name")]

@@ -87,6 +87,7 @@ def test_backend_members_are_the_strings_torch_and_compat_use() -> None:
     assert Backend("NCCL") is Backend.NCCL and Backend("gloo") is Backend.GLOO
     assert Backend.NCCL == "nccl" == dist.Backend.NCCL and f"{Backend.MCCL}" == "mccl"
     assert dist.Backend(Backend.GLOO) == "gloo"  # torch's backend= takes compat's members
+    assert repr(Backend.GLOO) == repr(dist.Backend.GLOO) == "'gloo'"  # get_backend() prints so
     every_backend = {e.get("backend", k) for k, e in tables.load("capabilities").items()}
     assert {member.value for member in Backend} == every_backend
     with pytest.raises(ValueError, match=r"^backend: expected one of 'gloo', .*got 'ucc'$"):

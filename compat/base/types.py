@@ -84,6 +84,10 @@ class Backend(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    def __repr__(self) -> str:
+        # what get_backend() returns prints as torch's does ('gloo'), in logs and tuples alike
+        return repr(self.value)
+
     @classmethod
     def _missing_(cls, value: object) -> Backend:
         lowered = value.lower() if isinstance(value, str) else None

@@ -581,6 +581,11 @@ def case_queries(kit: Any) -> None:
     # The backend init chose by default on CPU (the tables say so of get_backend).
     assert compat.get_backend() == {"torch": "gloo", "mindspore": "mccl"}[kit.framework]
     group = subgroup()
+    # Code branches on `get_backend(group) is Backend.GLOO`, as torch's returns its own constant.
+    native = {"torch": compat.Backend.GLOO, "mindspore": compat.Backend.MCCL}[kit.framework]
+    assert compat.get_backend() is native, repr(compat.get_backend())
+    if rank() in group.ranks:
+        assert compat.get_backend(group) is native, repr(compat.get_backend(group))
     expected = group.ranks.index(rank()) if rank() in group.ranks else -1
     assert compat.get_rank(group) == expected, (compat.get_rank(group), expected)
     # As torch's and MindSpore's: -1 on a rank outside the group.

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 from libcst.metadata import (
+    Assignment,
     MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
@@ -296,6 +297,59 @@ class Rewriter(cst.CSTTransformer):
         full = qualified(".".join([base, *attributes]))
         return full if ported(full) else None
 
+    def _shared_with(self, node: cst.CSTNode) -> str | None:
+        """The other library's name ``node`` may be, where the file also imports a module that
+        is not torch's under the same name (open-instruct: ``import deepspeed.comm as dist``
+        in a try, then ``import torch.distributed as dist``): which one a use reaches is up to
+        the run, so the use is not rewritten as torch's."""
+        try:
+            names = self.get_metadata(QualifiedNameProvider, node, set())
+        except KeyError:
+            return None
+        others = sorted(
+            n.name for n in names if n.source is QualifiedNameSource.IMPORT and not ported(n.name)
+        )
+        return others[0] if others and not self._torch_binds_last(node) else None
+
+    def _torch_binds_last(self, node: cst.CSTNode) -> bool:
+        """Whether a use inside a function reaches torch's module whatever the run: every
+        binding of its name is an import run on importing the module (none in a function), and
+        the last one, a statement of the module's own body (no condition, no try), is torch's."""
+        chain = _chain(node)
+        scope = None if chain is None else self.get_metadata(ScopeProvider, chain[0], None)
+        if chain is None or scope is None or scope is scope.globals:
+            return False
+        bindings = list(scope[chain[0].value])
+        imports = [
+            a.node
+            for a in bindings
+            if isinstance(a, Assignment) and isinstance(a.node, (cst.Import, cst.ImportFrom))
+        ]
+        if (
+            not imports
+            or len(imports) < len(bindings)
+            or any(a.scope is not scope.globals for a in bindings)
+        ):
+            return False
+        if any(self._in_function(node) for node in imports):
+            return False
+        last = max(imports, key=lambda node: self.get_metadata(PositionProvider, node).start.line)
+        statement = self.get_metadata(ParentNodeProvider, last)
+        return isinstance(
+            self.get_metadata(ParentNodeProvider, statement, None), cst.Module
+        ) and not _imports_other_library(last, chain[0].value)
+
+    def _in_function(self, node: cst.CSTNode) -> bool:
+        while not isinstance(node, cst.Module):
+            if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return True
+            node = self.get_metadata(ParentNodeProvider, node)
+        return False
+
+    def _left_shared(self, node: cst.CSTNode, name: str, written: str, other: str) -> None:
+        reason = f"`{written}` may also be `{other}` here: the file imports both as that name"
+        self._finding(node, name, written, left=("shared name", reason))
+
     def _binding(self, root: cst.Name) -> str | None:
         """The module ``root`` names when imports do not say: an assignment of a ported module,
         or a star import (read from its file, else assumed)."""
@@ -482,6 +536,10 @@ class Rewriter(cst.CSTTransformer):
             self.outside[name.split(".")[2]] = self.outside.get(name.split(".")[2], 0) + 1
             return updated
         self._seen.add(id(original))
+        other = self._shared_with(original)
+        if other is not None:
+            self._left_shared(original, name, _code(original), other)
+            return updated
         if name.startswith(_REDUCE_OP):
             member = name[len(_REDUCE_OP) :].removeprefix("RedOpType.")
             return self._reduce_op(original, updated, member)
@@ -788,22 +846,28 @@ class Rewriter(cst.CSTTransformer):
             self.outside_calls[package] = self.outside_calls.get(package, 0) + 1
             return updated_node
         written = _code(original_node.func)
+        other = self._shared_with(original_node.func)
+        if other is not None:
+            self._left_shared(original_node, name, written, other)
+            return self._stays_on_torch(original_node, updated_node, written)
         options = [
             (api, api.params)
             for api in candidates().get(name, ())
             if api.params is not None and (api.compat_params is not None or api.template)
         ]
         if not options:
-            found = self._finding(
-                original_node,
-                name,
-                written,
-                left=("no counterpart", no_counterpart(name)),
-            )
-            if self._may_receive(original_node, None):
-                self.receivers.append(found)
-            return self._stays_on_torch(original_node, updated_node, written)
+            return self._no_counterpart(name, written, original_node, updated_node)
         return self._call_of(options, name, written, original_node, updated_node)
+
+    def _no_counterpart(
+        self, name: str, written: str, original: cst.Call, updated: cst.Call
+    ) -> cst.Call:
+        found = self._finding(
+            original, name, written, left=("no counterpart", no_counterpart(name))
+        )
+        if self._may_receive(original, None):
+            self.receivers.append(found)
+        return self._stays_on_torch(original, updated, written)
 
     def _call_of(
         self,
@@ -1486,10 +1550,25 @@ def _unused_imports(wrapper: MetadataWrapper) -> set[tuple[int, str]]:
                 same.references for same in scope.assignments if same.name.split(".")[0] == root
             ):
                 continue
+            if _imports_other_library(node, assignment.name):
+                continue  # `import deepspeed.comm as dist` beside torch's: not the tool's
             names = {q.name for q in scope.get_qualified_names_for(assignment.name)}
             if any(ported(qualified(name)) or name == "torch" for name in names):
                 unused.add((id(node), assignment.name))
     return unused
+
+
+def _imports_other_library(node: cst.Import | cst.ImportFrom, bound: str) -> bool:
+    """Whether ``node`` binds ``bound`` to a module or name outside torch (the scope's
+    qualified names merge every import of one name, so they cannot tell)."""
+    if isinstance(node, cst.ImportFrom):
+        module = "." * len(node.relative) + ("" if node.module is None else _code(node.module))
+        return not module.startswith("torch") or module.startswith(".")
+    for alias in node.names:
+        if _bound_name(alias) == bound:
+            dotted = _code(alias.name)
+            return dotted != "torch" and not dotted.startswith("torch.")
+    return False
 
 
 def _exported(module: cst.Module) -> set[tuple[int, str]]:

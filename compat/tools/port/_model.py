@@ -65,6 +65,9 @@ HINTS = {
     "are ported",
     "patched": "the file replaces torch.distributed's functions: keep the functions it wraps or "
     "compares with on torch (compat calls torch's, which then run the replacements)",
+    "shared name": "the file binds this name to another library's module too (`import "
+    "deepspeed.comm as dist` beside `import torch.distributed as dist`): give each its own name, "
+    "then port the uses that are torch's",
 }
 
 
