@@ -137,15 +137,18 @@ class CommandResult:
 @dataclass(frozen=True)
 class CommandSpec:
     """A command run to its end (killed after ``timeout`` seconds) in an empty directory of its
-    own, from which the files named in ``outputs`` are read back."""
+    own, from which the files named in ``outputs`` are read back. ``env``: its whole environment
+    (default: this process's)."""
 
     argv: tuple[str, ...]
     timeout: float
     outputs: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] | None = None
 
     def run(self) -> CommandResult:
+        env = None if self.env is None else dict(self.env)
         with tempfile.TemporaryDirectory(prefix="compat-command-") as directory:
-            done = run_bounded(self.argv, self.timeout, cwd=directory)
+            done = run_bounded(self.argv, self.timeout, env, cwd=directory)
             files = {
                 name: Path(directory, name).read_text(encoding="utf-8")
                 for name in self.outputs

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from compat.base import tables
+from compat.base.environment import environment
 from compat.tools import launch as launch_module
 from compat.tools.launch import (
     TIMEOUT_EXIT_CODE,
@@ -28,6 +29,7 @@ from compat.tools.launch import (
     launch,
     rank_environments,
 )
+from tests.jobs import BACKGROUND, CommandSpec
 from tests.processes import run_bounded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,23 +119,21 @@ def test_the_same_script_runs_under_torchrun(tmp_path: Path) -> None:
     assert "torch/gloo rank 1: reduce_scatter -> [ 9. 12.]" in result.stdout
 
 
+#: compat launch of the example on 2 MindSpore ranks, quiet (the default) and verbose (with
+#: MindSpore's default log level: no GLOG_ variable), each in the background queue (tests/jobs.py).
+MINDSPORE_LAUNCH = (sys.executable, "-m", "compat", "launch", "-n", "2", "--framework",
+                    "mindspore", "--timeout", "150")  # fmt: skip
+QUIET_RUN = CommandSpec((*MINDSPORE_LAUNCH, str(EXAMPLE)), timeout=200)
+VERBOSE_RUN = CommandSpec(
+    (*MINDSPORE_LAUNCH, "--verbose", str(EXAMPLE)),
+    timeout=200,
+    env=tuple((k, v) for k, v in environment().items() if not k.startswith("GLOG_")),
+)
+
+
+@pytest.mark.job(QUIET_RUN)
 def test_cli_launch_runs_the_user_script_on_mindspore() -> None:
-    result = run_bounded(
-        [
-            sys.executable,
-            "-m",
-            "compat",
-            "launch",
-            "-n",
-            "2",
-            "--framework",
-            "mindspore",
-            "--timeout",
-            "150",
-            str(EXAMPLE),
-        ],
-        timeout=200,
-    )
+    result = BACKGROUND.result(QUIET_RUN)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "mindspore/mccl rank 0: reduce_scatter -> [3. 6.]" in result.stdout, result.stdout
     assert "mindspore/mccl rank 1: reduce_scatter -> [ 9. 12.]" in result.stdout, result.stdout
@@ -145,25 +145,9 @@ def test_cli_launch_runs_the_user_script_on_mindspore() -> None:
     assert result.stdout.count("\n") == 3, result.stdout  # the banner and one line a rank
 
 
+@pytest.mark.job(VERBOSE_RUN)
 def test_cli_launch_verbose_lets_mindspore_log_and_a_healthy_job_logs_no_error() -> None:
-    result = run_bounded(
-        [
-            sys.executable,
-            "-m",
-            "compat",
-            "launch",
-            "-n",
-            "2",
-            "--framework",
-            "mindspore",
-            "--timeout",
-            "150",
-            "--verbose",
-            str(EXAMPLE),
-        ],
-        timeout=200,
-        env={k: v for k, v in os.environ.items() if not k.startswith("GLOG_")},
-    )
+    result = BACKGROUND.result(VERBOSE_RUN)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "mindspore/mccl rank 1: reduce_scatter -> [ 9. 12.]" in result.stdout, result.stdout
     # MindSpore's default level (WARNING): its cluster start-up warnings reach the output.

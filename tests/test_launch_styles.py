@@ -17,6 +17,7 @@ import pytest
 
 from compat.base.environment import environment
 from compat.base.net import free_port
+from tests.jobs import BACKGROUND, CommandSpec
 from tests.processes import run_bounded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +103,21 @@ def run_plain_environment(framework: str, world: int, scenario: str, timeout: fl
     return outputs
 
 
-@pytest.mark.parametrize(("framework", "world"), [("torch", 3), ("mindspore", 2)])
+def spawn_run(framework: str, world: int) -> CommandSpec:
+    """The spawn-style program on ``framework``: one process that starts its ranks, run in the
+    background queue (tests/jobs.py)."""
+    env = {**_own_environment(framework), "PYTHONFAULTHANDLER": "1"}
+    command = (sys.executable, SCRIPT, "spawn", framework, str(world), "results")
+    return CommandSpec(command, timeout=400, env=tuple(env.items()))
+
+
+@pytest.mark.parametrize(
+    ("framework", "world"),
+    [
+        pytest.param(framework, world, marks=pytest.mark.job(spawn_run(framework, world)))
+        for framework, world in (("torch", 3), ("mindspore", 2))
+    ],
+)
 def test_spawn_style_job_with_default_threads_matches_numpy(framework: str, world: int) -> None:
     """torch.multiprocessing.spawn (multiprocessing's spawn for MindSpore) and
     compat.init(init_method="tcp://...", rank=r, world_size=n) in a script that imports only its
@@ -111,9 +126,7 @@ def test_spawn_style_job_with_default_threads_matches_numpy(framework: str, worl
     cores included. On MindSpore (tests/style_scripts.py _mindspore_spawn_options) torch's
     store and pg_options are refused first, and destroy() does not wait for the scheduler rank 0
     started (it would not end before the program does)."""
-    env = _own_environment(framework)
-    command = [sys.executable, SCRIPT, "spawn", framework, str(world), "results"]
-    done = run_bounded(command, 400, {**env, "PYTHONFAULTHANDLER": "1"})
+    done = BACKGROUND.result(spawn_run(framework, world))
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert sorted(re.findall(r"RESULTS OK rank (\d+)", output)) == [str(r) for r in range(world)]

@@ -16,7 +16,9 @@ import pytest
 
 import compat
 from compat.base.adapter import StoreAddress
+from compat.base.environment import environment
 from compat.base.net import free_port
+from tests.jobs import BACKGROUND, CommandSpec
 
 torch_distributed = pytest.importorskip("torch.distributed")
 
@@ -145,11 +147,20 @@ def _python(program: str, *args: str, timeout: float = 240) -> subprocess.Comple
     )  # fmt: skip
 
 
+#: One process that runs on its own for a while: in the background queue (tests/jobs.py).
+STORES_DROPPED_RUN = CommandSpec(
+    (sys.executable, "-X", "faulthandler", "-c", STORES_MADE_AND_DROPPED),
+    timeout=240,
+    env=tuple({**environment(), "GLOG_v": "3"}.items()),
+)
+
+
+@pytest.mark.job(STORES_DROPPED_RUN)
 def test_mindspore_stores_dropped_again_and_again_never_crash_the_process() -> None:
     """A server and six connections made and dropped 40 times in one process, servers dropped
     before their connections and after: the process ends normally (it died of SIGSEGV before)."""
     pytest.importorskip("mindspore")
-    done = _python(STORES_MADE_AND_DROPPED)
+    done = BACKGROUND.result(STORES_DROPPED_RUN)
     assert (done.returncode, done.stdout.strip()) == (0, "dropped 40 stores"), done.stderr[-3000:]
 
 
