@@ -106,12 +106,14 @@ def _linked_source(path: str, function: str) -> str:
     """The linked function's source, with the source of what it names from its own file (the
     helpers it calls, the scripts it runs)."""
     definitions = _definitions(path)
-    own = definitions[function]
-    tree = ast.parse(textwrap.dedent(own))
-    named = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    return "\n".join(
-        [own, *(definitions[name] for name in sorted(named - {function}) if name in definitions)]
-    )
+    linked, waiting = {function}, [function]
+    while waiting:  # what it names, and what they name (a job spec, then the script it runs)
+        tree = ast.parse(textwrap.dedent(definitions[waiting.pop()]))
+        named = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        for name in sorted(named & definitions.keys() - linked):
+            linked.add(name)
+            waiting.append(name)
+    return "\n".join(definitions[name] for name in [function, *sorted(linked - {function})])
 
 
 #: Words of a parameter's compat cell that describe behaviour (what compat returns, its handle, a
