@@ -331,9 +331,11 @@ class Rewriter(cst.CSTTransformer):
             or any(a.scope is not scope.globals for a in bindings)
         ):
             return False
-        if any(self._in_function(node) for node in imports):
+        if any(self._in_function(imported) for imported in imports):
             return False
-        last = max(imports, key=lambda node: self.get_metadata(PositionProvider, node).start.line)
+        last = max(
+            imports, key=lambda imported: self.get_metadata(PositionProvider, imported).start.line
+        )
         statement = self.get_metadata(ParentNodeProvider, last)
         return isinstance(
             self.get_metadata(ParentNodeProvider, statement, None), cst.Module
