@@ -426,6 +426,9 @@ class TorchAdapter(Adapter):
     def as_bytes(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.view(torch.uint8)
 
+    def as_real(self, tensor: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real(tensor)
+
     def numel(self, tensor: torch.Tensor) -> int:
         return tensor.numel()
 

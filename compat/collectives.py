@@ -147,7 +147,7 @@ def reduce_scatter(
     inputs, even = checks.tensor_list(
         input_list, "input_list", call.group, output, "output", dtype, shape
     )
-    reduce_op = checks.reduction(op, dtype, "output")
+    reduce_op = call.reduction(op, dtype, "output")
     agree = lambda: Description(  # noqa: E731
         "reduce_scatter", dtype, shape, reduce_op.value,
         sizes=[adapter.shape(item)[0] for item in inputs],
@@ -155,6 +155,7 @@ def reduce_scatter(
     target = call.write(output)
     whole = adapter.joined(inputs) if even else None
     if whole is not None:
+        whole = call.read(whole) if call.as_real else whole  # complex: its real view
         # Equal parts of one buffer (x.chunk(n)): the tensor form, without concatenating.
         return call.issue(
             "reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree, outputs=[output],
@@ -319,7 +320,7 @@ def _reduce_scatter_tensor(
         input_split_sizes, "input_split_sizes", call.group.size(), shape[axis], tensor_param, axis
     )
     dtype = adapter.dtype(tensor)
-    reduce_op = checks.reduction(op, dtype, tensor_param)
+    reduce_op = call.reduction(op, dtype, tensor_param)
     me = call.group.group_rank(call.state.rank)
     result = checks.out(
         out, _with_dim(shape, axis, sizes[me]), tensor, dtype, tensor_param, out_param
@@ -365,7 +366,7 @@ def all_reduce(
     call.checks.tensor(tensor, "tensor")
     adapter = call.adapter
     dtype = adapter.dtype(tensor)
-    reduce_op = call.checks.reduction(op, dtype, "tensor")
+    reduce_op = call.reduction(op, dtype, "tensor")
     if (block := coalescing.block_on(call.group)) is not None:
         # what the table chooses, resolved now: a collective it refuses raises before recording
         call.state.implementation("all_reduce", tensor, None, call.group.handle, dtype)
@@ -743,14 +744,15 @@ def _all_gather_any_shape(
     uneven all_gather of 1-d parts of one buffer, copied into ``outputs`` once complete."""
     adapter = call.adapter
     whole = adapter.one_buffer(outputs)
-    source = adapter.one_buffer([call.read(tensor)])
+    # float8 is flattened as its bytes; complex as itself, then viewed as real (flat, 2)
+    source = adapter.one_buffer([tensor if call.as_real else call.read(tensor)])
     if whole is None or source is None:
         raise UnsupportedError(
             f"all_gather: tensor_list's parts differ in a dim other than dim 0 "
             f"({[adapter.shape(o) for o in outputs]}), which needs a flat view of each tensor; "
             f"{adapter.framework} gives none here: pass parts that differ in dim 0 only"
         )
-    (buffer, copy_back), flat = whole, source[0]
+    (buffer, copy_back), flat = whole, call.read(source[0]) if call.as_real else source[0]
     sizes = [adapter.numel(o) for o in outputs]
     # The parts' trailing dims differ by design: the ranks agree on their elements instead.
     flat_shape = (adapter.numel(tensor),)
@@ -1080,7 +1082,7 @@ def reduce(
     root = call.checks.root(dst, "dst", group_dst, "group_dst", call.group)
     adapter = call.adapter
     dtype = adapter.dtype(tensor)
-    reduce_op = call.checks.reduction(op, dtype, "tensor")
+    reduce_op = call.reduction(op, dtype, "tensor")
     agree = lambda: Description(  # noqa: E731
         "reduce", dtype, adapter.shape(tensor), reduce_op.value, root=root
     )
