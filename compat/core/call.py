@@ -94,15 +94,21 @@ class Call(Staging):
             preflight(self.adapter, self.group, agree())
         if empty:
             return with_result(completed(self.async_op), outputs)
-        if self.as_bytes:  # uint8 views (moved)
-            dtype = "uint8"
-        elif self.as_real and dtype is not None:  # views of the real dtype
-            dtype = self.checks.as_real[dtype]
+        dtype = self._travels_as(dtype)  # the staged tensors' (as bytes, as real numbers)
         run = self.state.implementation(collective, like, nbytes, self.group.handle, dtype)
         pending = run(*args, self.group.handle, self.async_op)
         if self.async_op or self._writebacks:
             return with_result(self.done(pending, self.async_op), outputs)
         return None  # a synchronous call that has completed, with nothing to copy back
+
+    def _travels_as(self, dtype: str | None) -> str | None:
+        """The dtype the call's staged tensors have: uint8 for bytes, a complex dtype's real one
+        for real views (None: read from the tensor the call passes)."""
+        if self.as_bytes:
+            return "uint8"
+        if self.as_real and dtype is not None:
+            return self.checks.as_real[dtype]
+        return dtype
 
     def issue_blocking(
         self, collective: str, like: Tensor, *args: Any, tag: int, empty: bool

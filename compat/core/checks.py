@@ -71,7 +71,9 @@ class Checks:
         #: real dtype they travel as (capabilities.toml's ``as_real``, dtypes.toml's ``real``)
         as_real = backend_entry.get("as_real", {})
         dtypes = tables.lookup("dtypes", "dtypes")
-        self.as_real = {name: dtypes[name]["real"] for name in as_real.get("dtypes", ())}
+        self.as_real: dict[str, str] = {
+            name: dtypes[name]["real"] for name in as_real.get("dtypes", ())
+        }
         #: the ReduceOps that apply to them (elementwise on the real view)
         self._real_ops = tuple(ReduceOp(value) for value in as_real.get("reduce_ops", ()))
         #: dtypes no ReduceOp applies to (kind float8 in dtypes.toml)
