@@ -860,9 +860,8 @@ def _all_gather_into_tensor(
     if out_required:
         checks.tensor(out, out_param)
     checks.tensor(tensor, tensor_param)
-    if out is not None and output_split_sizes is None and not adapter.shape(tensor):
-        # torch's form on NCCL gathers 0-d tensors into one element each
-        tensor = adapter.shaped_view(tensor, (1,)) if type(dim) is int and dim == 0 else tensor
+    if _zero_d_into(call, tensor, out, output_split_sizes, dim):
+        tensor = adapter.shaped_view(tensor, (1,))  # torch's form on NCCL: one element each
     shape = checks.dim0(tensor, tensor_param)
     axis = 0 if type(dim) is int and dim == 0 else checks.dim(dim, shape, tensor_param)
     sizes = _gather_sizes(call, output_split_sizes, shape[axis], axis)
@@ -890,6 +889,16 @@ def _all_gather_into_tensor(
         later = _issued_later(call, args, issue, _AG)
         return call.result(shown, block.record(_AG, later, call.async_op, [result]))
     return call.result(shown, call.issue(*args, **issue))
+
+
+def _zero_d_into(call: Call, tensor: Tensor, out: object, split_sizes: object, dim: object) -> bool:
+    """Whether a dim-0 gather writes a 0-d ``tensor`` into an ``out`` of one element per rank
+    (NCCL counts elements; any other ``out`` leaves the 0-d input refused)."""
+    if out is None or split_sizes is not None or not (type(dim) is int and dim == 0):
+        return False
+    if call.adapter.shape(tensor) or framework_of(out) is None:
+        return False
+    return math.prod(call.adapter.shape(out)) == call.group.size()
 
 
 def _stack(call: Call, given: object, param: str, shape: tuple[int, ...]) -> Tensor | None:
