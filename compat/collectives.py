@@ -19,6 +19,7 @@ process group was initialised elsewhere (``torch.distributed.init_process_group`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
@@ -861,6 +862,8 @@ def _all_gather_into_tensor(
     if out_required:
         checks.tensor(out, out_param)
     checks.tensor(tensor, tensor_param)
+    if _zero_d_into(call, tensor, out, output_split_sizes, dim):
+        tensor = adapter.shaped_view(tensor, (1,))  # torch's form on NCCL: one element each
     shape = checks.dim0(tensor, tensor_param)
     axis = 0 if type(dim) is int and dim == 0 else checks.dim(dim, shape, tensor_param)
     sizes = _gather_sizes(call, output_split_sizes, shape[axis], axis)
@@ -890,18 +893,31 @@ def _all_gather_into_tensor(
     return call.result(shown, call.issue(*args, **issue))
 
 
+def _zero_d_into(call: Call, tensor: Tensor, out: object, split_sizes: object, dim: object) -> bool:
+    """Whether a dim-0 gather writes a 0-d ``tensor`` into an ``out`` of one element per rank
+    (NCCL counts elements; any other ``out`` leaves the 0-d input refused)."""
+    if out is None or split_sizes is not None or not (type(dim) is int and dim == 0):
+        return False
+    if call.adapter.shape(tensor) or framework_of(out) is None:
+        return False
+    return math.prod(call.adapter.shape(out)) == call.group.size()
+
+
 def _stack(call: Call, given: object, param: str, shape: tuple[int, ...]) -> Tensor | None:
-    """torch's other form of the whole of a dim-0 all_gather (the output) or reduce_scatter
-    (the input), which NCCL takes: the stack of the group's parts shaped ``shape``,
-    ``(size, *shape)``, as a view shaped as their concatenation on dim 0 (same memory); None
-    where ``given`` is not that stack or has no such view (the concatenation is then checked)."""
+    """torch's other forms of the whole of a dim-0 all_gather (the output) or reduce_scatter
+    (the input), which NCCL takes: any contiguous tensor with the group's parts' elements, such
+    as their stack ``(size, *shape)``, as a view shaped as their concatenation on dim 0 (same
+    memory); None where ``given`` is the concatenation, has another number of elements or no
+    such view (the concatenation is then checked, and refused with its expected shape)."""
     count = call.group.size()
     if given is None or not shape:
         return None
     call.checks.tensor(given, param)
-    if call.adapter.shape(given) != (count, *shape):
+    concatenation = (count * shape[0], *shape[1:])
+    given_shape = call.adapter.shape(given)
+    if given_shape == concatenation or math.prod(given_shape) != math.prod(concatenation):
         return None
-    return call.adapter.shaped_view(given, (count * shape[0], *shape[1:]))
+    return call.adapter.shaped_view(given, concatenation)
 
 
 def broadcast(
