@@ -835,8 +835,10 @@ def good_reduce_scatter_tensor(ctx: Ctx) -> dict[str, Any]:
     return _async(ctx, _group(ctx, args))
 
 
-def indivisible(param: str, *blame: str) -> Mutator:
-    """dim 0 of ``param`` not divisible by the group size (with no split sizes)."""
+def indivisible(param: str, *blame: str, part: str | None = None) -> Mutator:
+    """dim 0 of ``param`` not divisible by the group size (with no split sizes); good where
+    the reduce-scatter's ``part`` output is given with n-th of its element count (a whole of
+    any shape, torch's form on NCCL)."""
 
     def mutate(ctx: Ctx, args: dict[str, Any]) -> Bad | None:
         if ctx.n < 2:
@@ -844,7 +846,12 @@ def indivisible(param: str, *blame: str) -> Mutator:
         args.pop("input_split_sizes", None)
         args.pop("dim", None)
         rows = ctx.n * ctx.integer(0, 2) + ctx.integer(1, ctx.n - 1)
-        args[param] = value = ctx.tensor((rows, *ctx.trailing()))
+        shape = (rows, *ctx.trailing())
+        output = args.get(part) if part is not None else None
+        if framework_of(output) is not None:
+            if math.prod(shape) == ctx.n * math.prod(tuple(output.shape)):
+                return None
+        args[param] = value = ctx.tensor(shape)
         return Bad((param, *blame), short(value), V)
 
     return Mutator(f"{param}/indivisible", mutate, solo=True)
@@ -1645,7 +1652,7 @@ def _specs() -> list[Spec]:
             [
                 *tensor_common,
                 zero_d("tensor"),
-                indivisible("tensor"),
+                indivisible("tensor", part="out"),
                 not_tensor("out", False),
                 retensor("out", "shape", V, fact="out_shape"),
                 retensor("out", "dtype", T, fact="out_shape"),
@@ -1663,7 +1670,7 @@ def _specs() -> list[Spec]:
                 not_tensor("output"),
                 not_tensor("input"),
                 zero_d("input"),
-                indivisible("input"),
+                indivisible("input", part="output"),
                 retensor("output", "shape", V),
                 retensor("output", "dtype", T),
                 unsupported_dtype("output", "input"),
