@@ -1,0 +1,368 @@
+"""Device meshes, as torch's ``torch.distributed.device_mesh``: :func:`init_device_mesh` lays the
+world's ranks out row-major in an n-dimensional array and makes one group per slice along each
+dimension; :class:`DeviceMesh` answers for it (its groups, sizes, coordinates, submeshes).
+
+On torch the mesh is torch's own DeviceMesh (made by torch's ``init_device_mesh`` once compat
+is initialised or has adopted torch's group), so DTensor, FSDP and code that was not ported
+take it, and every compat call takes its groups (torch ProcessGroups). On MindSpore, which has
+no device mesh in its communication modules, it is compat's :class:`DeviceMesh`, whose groups are
+:func:`compat.new_group`'s: the same layout, the same groups made in the same order, the same
+answers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from compat import lifecycle
+from compat.base.adapter import Adapter
+from compat.base.errors import UnsupportedError
+from compat.base.types import Group
+from compat.core import dispatch, state
+from compat.core.values import check_int, describe
+
+# The root mesh's dims a mesh dim stands for: (d,) for a dim of the root, several for a dim
+# made by _flatten.
+Axis = tuple[int, ...]
+
+
+@cache
+def _adapter(framework: str) -> Adapter:
+    return dispatch.load_adapter(framework)
+
+
+class _MeshKind(type):
+    """``isinstance(x, compat.DeviceMesh)`` is true of compat's meshes and of the framework's own
+    (torch's DeviceMesh), looked up only in frameworks the program has imported."""
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        if type.__instancecheck__(cls, obj):
+            return True
+        for framework in dispatch.imported():
+            native = _adapter(framework).device_mesh_class()
+            if native is not None and isinstance(obj, native):
+                return True
+        return False
+
+
+def init_device_mesh(
+    device_type: str,
+    mesh_shape: Sequence[int],
+    *,
+    mesh_dim_names: Sequence[str] | None = None,
+    backend_override: dict[int | str, Any] | None = None,
+) -> Any:
+    """torch's ``init_device_mesh``: the world's first ``prod(mesh_shape)`` ranks laid out
+    row-major in an array of ``mesh_shape`` (at most the world's size; ranks beyond it are in no
+    slice: ``get_coordinate()`` is None there), one group per slice along each dim, made on every
+    rank in the same order (every rank calls it, as torch asks).
+
+    Returns torch's own ``DeviceMesh`` on torch, a :class:`compat.DeviceMesh` on MindSpore (its
+    groups are :func:`compat.new_group`'s; ``backend_override`` is torch's only). Initialises
+    compat first if nothing is (as torch's initialises its default group). Arguments are checked
+    on the calling rank before any group is made."""
+    device, shape, names = _check_mesh_arguments(device_type, mesh_shape, mesh_dim_names)
+    if not lifecycle.is_initialized():
+        lifecycle.init()
+    current = state.checked()
+    if math.prod(shape) > current.world_size:
+        raise ValueError(
+            f"mesh_shape: expected sizes whose product is at most the world's size "
+            f"{current.world_size}; got {shape} ({math.prod(shape)} ranks)"
+        )
+    if backend_override is not None and not isinstance(backend_override, dict):
+        raise TypeError(
+            f"backend_override: expected None or a dict; got {describe(backend_override)}"
+        )
+    native = current.adapter.framework_device_mesh(device, shape, names, backend_override)
+    if native is not None:
+        return native
+    _no_override(backend_override)
+    return DeviceMesh._root_mesh(device, shape, names)
+
+
+def _check_mesh_arguments(
+    device_type: object, mesh_shape: object, mesh_dim_names: object
+) -> tuple[str, tuple[int, ...], tuple[str, ...] | None]:
+    if not isinstance(device_type, str) or not device_type.isalpha():
+        raise ValueError(
+            "device_type: expected a device type without an index, such as 'cpu' or 'cuda' "
+            f"(a torch.device's .type); got {describe(device_type)}"
+        )
+    if not isinstance(mesh_shape, Sequence) or isinstance(mesh_shape, str) or not mesh_shape:
+        raise TypeError(
+            f"mesh_shape: expected a non-empty tuple of positive ints; got {describe(mesh_shape)}"
+        )
+    shape = tuple(check_int(size, f"mesh_shape[{i}]") for i, size in enumerate(mesh_shape))
+    if any(size <= 0 for size in shape):
+        raise ValueError(f"mesh_shape: expected positive sizes; got {shape}")
+    if mesh_dim_names is None:
+        return device_type, shape, None
+    if not isinstance(mesh_dim_names, Sequence) or isinstance(mesh_dim_names, str):
+        raise TypeError(
+            "mesh_dim_names: expected None or a tuple of str, one per dim of mesh_shape; "
+            f"got {describe(mesh_dim_names)}"
+        )
+    names = tuple(mesh_dim_names)
+    if not all(isinstance(name, str) and name for name in names):
+        raise TypeError(f"mesh_dim_names: expected non-empty str names; got {names!r}")
+    if len(names) != len(shape) or len(set(names)) != len(names):
+        raise ValueError(
+            f"mesh_dim_names: expected {len(shape)} distinct names, one per dim of mesh_shape "
+            f"{shape}; got {names!r}"
+        )
+    return device_type, shape, names
+
+
+def _no_override(backend_override: object) -> None:
+    if backend_override is not None:
+        raise UnsupportedError(
+            "backend_override: MindSpore makes every group of a mesh with its own backend "
+            f"(expected None there); got {describe(backend_override)}"
+        )
+
+
+def _slices(root_shape: tuple[int, ...], axis: Axis) -> NDArray[np.int64]:
+    """The ranks of every group along ``axis`` of the root mesh, one row per group, in the
+    order torch makes them (row-major over the other dims)."""
+    ranks = np.arange(math.prod(root_shape)).reshape(root_shape)
+    ends = list(range(len(root_shape) - len(axis), len(root_shape)))
+    moved = np.moveaxis(ranks, list(axis), ends)
+    rows: NDArray[np.int64] = moved.reshape(-1, math.prod(root_shape[d] for d in axis))
+    return rows
+
+
+def _make_groups(root_shape: tuple[int, ...], axis: Axis) -> Group | None:
+    """Every group along ``axis``, made on every rank in order (torch's order), as
+    :func:`compat.new_group` makes them; a slice of the whole world is the world, as torch's
+    mesh takes the default group for it. Returns this rank's group (None outside the mesh)."""
+    current = state.checked()
+    mine: Group | None = None
+    for row in _slices(root_shape, axis):
+        ranks = [int(rank) for rank in row]
+        if len(ranks) == current.world_size:
+            group = current.world
+        else:
+            group = lifecycle.new_group(ranks)
+        mine = group if current.rank in ranks else mine
+    return mine
+
+
+class DeviceMesh(metaclass=_MeshKind):
+    """A device mesh with torch's DeviceMesh's public surface (made by
+    :func:`compat.init_device_mesh`; ``isinstance`` is also true of torch's meshes).
+
+    ``mesh`` is a numpy int32 array of global ranks (torch: an int32 CPU tensor), this rank's
+    slice for a submesh, as torch's. Groups are compat.Group objects, which every compat call
+    takes; a dim whose slice is the whole world has the world's group."""
+
+    def __init__(
+        self,
+        device_type: str,
+        root_shape: tuple[int, ...],
+        axes: tuple[Axis, ...],
+        names: tuple[str, ...] | None,
+        root: DeviceMesh | None = None,
+    ) -> None:
+        self._device_type = device_type
+        self._root_shape = root_shape
+        self._axes = axes
+        self._names = names
+        self._root = root
+        #: the root's groups (this rank's, per axis) and flattened meshes, shared by submeshes
+        self._groups: dict[Axis, Group | None] = {} if root is None else root._groups
+        self._flattened: dict[str, DeviceMesh] = {} if root is None else root._flattened
+        self._rank = state.checked().rank
+
+    @classmethod
+    def _root_mesh(
+        cls, device_type: str, shape: tuple[int, ...], names: tuple[str, ...] | None
+    ) -> DeviceMesh:
+        mesh = cls(device_type, shape, tuple((d,) for d in range(len(shape))), names)
+        for d in range(len(shape)):
+            mesh._groups[(d,)] = _make_groups(shape, (d,))
+        return mesh
+
+    # -- what torch's DeviceMesh answers ----------------------------------------------------
+    @property
+    def device_type(self) -> str:
+        return self._device_type
+
+    @property
+    def mesh_dim_names(self) -> tuple[str, ...] | None:
+        return self._names
+
+    @property
+    def ndim(self) -> int:
+        return len(self._axes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(math.prod(self._root_shape[d] for d in axis) for axis in self._axes)
+
+    @property
+    def mesh(self) -> NDArray[np.int32]:
+        """The global ranks of this mesh, shaped as it (this rank's slice of a submesh)."""
+        rows = _slices(self._root_shape, tuple(d for axis in self._axes for d in axis))
+        found = [row for row in rows if self._rank in row]
+        if not found and len(rows) > 1:
+            raise RuntimeError(
+                f"DeviceMesh.mesh: this rank ({self._rank}) is outside the mesh, and a submesh "
+                "has one slice per rank of it: ask on a rank inside the mesh"
+            )
+        chosen = found[0] if found else rows[0]
+        shaped: NDArray[np.int32] = chosen.reshape(self.shape).astype(np.int32)
+        return shaped
+
+    def size(self, mesh_dim: int | None = None) -> int:
+        """The number of ranks in the mesh, or along ``mesh_dim``."""
+        if mesh_dim is None:
+            return math.prod(self.shape)
+        return self.shape[self._dim_index(mesh_dim, "mesh_dim")]
+
+    def get_rank(self) -> int:
+        """This process's global rank."""
+        return self._rank
+
+    def get_coordinate(self) -> tuple[int, ...] | None:
+        """This rank's index along every dim of the mesh, or None outside it."""
+        if not self._inside():
+            return None
+        where = np.argwhere(self.mesh == self._rank)
+        return tuple(int(i) for i in where[0]) if len(where) else None
+
+    def get_group(self, mesh_dim: int | str | None = None) -> Group:
+        """The group of this rank's slice along ``mesh_dim`` (an index or a name; None on a
+        1-D mesh), a compat.Group."""
+        if mesh_dim is None and self.ndim > 1:
+            raise ValueError(
+                f"mesh_dim: expected the index or name of one of the mesh's {self.ndim} dims "
+                "(get_all_groups() gives every dim's group); got None"
+            )
+        axis = self._axis(0 if mesh_dim is None else mesh_dim)
+        group = self._groups.get(axis)
+        if group is None:
+            raise ValueError(
+                f"mesh_dim: this rank ({self._rank}) is in no group of the mesh's dim "
+                f"{mesh_dim!r} (it is outside the mesh {self!r})"
+            )
+        return group
+
+    def get_all_groups(self) -> list[Group]:
+        """Every dim's group, in dim order."""
+        return [self.get_group(i) for i in range(self.ndim)]
+
+    def get_local_rank(self, mesh_dim: int | str | None = None) -> int:
+        """This rank's rank in its group along ``mesh_dim`` (None on a 1-D mesh)."""
+        if mesh_dim is None and self.ndim > 1:
+            raise ValueError(
+                f"mesh_dim: expected the index or name of one of the mesh's {self.ndim} dims; "
+                "got None"
+            )
+        return self.get_group(0 if mesh_dim is None else mesh_dim).rank()
+
+    def __getitem__(self, mesh_dim_names: str | tuple[str, ...]) -> DeviceMesh:
+        """The submesh of the named dims (in the mesh's order), or of a dim :meth:`_flatten`
+        made; no communication."""
+        names = (mesh_dim_names,) if isinstance(mesh_dim_names, str) else mesh_dim_names
+        if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names) or not names:
+            raise TypeError(
+                f"mesh_dim_names: expected a dim name or a tuple of them; got "
+                f"{describe(mesh_dim_names)}"
+            )
+        if names == self._names:
+            return self
+        axes = tuple(self._axis(name, "mesh_dim_names") for name in names)
+        joined = [d for axis in axes for d in axis]
+        if joined != sorted(set(joined)):
+            raise ValueError(
+                f"mesh_dim_names: expected dims in the mesh's order ({self._names}), each "
+                f"once; got {names!r}"
+            )
+        return DeviceMesh(self._device_type, self._root_shape, axes, names, self._root or self)
+
+    def _flatten(self, mesh_dim_name: str | None = None, backend_override: object = None) -> Any:
+        """One dim of this mesh's dims together (named ``mesh_dim_name``, default the names
+        joined by "_"), with a group per slice, made on every rank as init_device_mesh makes
+        them; the root mesh then also answers for that name."""
+        _no_override(backend_override)
+        if not self._names:
+            raise ValueError("DeviceMesh._flatten: expected a mesh with mesh_dim_names; got none")
+        name = "_".join(self._names) if mesh_dim_name is None else mesh_dim_name
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"mesh_dim_name: expected a non-empty str; got {describe(name)}")
+        if self.ndim == 1 and name in self._names:
+            return self
+        root = self._root or self
+        axis = tuple(d for each in self._axes for d in each)
+        known = self._flattened.get(name)
+        if name in (root._names or ()) or (known is not None and known._axes != (axis,)):
+            raise ValueError(
+                f"mesh_dim_name: expected a name no other dim of the mesh has; got {name!r}"
+            )
+        if known is None:
+            self._groups[axis] = _make_groups(self._root_shape, axis)
+            known = DeviceMesh(self._device_type, self._root_shape, (axis,), (name,), root)
+            self._flattened[name] = known
+        return known
+
+    def __enter__(self) -> DeviceMesh:
+        return self  # torch's makes the mesh DTensor's current one; MindSpore has no DTensor
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        sizes = self.shape
+        if self._names:
+            inner = ", ".join(f"{n}={s}" for n, s in zip(self._names, sizes, strict=True))
+            return f"DeviceMesh(({inner}), '{self._device_type}')"
+        return f"DeviceMesh({sizes}, '{self._device_type}')"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DeviceMesh) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _key(self) -> tuple[object, ...]:
+        return (self._device_type, self._root_shape, self._axes, self._names)
+
+    def _inside(self) -> bool:
+        return self._rank < math.prod(self._root_shape)
+
+    def _dim_index(self, mesh_dim: object, param: str) -> int:
+        index = check_int(mesh_dim, param)
+        if not 0 <= index < self.ndim:
+            raise ValueError(
+                f"{param}: expected a dim index in [0, {self.ndim}) of the mesh {self!r}; "
+                f"got {index}"
+            )
+        return index
+
+    def _axis(self, mesh_dim: object, param: str = "mesh_dim") -> Axis:
+        """The root dims that ``mesh_dim`` (an index, a name of this mesh, or a name the root
+        flattened) stands for."""
+        if not isinstance(mesh_dim, str):
+            return self._axes[self._dim_index(mesh_dim, param)]
+        if self._names and mesh_dim in self._names:
+            return self._axes[self._names.index(mesh_dim)]
+        if mesh_dim in self._flattened:
+            return self._flattened[mesh_dim]._axes[0]
+        known = [*(self._names or ()), *self._flattened]
+        raise ValueError(
+            f"{param}: expected a dim name of the mesh, one of {known}; got {mesh_dim!r}"
+        )
