@@ -363,6 +363,14 @@ class DeviceMesh(metaclass=_MeshKind):
         if mesh_dim in self._flattened:
             return self._flattened[mesh_dim]._axes[0]
         known = [*(self._names or ()), *self._flattened]
-        raise ValueError(
+        raise UnknownDimError(
             f"{param}: expected a dim name of the mesh, one of {known}; got {mesh_dim!r}"
         )
+
+
+class UnknownDimError(KeyError, ValueError):
+    """A dim name the mesh does not have: a ValueError as compat's bad arguments are, and a
+    KeyError as torch's DeviceMesh raises there, so code that catches either runs the same."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
