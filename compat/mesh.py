@@ -313,6 +313,16 @@ class DeviceMesh(metaclass=_MeshKind):
             self._flattened[name] = known
         return known
 
+    def _as_group(self, mesh_dim: object, param: str) -> Group:
+        """The group ``group=mesh`` (1-D) or ``group=(mesh, mesh_dim)`` stands for, as funcol
+        and compat's calls take a torch mesh."""
+        if mesh_dim is None and self.ndim != 1:
+            raise ValueError(
+                f"{param}: expected a 1-D DeviceMesh or (DeviceMesh, mesh dim); got a mesh of "
+                f"{self.ndim} dims (name the dim: {param}=(mesh, dim))"
+            )
+        return self.get_group(0 if mesh_dim is None else self._dim_index(mesh_dim, param))
+
     def __enter__(self) -> DeviceMesh:
         return self  # torch's makes the mesh DTensor's current one; MindSpore has no DTensor
 

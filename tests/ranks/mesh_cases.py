@@ -129,6 +129,26 @@ def case_mesh_unknown_dim(kit: Any) -> None:
     follow_up(kit)
 
 
+def case_mesh_as_group(kit: Any) -> None:
+    """A 1-D mesh, or (mesh, mesh dim), as ``group=`` (funcol's forms; compat takes them on
+    both frameworks): the dim's group, for compat's collectives and compat.autograd's."""
+    n = world()
+    mesh = compat.init_device_mesh("cpu", (1, n), mesh_dim_names=("dp", "tp"))
+    seed = "mesh-as-group"
+    for group in (mesh["tp"], (mesh, 1)):
+        x = Placed(kit, values(seed, rank(), (2, 2)), "float32", "interior")
+        compat.all_reduce(x.view, group=group)
+        x.result(reduce_np([values(seed, r, (2, 2)) for r in range(n)], "sum"))
+        x.check(f"all_reduce with group={group!r}")
+    alone = compat.autograd.all_reduce(kit.tensor(np.full((3,), rank() + 1.0), "float32"),
+                                       "sum", (mesh, 0))  # fmt: skip
+    np.testing.assert_array_equal(kit.numpy(alone), np.full((3,), rank() + 1.0))
+    with pytest.raises(ValueError, match=r"^group: expected a 1-D DeviceMesh or \(DeviceMesh"):
+        compat.all_reduce(kit.tensor(np.ones(2), "float32"), group=mesh)
+    follow_up(kit)
+
+
 register("mesh-shapes", case_mesh_shapes)
+register("mesh-as_group", case_mesh_as_group)
 register("mesh-bad_arguments", case_mesh_bad_arguments)
 register("mesh-unknown_dim", case_mesh_unknown_dim)
