@@ -84,8 +84,8 @@ def init_device_mesh(
     native = current.adapter.framework_device_mesh(device, shape, names, backend_override)
     if native is not None:
         return native
-    _no_override(backend_override)
-    return DeviceMesh._root_mesh(device, shape, names)
+    backends = _overrides(backend_override, names, len(shape))
+    return DeviceMesh._root_mesh(device, shape, names, backends)
 
 
 def _check_mesh_arguments(
@@ -121,12 +121,46 @@ def _check_mesh_arguments(
     return device_type, shape, names
 
 
-def _no_override(backend_override: object) -> None:
-    if backend_override is not None:
-        raise UnsupportedError(
-            "backend_override: MindSpore makes every group of a mesh with its own backend "
-            f"(expected None there); got {describe(backend_override)}"
+#: torch's backend that makes no real group (torch's FakeProcessGroup), for dims whose groups a
+#: program never communicates on: compat then makes no group for the dim.
+FAKE = "fake"
+
+
+def _overrides(
+    backend_override: object, names: tuple[str, ...] | None, count: int
+) -> list[str | None]:
+    """torch's ``backend_override`` (keys: dim indices or names) as one backend name (or None)
+    per dim, where compat makes the groups: a name is passed to compat.new_group, FAKE makes
+    none; torch's backend options have no counterpart there."""
+    backends: list[str | None] = [None] * count
+    if backend_override is None:
+        return backends
+    if not isinstance(backend_override, dict):
+        raise TypeError(
+            f"backend_override: expected None or a dict; got {describe(backend_override)}"
         )
+    for key, value in backend_override.items():
+        if isinstance(key, str) and names and key in names:
+            index = names.index(key)
+        elif isinstance(key, int) and not isinstance(key, bool) and 0 <= key < count:
+            index = key
+        else:
+            raise ValueError(
+                f"backend_override: expected keys that are dim indices in [0, {count}) or dim "
+                f"names {names}; got {key!r}"
+            )
+        backends[index] = _backend_name(value)
+    return backends
+
+
+def _backend_name(value: object) -> str:
+    if not isinstance(value, str):
+        raise UnsupportedError(
+            "backend_override: where compat makes the mesh's groups (MindSpore), a backend name "
+            f"per dim ('{FAKE}': no group); torch's backend options have no counterpart there; "
+            f"got {describe(value)}"
+        )
+    return value
 
 
 def _slices(root_shape: tuple[int, ...], axis: Axis) -> NDArray[np.int64]:
@@ -139,18 +173,19 @@ def _slices(root_shape: tuple[int, ...], axis: Axis) -> NDArray[np.int64]:
     return rows
 
 
-def _make_groups(root_shape: tuple[int, ...], axis: Axis) -> Group | None:
+def _make_groups(root_shape: tuple[int, ...], axis: Axis, backend: str | None) -> Group | None:
     """Every group along ``axis``, made on every rank in order (torch's order), as
-    :func:`compat.new_group` makes them; a slice of the whole world is the world, as torch's
-    mesh takes the default group for it. Returns this rank's group (None outside the mesh)."""
+    :func:`compat.new_group` makes them with ``backend``; a slice of the whole world is the
+    world, as torch's mesh takes the default group for it (with no backend of its own).
+    Returns this rank's group (None outside the mesh)."""
     current = state.checked()
     mine: Group | None = None
     for row in _slices(root_shape, axis):
         ranks = [int(rank) for rank in row]
-        if len(ranks) == current.world_size:
+        if len(ranks) == current.world_size and backend is None:
             group = current.world
         else:
-            group = lifecycle.new_group(ranks)
+            group = lifecycle.new_group(ranks, backend=backend)
         mine = group if current.rank in ranks else mine
     return mine
 
@@ -179,16 +214,29 @@ class DeviceMesh(metaclass=_MeshKind):
         #: the root's groups (this rank's, per axis) and flattened meshes, shared by submeshes
         self._groups: dict[Axis, Group | None] = {} if root is None else root._groups
         self._flattened: dict[str, DeviceMesh] = {} if root is None else root._flattened
+        #: the axes made with torch's "fake" backend: no group
+        self._fake: set[Axis] = set() if root is None else root._fake
         self._rank = state.checked().rank
 
     @classmethod
     def _root_mesh(
-        cls, device_type: str, shape: tuple[int, ...], names: tuple[str, ...] | None
+        cls,
+        device_type: str,
+        shape: tuple[int, ...],
+        names: tuple[str, ...] | None,
+        backends: list[str | None],
     ) -> DeviceMesh:
         mesh = cls(device_type, shape, tuple((d,) for d in range(len(shape))), names)
-        for d in range(len(shape)):
-            mesh._groups[(d,)] = _make_groups(shape, (d,))
+        for d, backend in enumerate(backends):
+            mesh._make_axis((d,), backend)
         return mesh
+
+    def _make_axis(self, axis: Axis, backend: str | None) -> None:
+        """The groups along ``axis`` of the root (none for torch's fake backend)."""
+        if backend == FAKE:
+            self._fake.add(axis)
+        else:
+            self._groups[axis] = _make_groups(self._root_shape, axis, backend)
 
     # -- what torch's DeviceMesh answers ----------------------------------------------------
     @property
@@ -247,6 +295,12 @@ class DeviceMesh(metaclass=_MeshKind):
                 "(get_all_groups() gives every dim's group); got None"
             )
         axis = self._axis(0 if mesh_dim is None else mesh_dim)
+        if axis in self._fake:
+            raise UnsupportedError(
+                f"mesh_dim: the dim {mesh_dim!r} was made with backend_override '{FAKE}' "
+                "(torch's group that does not communicate): compat made no group for it; "
+                "make the mesh without it to communicate on that dim"
+            )
         group = self._groups.get(axis)
         if group is None:
             raise ValueError(
@@ -266,7 +320,14 @@ class DeviceMesh(metaclass=_MeshKind):
                 f"mesh_dim: expected the index or name of one of the mesh's {self.ndim} dims; "
                 "got None"
             )
-        return self.get_group(0 if mesh_dim is None else mesh_dim).rank()
+        axis = self._axis(0 if mesh_dim is None else mesh_dim)
+        for row in _slices(self._root_shape, axis):
+            if self._rank in row:
+                return [int(rank) for rank in row].index(self._rank)
+        raise ValueError(
+            f"mesh_dim: this rank ({self._rank}) is in no slice of the mesh's dim {mesh_dim!r} "
+            f"(it is outside the mesh {self!r})"
+        )
 
     def __getitem__(self, mesh_dim_names: str | tuple[str, ...]) -> DeviceMesh:
         """The submesh of the named dims (in the mesh's order), or of a dim :meth:`_flatten`
@@ -292,7 +353,7 @@ class DeviceMesh(metaclass=_MeshKind):
         """One dim of this mesh's dims together (named ``mesh_dim_name``, default the names
         joined by "_"), with a group per slice, made on every rank as init_device_mesh makes
         them; the root mesh then also answers for that name."""
-        _no_override(backend_override)
+        backend = None if backend_override is None else _backend_name(backend_override)
         if not self._names:
             raise ValueError("DeviceMesh._flatten: expected a mesh with mesh_dim_names; got none")
         name = "_".join(self._names) if mesh_dim_name is None else mesh_dim_name
@@ -308,10 +369,81 @@ class DeviceMesh(metaclass=_MeshKind):
                 f"mesh_dim_name: expected a name no other dim of the mesh has; got {name!r}"
             )
         if known is None:
-            self._groups[axis] = _make_groups(self._root_shape, axis)
+            self._make_axis(axis, backend)
             known = DeviceMesh(self._device_type, self._root_shape, (axis,), (name,), root)
             self._flattened[name] = known
         return known
+
+    def _unflatten(
+        self,
+        dim: int | str,
+        mesh_sizes: Sequence[int],
+        mesh_dim_names: Sequence[str],
+        backend_override: dict[int | str, Any] | None = None,
+    ) -> DeviceMesh:
+        """The mesh with ``dim`` split row-major into dims of ``mesh_sizes`` named
+        ``mesh_dim_names``, whose groups are made on every rank as init_device_mesh makes them
+        (``backend_override`` by their names or indices); the other dims keep their groups."""
+        index = self._dim_index(dim, "dim") if not isinstance(dim, str) else self._named(dim)
+        sizes = tuple(check_int(size, f"mesh_sizes[{i}]") for i, size in enumerate(mesh_sizes))
+        names = tuple(mesh_dim_names)
+        axis = self._axes[index]
+        if len(axis) != 1:
+            raise UnsupportedError(
+                f"dim: compat unflattens a dim of the mesh it was made with, not one _flatten "
+                f"made; got {dim!r}"
+            )
+        whole = list(self._names or ())
+        whole[index : index + 1] = names
+        if len(set(whole)) != len(whole) or len(names) != len(sizes) or any(s <= 0 for s in sizes):
+            raise ValueError(
+                f"mesh_dim_names: expected a name per size of mesh_sizes {sizes}, none the mesh "
+                f"has (it has {self._names}); got {names!r}"
+            )
+        if math.prod(sizes) != self._root_shape[axis[0]]:
+            raise ValueError(
+                f"mesh_sizes: expected sizes whose product is the dim's size "
+                f"{self._root_shape[axis[0]]}; got {sizes}"
+            )
+        backends = _overrides(backend_override, names, len(sizes))
+        return self._split(axis[0], sizes, index, tuple(whole), backends)
+
+    def _split(
+        self,
+        d: int,
+        sizes: tuple[int, ...],
+        index: int,
+        names: tuple[str, ...],
+        backends: list[str | None],
+    ) -> DeviceMesh:
+        """A new root in which the root's dim ``d`` is ``sizes`` (a reshape: the ranks keep
+        their row-major order), carrying the groups made before, and this mesh's dim ``index``
+        replaced by those dims."""
+
+        split = tuple(range(d, d + len(sizes)))
+
+        def moved(axis: Axis) -> Axis:
+            return tuple(
+                e for r in axis for e in (split if r == d else (r + (r > d) * (len(split) - 1),))
+            )
+
+        shape = (*self._root_shape[:d], *sizes, *self._root_shape[d + 1 :])
+        axes = [moved(axis) for axis in self._axes]
+        axes[index : index + 1] = [(d + k,) for k in range(len(sizes))]
+        made = DeviceMesh(self._device_type, shape, tuple(axes), names or None)
+        made._groups.update({moved(axis): group for axis, group in self._groups.items()})
+        made._fake.update(moved(axis) for axis in self._fake)
+        for k, backend in enumerate(backends):
+            made._make_axis((d + k,), backend)
+        return made
+
+    def _named(self, name: str) -> int:
+        if not self._names or name not in self._names:
+            raise UnknownDimError(
+                f"dim: expected a dim name of the mesh, one of {list(self._names or ())}; "
+                f"got {name!r}"
+            )
+        return self._names.index(name)
 
     def _as_group(self, mesh_dim: object, param: str) -> Group:
         """The group ``group=mesh`` (1-D) or ``group=(mesh, mesh_dim)`` stands for, as funcol

@@ -148,7 +148,40 @@ def case_mesh_as_group(kit: Any) -> None:
     follow_up(kit)
 
 
+def case_mesh_unflatten(kit: Any) -> None:
+    """torchtitan's way: a 1-D world mesh, _unflatten into named dims (row-major, so the ranks
+    keep their order), submeshes and _flatten of them; on MindSpore also with torch's 'fake'
+    backend for dims no collective runs on (no group made; layout queries still answer)."""
+    n, me = world(), rank()
+    world_mesh = compat.init_device_mesh("cpu", (n,), mesh_dim_names=("world",))
+    mesh = world_mesh._unflatten(0, (1, n, 1), ("pp", "dp", "tp"))
+    assert mesh.shape == (1, n, 1) and mesh.mesh_dim_names == ("pp", "dp", "tp")
+    assert mesh.get_coordinate() == (0, me, 0) and mesh.mesh.tolist() == [[[r] for r in range(n)]]
+    assert [mesh.get_local_rank(name) for name in ("pp", "dp", "tp")] == [0, me, 0]
+    groups = {
+        name: compat.get_process_group_ranks(mesh.get_group(name)) for name in ("pp", "dp", "tp")
+    }
+    assert groups == {"pp": [me], "dp": list(range(n)), "tp": [me]}, groups
+    flat = mesh["dp", "tp"]._flatten("dp_tp")
+    assert compat.get_process_group_ranks(flat.get_group()) == list(range(n))
+    seed = "mesh-unflatten"
+    x = Placed(kit, values(seed, me, (2, 3)), "float32", "interior")
+    compat.all_reduce(x.view, group=mesh.get_group("dp"))
+    x.result(reduce_np([values(seed, r, (2, 3)) for r in range(n)], "sum"))
+    x.check("all_reduce over the unflattened dp dim")
+    with pytest.raises(ValueError, match="mesh_sizes"):
+        world_mesh._unflatten(0, (n + 1,), ("dp",))
+    if kit.framework == "mindspore":  # torch's 'fake' backend needs torch's test helpers
+        faked = world_mesh._unflatten(0, (1, n), ("pp", "dp"), backend_override={"pp": "fake"})
+        assert faked.get_local_rank("pp") == 0 and faked.get_coordinate() == (0, me)
+        assert compat.get_process_group_ranks(faked.get_group("dp")) == list(range(n))
+        with pytest.raises(compat.UnsupportedError, match=r"^mesh_dim: the dim 'pp' was made"):
+            faked.get_group("pp")
+    follow_up(kit)
+
+
 register("mesh-shapes", case_mesh_shapes)
+register("mesh-unflatten", case_mesh_unflatten)
 register("mesh-as_group", case_mesh_as_group)
 register("mesh-bad_arguments", case_mesh_bad_arguments)
 register("mesh-unknown_dim", case_mesh_unknown_dim)
