@@ -65,9 +65,10 @@ def init_device_mesh(
     rank in the same order (every rank calls it, as torch asks).
 
     Returns torch's own ``DeviceMesh`` on torch, a :class:`compat.DeviceMesh` on MindSpore (its
-    groups are :func:`compat.new_group`'s; ``backend_override`` is torch's only). Initialises
-    compat first if nothing is (as torch's initialises its default group). Arguments are checked
-    on the calling rank before any group is made."""
+    groups are :func:`compat.new_group`'s; ``backend_override`` there: a backend name per dim,
+    by index or name, or torch's ``"fake"`` for no group). Initialises compat first if nothing
+    is (as torch's initialises its default group). Arguments are checked on the calling rank
+    before any group is made."""
     device, shape, names = _check_mesh_arguments(device_type, mesh_shape, mesh_dim_names)
     if not lifecycle.is_initialized():
         lifecycle.init()
