@@ -164,6 +164,27 @@ def _backend_name(value: object) -> str:
     return value
 
 
+def _row_major_shape(mesh: object) -> tuple[int, ...]:
+    """The shape of ``mesh`` (nested lists, a numpy array or a tensor of global ranks) whose
+    ranks are 0, 1, ... in row-major order: the one layout compat's meshes have."""
+    values = mesh.tolist() if hasattr(mesh, "tolist") else mesh
+    try:
+        array = np.asarray(values)
+    except ValueError:
+        array = np.asarray(None)
+    if array.dtype.kind not in "iu" or array.ndim == 0 or array.size == 0:
+        raise TypeError(
+            f"mesh: expected an n-dimensional array of global ranks; got {describe(mesh)}"
+        )
+    if not np.array_equal(array, np.arange(array.size).reshape(array.shape)):
+        raise UnsupportedError(
+            "mesh: compat lays a mesh's ranks out as init_device_mesh does (0, 1, ... in "
+            f"row-major order); got {array.tolist()} (make groups of other ranks with "
+            "compat.new_group)"
+        )
+    return tuple(int(size) for size in array.shape)
+
+
 def _slices(root_shape: tuple[int, ...], axis: Axis) -> NDArray[np.int64]:
     """The ranks of every group along ``axis`` of the root mesh, one row per group, in the
     order torch makes them (row-major over the other dims)."""
@@ -197,15 +218,39 @@ class DeviceMesh(metaclass=_MeshKind):
 
     ``mesh`` is a numpy int32 array of global ranks (torch: an int32 CPU tensor), this rank's
     slice for a submesh, as torch's. Groups are compat.Group objects, which every compat call
-    takes; a dim whose slice is the whole world has the world's group."""
+    takes; a dim whose slice is the whole world has the world's group.
 
-    def __init__(
-        self,
+    ``compat.DeviceMesh(device_type, mesh, *, mesh_dim_names=None)``, as torch's constructor,
+    takes a mesh whose ranks are 0, 1, ... in row-major order (the layout init_device_mesh makes)
+    and returns :func:`init_device_mesh` of its shape (torch's own mesh on torch); another layout
+    is an UnsupportedError."""
+
+    def __new__(
+        cls, device_type: str, mesh: object, *, mesh_dim_names: Sequence[str] | None = None
+    ) -> Any:
+        shape = _row_major_shape(mesh)
+        return init_device_mesh(device_type, shape, mesh_dim_names=mesh_dim_names)
+
+    @classmethod
+    def _made(
+        cls,
         device_type: str,
         root_shape: tuple[int, ...],
         axes: tuple[Axis, ...],
         names: tuple[str, ...] | None,
         root: DeviceMesh | None = None,
+    ) -> DeviceMesh:
+        mesh: DeviceMesh = object.__new__(cls)
+        mesh._setup(device_type, root_shape, axes, names, root)
+        return mesh
+
+    def _setup(
+        self,
+        device_type: str,
+        root_shape: tuple[int, ...],
+        axes: tuple[Axis, ...],
+        names: tuple[str, ...] | None,
+        root: DeviceMesh | None,
     ) -> None:
         self._device_type = device_type
         self._root_shape = root_shape
@@ -227,7 +272,7 @@ class DeviceMesh(metaclass=_MeshKind):
         names: tuple[str, ...] | None,
         backends: list[str | None],
     ) -> DeviceMesh:
-        mesh = cls(device_type, shape, tuple((d,) for d in range(len(shape))), names)
+        mesh = cls._made(device_type, shape, tuple((d,) for d in range(len(shape))), names)
         for d, backend in enumerate(backends):
             mesh._make_axis((d,), backend)
         return mesh
@@ -348,7 +393,9 @@ class DeviceMesh(metaclass=_MeshKind):
                 f"mesh_dim_names: expected dims in the mesh's order ({self._names}), each "
                 f"once; got {names!r}"
             )
-        return DeviceMesh(self._device_type, self._root_shape, axes, names, self._root or self)
+        return DeviceMesh._made(
+            self._device_type, self._root_shape, axes, names, self._root or self
+        )
 
     def _flatten(self, mesh_dim_name: str | None = None, backend_override: object = None) -> Any:
         """One dim of this mesh's dims together (named ``mesh_dim_name``, default the names
@@ -371,7 +418,7 @@ class DeviceMesh(metaclass=_MeshKind):
             )
         if known is None:
             self._make_axis(axis, backend)
-            known = DeviceMesh(self._device_type, self._root_shape, (axis,), (name,), root)
+            known = DeviceMesh._made(self._device_type, self._root_shape, (axis,), (name,), root)
             self._flattened[name] = known
         return known
 
@@ -431,7 +478,7 @@ class DeviceMesh(metaclass=_MeshKind):
         shape = (*self._root_shape[:d], *sizes, *self._root_shape[d + 1 :])
         axes = [moved(axis) for axis in self._axes]
         axes[index : index + 1] = [(d + k,) for k in range(len(sizes))]
-        made = DeviceMesh(self._device_type, shape, tuple(axes), names or None)
+        made = DeviceMesh._made(self._device_type, shape, tuple(axes), names or None)
         made._groups.update({moved(axis): group for axis, group in self._groups.items()})
         made._fake.update(moved(axis) for axis in self._fake)
         for k, backend in enumerate(backends):

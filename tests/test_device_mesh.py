@@ -87,3 +87,16 @@ def test_isinstance_answers_for_torchs_mesh_type_only() -> None:
     assert not isinstance("dp", compat.DeviceMesh)
     stand_in = TorchMesh.__new__(TorchMesh)  # an instance without a process group
     assert isinstance(stand_in, compat.DeviceMesh)
+
+
+def test_the_constructor_takes_the_row_major_layout_only() -> None:
+    """compat.DeviceMesh(device_type, mesh) as torch's constructor: a mesh of any other layout
+    than init_device_mesh's is refused, naming it, before compat is initialised."""
+    with pytest.raises(compat.UnsupportedError, match=r"^mesh: compat lays a mesh's ranks out"):
+        compat.DeviceMesh("cpu", [[1, 0]])
+    with pytest.raises(compat.UnsupportedError, match=r"got \[0, 2\]"):
+        compat.DeviceMesh("cpu", [0, 2])
+    for bad in ("01", [], [[0, 1], [2]], 3, [0.0, 1.0]):
+        with pytest.raises(TypeError, match=r"^mesh: expected an n-dimensional array of global"):
+            compat.DeviceMesh("cpu", bad)
+    assert not compat.is_initialized()

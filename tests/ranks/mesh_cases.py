@@ -81,6 +81,11 @@ def case_mesh_shapes(kit: Any) -> None:
     """Each mesh shape of this world size, made in the same order on every rank."""
     for shape in _shapes(world()):
         _check_mesh(kit, shape)
+    # torch's constructor, given the layout init_device_mesh makes
+    n = world()
+    made = compat.DeviceMesh("cpu", np.arange(n).reshape(1, n), mesh_dim_names=("dp", "tp"))
+    assert isinstance(made, compat.DeviceMesh) and made.shape == (1, n)
+    assert compat.get_process_group_ranks(made.get_group("tp")) == list(range(n))
     follow_up(kit)
 
 
