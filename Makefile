@@ -27,8 +27,11 @@ demo: setup
 
 # mypy runs beside pytest, whose ranks leave a core idle much of the time; its report follows the
 # tests', and make test fails if either fails.
+# compileall: where PYTHONDONTWRITEBYTECODE is set (as in CI), every rank process the suite starts
+# would otherwise compile compat and the test cases again.
 test: setup
 	$(PY) -m ruff check .
+	$(PY) -m compileall -q compat adapters tests examples
 	@echo "$(PY) -m mypy compat adapters (beside the tests; its report follows theirs)"
 	@$(PY) -m mypy compat adapters > .mypy-report 2>&1 & typing=$$!; \
 	$(PY) -m pytest -q; tests=$$?; \

@@ -447,6 +447,9 @@ class TorchAdapter(Adapter):
     def as_bytes(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.view(torch.uint8)
 
+    def as_real(self, tensor: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real(tensor)
+
     def numel(self, tensor: torch.Tensor) -> int:
         return tensor.numel()
 
@@ -601,7 +604,8 @@ class TorchAdapter(Adapter):
     # The options are those torch's function sets, made anew per call.
     # torch's function runs instead where it does more than check (_direct says when). Its
     # rewrites of complex tensors (as real pairs) and of float8 for NCCL broadcast on GPUs
-    # before sm90 are not needed: the capability table gives Gloo and NCCL neither dtype.
+    # before sm90 are not needed: compat stages complex tensors as their real views itself
+    # (capabilities.toml's as_real), and the table gives Gloo no float8.
     def _direct(
         self, group: GroupHandle, relevant: tuple[torch.Tensor, ...], batched: bool = False
     ) -> dist.ProcessGroup | None:
@@ -786,8 +790,8 @@ class TorchAdapter(Adapter):
 
     # Point to point goes to the process group's own send/recv, as torch's isend/irecv do after
     # their argument checks (compat has made them), a large part of a small pair's time. torch's
-    # isend/irecv also send complex tensors as real pairs; the capability table gives Gloo and
-    # NCCL no complex dtype, so compat never passes one.
+    # isend/irecv also send complex tensors as real pairs; compat stages them as their real
+    # views before they get here (capabilities.toml's as_real), so it never passes one.
     def send(self, tensor: torch.Tensor, dst: int, group: GroupHandle, tag: int = 0) -> None:
         self._send(tensor, dst, group, tag).wait()
 

@@ -19,6 +19,7 @@ process group was initialised elsewhere (``torch.distributed.init_process_group`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
@@ -147,7 +148,7 @@ def reduce_scatter(
     inputs, even = checks.tensor_list(
         input_list, "input_list", call.group, output, "output", dtype, shape
     )
-    reduce_op = checks.reduction(op, dtype, "output")
+    reduce_op = call.reduction(op, dtype, "output")
     agree = lambda: Description(  # noqa: E731
         "reduce_scatter", dtype, shape, reduce_op.value,
         sizes=[adapter.shape(item)[0] for item in inputs],
@@ -155,6 +156,7 @@ def reduce_scatter(
     target = call.write(output)
     whole = adapter.joined(inputs) if even else None
     if whole is not None:
+        whole = call.read(whole) if call.as_real else whole  # complex: its real view
         # Equal parts of one buffer (x.chunk(n)): the tensor form, without concatenating.
         return call.issue(
             "reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree, outputs=[output],
@@ -319,7 +321,7 @@ def _reduce_scatter_tensor(
         input_split_sizes, "input_split_sizes", call.group.size(), shape[axis], tensor_param, axis
     )
     dtype = adapter.dtype(tensor)
-    reduce_op = checks.reduction(op, dtype, tensor_param)
+    reduce_op = call.reduction(op, dtype, tensor_param)
     me = call.group.group_rank(call.state.rank)
     result = checks.out(
         out, _with_dim(shape, axis, sizes[me]), tensor, dtype, tensor_param, out_param
@@ -365,7 +367,7 @@ def all_reduce(
     call.checks.tensor(tensor, "tensor")
     adapter = call.adapter
     dtype = adapter.dtype(tensor)
-    reduce_op = call.checks.reduction(op, dtype, "tensor")
+    reduce_op = call.reduction(op, dtype, "tensor")
     if (block := coalescing.block_on(call.group)) is not None:
         # what the table chooses, resolved now: a collective it refuses raises before recording
         call.state.implementation("all_reduce", tensor, None, call.group.handle, dtype)
@@ -743,14 +745,15 @@ def _all_gather_any_shape(
     uneven all_gather of 1-d parts of one buffer, copied into ``outputs`` once complete."""
     adapter = call.adapter
     whole = adapter.one_buffer(outputs)
-    source = adapter.one_buffer([call.read(tensor)])
+    # float8 is flattened as its bytes; complex as itself, then viewed as real (flat, 2)
+    source = adapter.one_buffer([tensor if call.as_real else call.read(tensor)])
     if whole is None or source is None:
         raise UnsupportedError(
             f"all_gather: tensor_list's parts differ in a dim other than dim 0 "
             f"({[adapter.shape(o) for o in outputs]}), which needs a flat view of each tensor; "
             f"{adapter.framework} gives none here: pass parts that differ in dim 0 only"
         )
-    (buffer, copy_back), flat = whole, source[0]
+    (buffer, copy_back), flat = whole, call.read(source[0]) if call.as_real else source[0]
     sizes = [adapter.numel(o) for o in outputs]
     # The parts' trailing dims differ by design: the ranks agree on their elements instead.
     flat_shape = (adapter.numel(tensor),)
@@ -859,6 +862,8 @@ def _all_gather_into_tensor(
     if out_required:
         checks.tensor(out, out_param)
     checks.tensor(tensor, tensor_param)
+    if _zero_d_into(call, tensor, out, output_split_sizes, dim):
+        tensor = adapter.shaped_view(tensor, (1,))  # torch's form on NCCL: one element each
     shape = checks.dim0(tensor, tensor_param)
     axis = 0 if type(dim) is int and dim == 0 else checks.dim(dim, shape, tensor_param)
     sizes = _gather_sizes(call, output_split_sizes, shape[axis], axis)
@@ -888,18 +893,31 @@ def _all_gather_into_tensor(
     return call.result(shown, call.issue(*args, **issue))
 
 
+def _zero_d_into(call: Call, tensor: Tensor, out: object, split_sizes: object, dim: object) -> bool:
+    """Whether a dim-0 gather writes a 0-d ``tensor`` into an ``out`` of one element per rank
+    (NCCL counts elements; any other ``out`` leaves the 0-d input refused)."""
+    if out is None or split_sizes is not None or not (type(dim) is int and dim == 0):
+        return False
+    if call.adapter.shape(tensor) or framework_of(out) is None:
+        return False
+    return math.prod(call.adapter.shape(out)) == call.group.size()
+
+
 def _stack(call: Call, given: object, param: str, shape: tuple[int, ...]) -> Tensor | None:
-    """torch's other form of the whole of a dim-0 all_gather (the output) or reduce_scatter
-    (the input), which NCCL takes: the stack of the group's parts shaped ``shape``,
-    ``(size, *shape)``, as a view shaped as their concatenation on dim 0 (same memory); None
-    where ``given`` is not that stack or has no such view (the concatenation is then checked)."""
+    """torch's other forms of the whole of a dim-0 all_gather (the output) or reduce_scatter
+    (the input), which NCCL takes: any contiguous tensor with the group's parts' elements, such
+    as their stack ``(size, *shape)``, as a view shaped as their concatenation on dim 0 (same
+    memory); None where ``given`` is the concatenation, has another number of elements or no
+    such view (the concatenation is then checked, and refused with its expected shape)."""
     count = call.group.size()
     if given is None or not shape:
         return None
     call.checks.tensor(given, param)
-    if call.adapter.shape(given) != (count, *shape):
+    concatenation = (count * shape[0], *shape[1:])
+    given_shape = call.adapter.shape(given)
+    if given_shape == concatenation or math.prod(given_shape) != math.prod(concatenation):
         return None
-    return call.adapter.shaped_view(given, (count * shape[0], *shape[1:]))
+    return call.adapter.shaped_view(given, concatenation)
 
 
 def broadcast(
@@ -1080,7 +1098,7 @@ def reduce(
     root = call.checks.root(dst, "dst", group_dst, "group_dst", call.group)
     adapter = call.adapter
     dtype = adapter.dtype(tensor)
-    reduce_op = call.checks.reduction(op, dtype, "tensor")
+    reduce_op = call.reduction(op, dtype, "tensor")
     agree = lambda: Description(  # noqa: E731
         "reduce", dtype, adapter.shape(tensor), reduce_op.value, root=root
     )

@@ -417,7 +417,8 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
     for index, (direction, tensor, peer, tag) in enumerate(checked):
         if call.adapter.numel(tensor) == 0:  # an op of an empty tensor moves nothing
             continue
-        staging = Staging(call.adapter, call.adapter.dtype(tensor) in call.checks.as_bytes)
+        dtype = call.adapter.dtype(tensor)
+        staging = Staging(call.adapter, dtype in call.checks.as_bytes, dtype in call.checks.as_real)
         staged = staging.read(tensor) if direction == "isend" else staging.write(tensor)
         specs.append((direction, staged, peer, tag))
         moving.append(index)

@@ -17,6 +17,7 @@ from compat import algorithms
 from compat.base import schema, table_files, tables
 from compat.base.adapter import Adapter
 from compat.base.errors import TableError, UnsupportedError
+from compat.base.types import ReduceOp
 from compat.core import capabilities
 from compat.transport import shared_memory
 
@@ -701,3 +702,84 @@ def test_every_reduction_check_refuses_float8_naming_the_op_and_the_dtype(key: s
                 match=f"^tensor: {op} cannot reduce dtype {dtype}: no ReduceOp applies",
             ):
                 checks.reduction(op.lower(), dtype, "tensor")
+
+
+def _as_real(key: str, dtypes: list[str], ops: list[str]) -> dict[str, Any]:
+    """A copy of the shipped table whose backend ``key`` moves ``dtypes`` as real numbers."""
+    table = copy.deepcopy(tables.load("capabilities"))
+    rule = {"dtypes": dtypes, "reduce_ops": ops, "reason": "x", "source": "measured: x"}
+    table[key]["as_real"] = rule
+    return table
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        (lambda: _as_real("gloo", ["float32"], ["sum"]), "only dtypes of kind complex"),
+        (lambda: _as_real("gloo", ["complex32"], ["sum"]), "unknown dtypes"),
+        (lambda: _as_real("hccl", ["complex128"], ["sum"]), "travels as float64, not in hccl"),
+        (lambda: _as_real("gloo", ["complex64"], ["sum", "max2"]), "unknown ReduceOps"),
+    ],
+)
+def test_a_table_moving_as_real_what_cannot_travel_so_is_rejected(
+    table: Callable[[], dict[str, Any]], words: str
+) -> None:
+    with pytest.raises(TableError, match=words):
+        schema.validate("capabilities", table())
+
+
+def test_a_complex_dtype_names_a_real_dtype_of_half_its_size() -> None:
+    table = copy.deepcopy(tables.load("dtypes"))
+    table["dtypes"]["complex128"]["real"] = "float32"
+    with pytest.raises(TableError, match="expected a float dtype of half its size"):
+        schema.validate("dtypes", table)
+    del table["dtypes"]["complex128"]["real"]
+    with pytest.raises(TableError, match="expected exactly on the complex dtypes"):
+        schema.validate("dtypes", table)
+
+
+@pytest.mark.parametrize(
+    "key", [k for k, e in tables.load("capabilities").items() if "as_real" in e]
+)
+def test_as_real_claims_hold_in_compat_s_checks(key: str) -> None:
+    """What a backend's ``as_real`` claims, held against compat's own checks (stand-ins for the
+    adapter and the world: no communication): each complex dtype passes the non-reducing check
+    as real numbers, the table's ops reduce it (checked as its real dtype), every other ReduceOp
+    is refused naming the parameter, the op and the dtype; the rank cases cover exactly these
+    dtypes (tests/ranks/complex_cases.py, run on Gloo and MCCL)."""
+    from types import SimpleNamespace
+
+    from compat.core.checks import Checks
+    from tests.ranks.complex_cases import COMPLEX
+
+    entry = tables.lookup("capabilities", key)
+    rule = entry["as_real"]
+    assert set(rule["dtypes"]) == set(COMPLEX)
+    world = SimpleNamespace(size=lambda: 2)
+    checks = Checks(SimpleNamespace(framework=entry["framework"]), key, entry, 0, world, {})  # type: ignore[arg-type]
+    for dtype in rule["dtypes"]:
+        assert checks.as_real[dtype] == tables.lookup("dtypes", "dtypes", dtype, "real")
+        with pytest.raises(UnsupportedError):
+            checks.dtype(dtype, "tensor")  # not the backend's own: compat moves it
+        for op in entry["reduce_ops"]:
+            if op in rule["reduce_ops"]:
+                assert checks.reduction(op, dtype, "tensor").value == op
+                continue
+            name = ReduceOp(op).name
+            words = f"^tensor: {name} cannot reduce dtype {dtype}: on complex tensors only"
+            with pytest.raises(UnsupportedError, match=words):
+                checks.reduction(op, dtype, "tensor")
+
+
+def test_complex_is_moved_where_its_real_dtypes_are_and_nowhere_else_unsaid() -> None:
+    """The backends run here (Gloo, MCCL and its primitives path) move both complex dtypes as
+    real numbers; the others either do too (torch's NCCL, read) or refuse complex, which no
+    backend takes itself."""
+    complex_dtypes = {
+        n for n, e in tables.lookup("dtypes", "dtypes").items() if e["kind"] == "complex"
+    }
+    for key, entry in tables.load("capabilities").items():
+        assert not complex_dtypes & set(entry["dtypes"]), key
+        if key in ("gloo", "mccl", "mccl_primitives"):
+            assert set(entry["as_real"]["dtypes"]) == complex_dtypes, key
+            assert entry["as_real"]["source"].startswith("measured: tests/ranks/complex_cases.py")

@@ -74,16 +74,16 @@ PRIMITIVES = {"COMPAT_MINDSPORE_PRIMITIVES": "1"}
 
 #: The cases of the switch's job in make test: each collective per dtype (sum for the reducing
 #: ones), its group and async forms, one layout each, uneven and empty parts, all_to_all, the
-#: soak's short sequences, the fuzz, values wider than 32 bits, the bitwise ops and float8; the
-#: whole suite runs with the switch in make test-long (test_primitives_path_every_case): 2 jobs of
-#: it took minutes more than make test's budget.
+#: soak's short sequences, the fuzz, values wider than 32 bits, the bitwise ops, float8 and
+#: complex; the whole suite runs with the switch in make test-long
+#: (test_primitives_path_every_case): 2 jobs of it took minutes more than make test's budget.
 PRIMITIVES_SHORT = re.compile(
     r"(all_reduce|reduce_scatter|reduce_scatter_tensor|reduce_scatter_into|reduce)\[sum-"
     r"|(all_gather|all_gather_into_tensor|all_gather_into|broadcast|scatter|scatter_tensor|gather"
     r"|all_to_all_single)\["
     r"|layout-[a-z_]+\[strided\]|a2a_all_to_all\[(float32|int64|uneven|even-group-async)\]"
     r"|(all_gather|reduce_scatter|all_to_all_single)_uneven$|empty|barrier$|random-sequence\[seed1\]"
-    r"|fuzz\[|wide\[|bitwise\[|float8\["
+    r"|fuzz\[|wide\[|bitwise\[|float8\[|complex\["
 )
 
 

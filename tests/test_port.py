@@ -553,6 +553,41 @@ def test_cli_diff_prints_a_unified_diff_and_writes_nothing(
     assert script.read_text() == "import compat\n\ncompat.all_reduce(t, op=compat.ReduceOp.SUM)\n"
 
 
+def test_import_compat_comes_before_a_use_that_runs_while_the_module_is_imported() -> None:
+    # diffusers' pattern: a torch.distributed check guards imports above the file's last import
+    guarded = (
+        "import torch\nimport torch.distributed as dist\n\n"
+        "if torch.distributed.is_available():\n"
+        "    import torch.distributed._functional_collectives as funcol\n\n"
+        "import os\n\n\n"
+        "def f(t, mesh: dist.device_mesh.DeviceMesh):\n"
+        "    return dist.get_rank(), funcol.all_gather_tensor(t, 0, group=None), torch.ones(1)\n"
+    )
+    annotated = (
+        "import torch\n\n"
+        "if torch.distributed.is_available():\n"
+        "    from torch.distributed.fsdp import FullyShardedDataParallel\n\n"
+        "import os\n\n\n"
+        "def g(group: torch.distributed.ProcessGroup = None):\n"
+        "    return group, os.sep, torch.ones(1)\n"
+    )
+    for source in (guarded, annotated):
+        rewritten = port.port_source(source, "m.py").rewritten
+        assert rewritten is not None
+        first_import = rewritten.index("import compat\n")
+        assert first_import < rewritten.index("compat.is_available()")
+        assert rewritten.count("\nimport compat\n") + rewritten.startswith("import compat\n") == 1
+        exec(compile(rewritten, "m.py", "exec"), {})  # no NameError on import
+    assert port.port_source(annotated, "m.py").rewritten == (
+        "import torch\nimport compat\n\n"
+        "if compat.is_available():\n"
+        "    from torch.distributed.fsdp import FullyShardedDataParallel\n\n"
+        "import os\n\n\n"
+        "def g(group: compat.Group = None):\n"
+        "    return group, os.sep, torch.ones(1)\n"
+    )
+
+
 def test_import_compat_does_not_import_libcst() -> None:
     code = "import sys, compat, compat.tools.port, compat.tools.cli; print('libcst' in sys.modules)"
     result = subprocess.run(

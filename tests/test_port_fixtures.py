@@ -54,6 +54,7 @@ TORCH_JOB = [
     "sharded_optimizer",
     "mesh_optimizer",
     "weight_sync",
+    "context_parallel",
 ]
 NEUTRAL_JOB = [
     "timm_distributed",
@@ -280,6 +281,20 @@ EXPECTED: dict[str, Expected] = {
             "get_world_size": 5,
             "get_rank": 4,
         }
+    ),
+    "context_parallel.py": Expected(
+        {
+            "is_available": 1,  # the guard above the file's last import: compat is imported first
+            "ProcessGroup": 3,
+            "get_backend": 1,
+            "get_world_size": 3,
+            "all_gather": 1,
+            "get_rank": 4,
+            "_functional_collectives.all_to_all_single": 1,
+            "_functional_collectives.all_gather_tensor": 1,
+            "new_group": 1,
+        },
+        left={"_functional_collectives.AsyncCollectiveTensor": 1},
     ),
     "weight_sync.py": Expected(
         {"broadcast": 1, "all_reduce": 1, "get_rank": 1, "get_world_size": 1}

@@ -32,6 +32,7 @@ from compat.base.adapter import (
     numpy_elementwise,
     reduce_arrays,
 )
+from compat.base.errors import UnsupportedError
 from compat.base.types import ReduceOp
 
 Array = np.ndarray[Any, Any]
@@ -127,6 +128,13 @@ class MindSporeTensors(Adapter):
             for entry in tables.lookup("dtypes", "dtypes").values()
             if "mindspore" in entry and "numpy" in entry
         }
+        #: the real dtype of each complex one (dtypes.toml's ``real``), as_real's
+        dtypes = tables.lookup("dtypes", "dtypes")
+        self._real_dtypes = {
+            getattr(ms, entry["mindspore"]): getattr(ms, dtypes[entry["real"]]["mindspore"])
+            for entry in dtypes.values()
+            if "real" in entry
+        }
         # Before init (compat.comm needs none): the device target MindSpore has now.
         self._on_cpu = ms.get_context("device_target") == "CPU"
         self._target = "CPU"  # the backend's device target, and this rank's device: see init
@@ -216,6 +224,20 @@ class MindSporeTensors(Adapter):
 
     def as_bytes(self, tensor: ms.Tensor) -> ms.Tensor:
         return tensor.view(ms.uint8)
+
+    def as_real(self, tensor: ms.Tensor) -> ms.Tensor:
+        # A tensor over the same memory, made from numpy's real view of it: MindSpore's own
+        # Tensor.view(float32) of a complex64 tensor keeps the complex itemsize (its nbytes
+        # doubled: MindSpore 2.10.0), and ops.view_as_real copies.
+        array = self._host_view(tensor)
+        if array is None or not array.flags.c_contiguous:
+            raise UnsupportedError(
+                f"tensor: a complex tensor is viewed as real numbers in host memory only; got "
+                f"one on {self.device(tensor)}"
+            )
+        real = self._real_dtypes[tensor.dtype]
+        flat = array.reshape(-1).view(self._numpy_dtypes[real])
+        return self._over(flat.reshape((*array.shape, 2)), real)
 
     def clone(self, tensor: ms.Tensor) -> ms.Tensor:
         # A new tensor plus copy_, several times faster than Tensor.copy() of a view on CPU;
@@ -337,7 +359,7 @@ class MindSporeTensors(Adapter):
     def host_tensor(
         self, memory: memoryview, offset: int, numel: int, like: ms.Tensor
     ) -> ms.Tensor:
-        dtype = self._numpy_dtypes.get(like.dtype, _BIT_DTYPES[like.itemsize])
+        dtype = self._numpy_dtypes.get(like.dtype) or _BIT_DTYPES[like.itemsize]
         return self._over(np.frombuffer(memory, dtype, numel, offset), like.dtype)
 
     def host_address(self, tensor: ms.Tensor) -> int:
@@ -469,7 +491,7 @@ class MindSporeTensors(Adapter):
             rows += shape[0]
         if not start or address == start:
             return None
-        numpy_dtype = self._numpy_dtypes.get(dtype, _BIT_DTYPES[first.itemsize])
+        numpy_dtype = self._numpy_dtypes.get(dtype) or _BIT_DTYPES[first.itemsize]
         whole = _array_at(start, address - start, numpy_dtype, tuple(pieces))
         whole = whole.reshape((rows, *trailing))
         return self._over(whole, dtype)

@@ -386,6 +386,12 @@ class Adapter(ABC):
         """``tensor`` (of a one-byte dtype) viewed as uint8: the same memory and shape, no copy
         (capabilities.toml's ``as_bytes``, compat.core.layout)."""
 
+    @abstractmethod
+    def as_real(self, tensor: Tensor) -> Tensor:
+        """``tensor`` (a dense complex tensor) viewed as real numbers: the same memory, its shape
+        with a trailing dimension of 2 (real, imaginary), no copy, as ``torch.view_as_real``
+        (capabilities.toml's ``as_real``, compat.core.layout)."""
+
     def dense_dtype(self, tensor: Tensor) -> str | None:
         """``tensor``'s dtype name if it is on the home device, dense and not empty, else None:
         what a plain point-to-point call checks, in one call (an adapter may answer it with

@@ -108,7 +108,7 @@ DTYPES = Record(
                     "kind": Scalar(str, ("float", "int", "bool", "complex", "float8")),
                     "bytes": Scalar(int),
                 },
-                optional={"torch": TEXT, "mindspore": TEXT, "numpy": TEXT},
+                optional={"torch": TEXT, "mindspore": TEXT, "numpy": TEXT, "real": TEXT},
             )
         )
     }
@@ -204,6 +204,9 @@ COALESCED_IN_ORDER = Record(required={"collectives": ListOf(TEXT), "reason": TEX
 #: dtypes of one byte a backend lacks that compat's non-reducing collectives move as their bytes:
 #: a uint8 view of the same memory, same shape (compat.core.layout.Staging); no op reduces them.
 AS_BYTES = Record(required={"dtypes": ListOf(TEXT), "reason": TEXT, "source": TEXT})
+AS_REAL = Record(
+    required={"dtypes": ListOf(TEXT), "reduce_ops": ListOf(TEXT), "reason": TEXT, "source": TEXT}
+)
 
 #: An emulation a backend needs for some ReduceOps (at every release, in the backend's own
 #: ``emulate``; at older releases, in a ``before`` entry's): calls of ``collective`` with one of
@@ -252,6 +255,7 @@ CAPABILITIES = MapOf(
             "coalesce": COALESCE,
             "coalesced_in_order": COALESCED_IN_ORDER,
             "as_bytes": AS_BYTES,
+            "as_real": AS_REAL,
             # an environment variable: where it is set, this entry replaces the backend's plain
             # one (compat.core.capabilities.backend_key)
             "switch": TEXT,
@@ -481,6 +485,7 @@ def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
         _check_subset(where, f"{backend}.dtypes", entry["dtypes"], dtypes, "dtypes")
         _check_subset(where, f"{backend}.reduce_ops", entry["reduce_ops"], ops, "ReduceOps")
         _check_as_bytes(where, backend, entry)
+        _check_as_real(where, backend, entry)
         for op, cap in entry["ops"].items():
             key = f"{backend}.ops.{op}"
             # An emulation must name the algorithm that runs it and say why it is needed.
@@ -510,6 +515,43 @@ def _check_as_bytes(where: _Where, backend: str, entry: dict[str, Any]) -> None:
             raise where.fail(key, f"{name} is in {backend}.dtypes: the backend moves it itself")
     if carried and "uint8" not in entry["dtypes"]:
         raise where.fail(key, f"the bytes travel as uint8, which {backend}.dtypes lacks")
+
+
+def _check_as_real(where: _Where, backend: str, entry: dict[str, Any]) -> None:
+    """``as_real``: complex dtypes the backend lacks, whose real dtype (dtypes.toml's ``real``,
+    as which they travel) it takes, reduced by some of the backend's ReduceOps."""
+    rule = entry.get("as_real", {})
+    known: dict[str, Any] = table_files.lookup(table_files.read("dtypes"), "dtypes", "dtypes")
+    key = f"{backend}.as_real"
+    _check_subset(where, f"{key}.dtypes", rule.get("dtypes", []), set(known), "dtypes")
+    for name in rule.get("dtypes", []):
+        if known[name]["kind"] != "complex":
+            raise where.fail(f"{key}.dtypes", f"{name}: only dtypes of kind complex travel so")
+        if name in entry["dtypes"]:
+            raise where.fail(f"{key}.dtypes", f"{name} is in {backend}.dtypes: it moves it itself")
+        if known[name]["real"] not in entry["dtypes"]:
+            raise where.fail(
+                f"{key}.dtypes", f"{name} travels as {known[name]['real']}, not in {backend}.dtypes"
+            )
+    ops = set(entry["reduce_ops"])
+    _check_subset(where, f"{key}.reduce_ops", rule.get("reduce_ops", []), ops, "ReduceOps")
+
+
+def _check_dtypes(where: _Where, table: dict[str, Any]) -> None:
+    """A complex dtype names its real dtype: a float dtype of half its size."""
+    dtypes = table["dtypes"]
+    for name, entry in dtypes.items():
+        real = entry.get("real")
+        if (entry["kind"] == "complex") is not (real is not None):
+            raise where.fail(f"dtypes.{name}.real", "expected exactly on the complex dtypes")
+        if real is not None and (
+            real not in dtypes
+            or dtypes[real]["kind"] != "float"
+            or 2 * dtypes[real]["bytes"] != entry["bytes"]
+        ):
+            raise where.fail(
+                f"dtypes.{name}.real", f"{real!r}: expected a float dtype of half its size"
+            )
 
 
 def _check_before(where: _Where, backend: str, before: list[dict[str, Any]], ops: set[str]) -> None:
@@ -730,6 +772,7 @@ def _check_frameworks(where: _Where, table: dict[str, Any]) -> None:
 #: Checks that span keys or tables, run after the structure is known to be right.
 CROSS_CHECKS: dict[str, Callable[[_Where, dict[str, Any]], None]] = {
     "capabilities": _check_capabilities,
+    "dtypes": _check_dtypes,
     "frameworks": _check_frameworks,
 }
 

@@ -12,7 +12,7 @@ from typing import Any
 from compat.algorithms import deferred_sources
 from compat.base.adapter import Tensor
 from compat.base.errors import UnsupportedError
-from compat.base.types import Work, with_result
+from compat.base.types import ReduceOp, Work, with_result
 from compat.core import state
 from compat.core.layout import Staging, completed
 from compat.core.preflight import Description
@@ -31,6 +31,7 @@ class Call(Staging):
         current = self.state = state.current()
         # Staging's, without a call
         self.adapter, self._writebacks, self.as_bytes = current.adapter, None, False
+        self.as_real = False
         self.checks = current.checks
         self.group = self.checks.group(group) if group is not None else current.world
         self.async_op = async_op if async_op is False else check_bool(async_op, "async_op")
@@ -43,8 +44,18 @@ class Call(Staging):
         supported."""
         if dtype in self.checks.as_bytes:
             self.as_bytes = True
+        elif dtype in self.checks.as_real:
+            self.as_real = True
         else:
             self.checks.dtype(dtype, param)
+
+    def reduction(self, op: object, dtype: str, param: str) -> ReduceOp:
+        """The dtype and op check of a collective that reduces tensors of ``dtype``
+        (:meth:`compat.core.checks.Checks.reduction`); a complex dtype the backend lacks stages
+        the call's tensors as their real views (capabilities.toml's ``as_real``)."""
+        reduce_op = self.checks.reduction(op, dtype, param)
+        self.as_real = dtype in self.checks.as_real
+        return reduce_op
 
     def agree(self, describe_call: Callable[[], Description]) -> None:
         """The pre-flight check (``init(check=True)``): every rank of the group compares its call
@@ -83,12 +94,21 @@ class Call(Staging):
             preflight(self.adapter, self.group, agree())
         if empty:
             return with_result(completed(self.async_op), outputs)
-        dtype = "uint8" if self.as_bytes else dtype  # as bytes: uint8 views (moved)
+        dtype = self._travels_as(dtype)  # the staged tensors' (as bytes, as real numbers)
         run = self.state.implementation(collective, like, nbytes, self.group.handle, dtype)
         pending = run(*args, self.group.handle, self.async_op)
         if self.async_op or self._writebacks:
             return with_result(self.done(pending, self.async_op), outputs)
         return None  # a synchronous call that has completed, with nothing to copy back
+
+    def _travels_as(self, dtype: str | None) -> str | None:
+        """The dtype the call's staged tensors have: uint8 for bytes, a complex dtype's real one
+        for real views (None: read from the tensor the call passes)."""
+        if self.as_bytes:
+            return "uint8"
+        if self.as_real and dtype is not None:
+            return self.checks.as_real[dtype]
+        return dtype
 
     def issue_blocking(
         self, collective: str, like: Tensor, *args: Any, tag: int, empty: bool

@@ -67,6 +67,15 @@ class Checks:
         self._reduce_ops_ok = frozenset(self._reduce_op_names)
         #: dtypes the backend lacks that the non-reducing collectives move as bytes (uint8)
         self.as_bytes = frozenset(backend_entry.get("as_bytes", {}).get("dtypes", ()))
+        #: complex dtypes the backend lacks that every call moves as their real view, by the
+        #: real dtype they travel as (capabilities.toml's ``as_real``, dtypes.toml's ``real``)
+        as_real = backend_entry.get("as_real", {})
+        dtypes = tables.lookup("dtypes", "dtypes")
+        self.as_real: dict[str, str] = {
+            name: dtypes[name]["real"] for name in as_real.get("dtypes", ())
+        }
+        #: the ReduceOps that apply to them (elementwise on the real view)
+        self._real_ops = tuple(ReduceOp(value) for value in as_real.get("reduce_ops", ()))
         #: dtypes no ReduceOp applies to (kind float8 in dtypes.toml)
         self._unreduced = frozenset(
             name for name, kind in self._dtype_kinds.items() if kind == "float8"
@@ -432,14 +441,29 @@ class Checks:
                 "float8 dtypes (torch's NCCL refuses their reductions too); the non-reducing "
                 "collectives move them, or reduce a copy in float16, bfloat16 or float32"
             )
-        self.dtype(dtype, param)
-        self.reduce_op(reduce_op, dtype)
+        if dtype in self.as_real:
+            self._complex_reduction(reduce_op, dtype, param)
+        else:
+            self.dtype(dtype, param)
+            self.reduce_op(reduce_op, dtype)
         if len(self._reductions) < 256:
             try:
                 self._reductions[key] = reduce_op
             except TypeError:
                 pass
         return reduce_op
+
+    def _complex_reduction(self, op: ReduceOp, dtype: str, param: str) -> None:
+        """``op`` on a complex ``dtype`` the backend reduces as its real view: the ops that are
+        elementwise on real and imaginary parts alone (SUM, AVG; torch's supports_complex)."""
+        if op not in self._real_ops:
+            names = " and ".join(op.name for op in self._real_ops)
+            raise UnsupportedError(
+                f"{param}: {op.name} cannot reduce dtype {dtype}: on complex tensors only "
+                f"{names} apply (torch raises ValueError for the others too); reduce the real "
+                "and imaginary parts, or the magnitudes, as real tensors"
+            )
+        self.reduce_op(op, self.as_real[dtype])
 
     def reduce_op(self, op: ReduceOp, dtype: str, param: str = "op") -> None:
         if op.value not in self._reduce_ops_ok:

@@ -14,6 +14,12 @@ A tensor of a dtype the backend lacks but moves as bytes (capabilities.toml's ``
 float8 dtypes on Gloo and MCCL) is staged as its view as uint8: the same memory, one byte an
 element, so shapes and sizes stay; the call moves its bytes, and the results land in the user's
 tensor (a result a functional form made keeps the user's dtype: it is made before it is staged).
+
+A complex tensor of a backend that lacks complex dtypes (capabilities.toml's ``as_real``) is staged
+as its view as real numbers (torch.view_as_real's: the same memory, the shape with a trailing
+dimension of 2): the call moves, or reduces with SUM or AVG, its real and imaginary parts. It is
+made dense first (a tensor the backend cannot serve as it is becomes a dense complex copy, copied
+back as any other), since MindSpore views only a dense complex tensor as real in place.
 """
 
 from __future__ import annotations
@@ -27,22 +33,32 @@ from compat.base.types import Handle, Work
 class Staging:
     """The stand-ins of one call's tensors, and the copies back into the user's tensors."""
 
-    __slots__ = ("_writebacks", "adapter", "as_bytes")
+    __slots__ = ("_writebacks", "adapter", "as_bytes", "as_real")
 
-    def __init__(self, adapter: Adapter, as_bytes: bool = False) -> None:
+    def __init__(self, adapter: Adapter, as_bytes: bool = False, as_real: bool = False) -> None:
         self.adapter = adapter
         self._writebacks: list[tuple[Tensor, Tensor]] | None = None  # made on first use
         #: whether the call's tensors travel as their bytes (see the module docstring)
         self.as_bytes = as_bytes
+        #: whether the call's (complex) tensors travel as their real views
+        self.as_real = as_real
 
     def read(self, tensor: Tensor) -> Tensor:
         """``tensor`` for a call that only reads it."""
+        if self.as_real:
+            dense = tensor if self.adapter.is_dense(tensor) else self.adapter.clone(tensor)
+            return self.adapter.as_real(dense)
         if self.as_bytes:
             tensor = self.adapter.as_bytes(tensor)
         return tensor if self.adapter.is_dense(tensor) else self.adapter.clone(tensor)
 
     def write(self, tensor: Tensor) -> Tensor:
         """``tensor`` for a call that only writes it (its values are not read)."""
+        if self.as_real:
+            if self.adapter.is_dense(tensor):
+                return self.adapter.as_real(tensor)
+            staged = self.adapter.empty(self.adapter.shape(tensor), tensor)
+            return self.adapter.as_real(self._later(tensor, staged))
         if self.as_bytes:
             tensor = self.adapter.as_bytes(tensor)
         if self.adapter.is_dense(tensor):
@@ -51,6 +67,10 @@ class Staging:
 
     def update(self, tensor: Tensor) -> Tensor:
         """``tensor`` for a call that reads it and writes its result into it (in place)."""
+        if self.as_real:
+            if self.adapter.is_dense(tensor):
+                return self.adapter.as_real(tensor)
+            return self.adapter.as_real(self._later(tensor, self.adapter.clone(tensor)))
         if self.as_bytes:
             tensor = self.adapter.as_bytes(tensor)
         if self.adapter.is_dense(tensor):

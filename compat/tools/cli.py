@@ -311,7 +311,8 @@ def _info(args: argparse.Namespace) -> int:
 def _emulated_ops(capabilities: dict[str, Any]) -> list[str]:
     """A line per backend whose own reduction lacks some ReduceOps at every release (its
     ``emulate`` rules): what compat runs for them instead; and one per backend that lacks some
-    dtypes compat moves as their bytes (``as_bytes``)."""
+    dtypes compat moves as their bytes (``as_bytes``), and one per backend that lacks the complex
+    dtypes compat moves as real numbers (``as_real``)."""
     lines = []
     for key in capabilities:
         carried = tables.lookup("capabilities", key).get("as_bytes", {}).get("dtypes", ())
@@ -319,6 +320,12 @@ def _emulated_ops(capabilities: dict[str, Any]) -> list[str]:
             lines.append(
                 f"  {key} moves {'/'.join(carried)} as bytes (uint8 views of the same memory; "
                 "no op reduces them)"
+            )
+        real = tables.lookup("capabilities", key).get("as_real")
+        if real:
+            lines.append(
+                f"  {key} moves {'/'.join(real['dtypes'])} as real numbers (views of the same "
+                f"memory); only {'/'.join(real['reduce_ops'])} reduce them"
             )
         rules = tables.lookup("capabilities", key).get("emulate", ())
         if rules:

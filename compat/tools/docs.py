@@ -587,6 +587,13 @@ def _backend_lines(name: str, entry: Table) -> list[str]:
             f"- moved as bytes (emulated: a uint8 view of the same memory, non-reducing "
             f"collectives only): {', '.join(rule['dtypes'])}. {rule['reason']} ({rule['source']})"
         ]
+    if "as_real" in entry:
+        rule = entry["as_real"]
+        lines += [
+            f"- moved as real numbers (emulated: a view of the same memory with a trailing "
+            f"dimension of 2, every collective; reduced by {', '.join(rule['reduce_ops'])} only): "
+            f"{', '.join(rule['dtypes'])}. {rule['reason']} ({rule['source']})"
+        ]
     lines += [f"- reduce ops: {', '.join(entry['reduce_ops'])} ({entry['reduce_ops_source']})"]
     lines += [f"- views and non-contiguous tensors: {entry['views']}"]
     if "coalesce" in entry:

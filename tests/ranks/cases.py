@@ -775,6 +775,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     bad_input_cases,
     bitwise_cases,
     coalescing_cases,
+    complex_cases,
     fast_path_cases,
     float8_cases,
     fuzz_cases,

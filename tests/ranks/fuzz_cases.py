@@ -460,9 +460,13 @@ def retensor(
             shape = _altered(ctx, shape, keep_dim0=True)
         elif change == "zero_d":
             shape = ()
-        # torch's other good form: the stack of the group's parts, or the part of such a stack
+        # torch's other good forms (NCCL counts elements): any whole with the parts' element
+        # count, as their stack, or a part of a whole that has n of its element count
         stack, part_of = ctx.facts.get(f"{param}_stack"), ctx.facts.get(f"{param}_part_of")
-        if change != "dtype" and (shape == stack or (ctx.n, *shape) == part_of):
+        if change != "dtype" and (
+            (stack is not None and shape and math.prod(shape) == math.prod(stack))
+            or (part_of is not None and shape and ctx.n * math.prod(shape) == math.prod(part_of))
+        ):
             return None
         args[param] = value = ctx.tensor(shape, dtype)
         return Bad((param, *blame), short(value), errors)
@@ -853,6 +857,7 @@ def good_reduce_scatter_into(ctx: Ctx) -> dict[str, Any]:
         "output": ctx.tensor((rows, *trailing)),
         "input": ctx.tensor((rows * ctx.n, *trailing)),
     }
+    ctx.facts.update(input_stack=(ctx.n, rows, *trailing), output_part_of=(rows * ctx.n, *trailing))
     if ctx.chance(0.7):
         args["op"] = ctx.op()
     return _async(ctx, _group(ctx, args))
@@ -914,6 +919,7 @@ def good_all_gather_into(ctx: Ctx) -> dict[str, Any]:
         "output_tensor": ctx.tensor((rows * ctx.n, *trailing)),
         "input_tensor": ctx.tensor((rows, *trailing)),
     }
+    ctx.facts["output_tensor_stack"] = (ctx.n, rows, *trailing)
     return _async(ctx, _group(ctx, args))
 
 
@@ -1589,8 +1595,18 @@ def autograd_integers(ctx: Ctx, args: dict[str, Any]) -> Bad:
     return Bad(("op",), "avg on an integer tensor", U)
 
 
-def zero_d(param: str, *blame: str) -> Mutator:
-    def mutate(ctx: Ctx, args: dict[str, Any]) -> Bad:
+def zero_d(param: str, *blame: str, whole: str | None = None) -> Mutator:
+    """``param`` 0-d; good where a dim-0 gather's ``whole`` output has one element per rank
+    (torch's form on NCCL)."""
+
+    def mutate(ctx: Ctx, args: dict[str, Any]) -> Bad | None:
+        output = args.get(whole) if whole is not None else None
+        if (
+            framework_of(output) is not None
+            and ctx.facts.get(f"{whole}_stack") is not None
+            and math.prod(tuple(output.shape)) == ctx.n
+        ):
+            return None
         args[param] = value = ctx.tensor(())
         return Bad((param, *blame), short(value), V)
 
@@ -1704,7 +1720,7 @@ def _specs() -> list[Spec]:
             good_all_gather_into_tensor,
             [
                 *tensor_common,
-                zero_d("tensor"),
+                zero_d("tensor", whole="out"),
                 not_tensor("out", False),
                 retensor("out", "shape", V, fact="out_shape"),
                 retensor("out", "dtype", T, fact="out_shape"),
@@ -1719,7 +1735,7 @@ def _specs() -> list[Spec]:
             [
                 not_tensor("output_tensor"),
                 not_tensor("input_tensor"),
-                zero_d("input_tensor"),
+                zero_d("input_tensor", whole="output_tensor"),
                 retensor("output_tensor", "shape", V),
                 retensor("output_tensor", "dtype", T),
                 unsupported_dtype("output_tensor", "input_tensor"),

@@ -185,9 +185,51 @@ def _stacked_reduce_scatter(
     np.testing.assert_array_equal(kit.numpy(stack), inputs[me], err_msg="input unchanged")
 
 
+def case_same_elements_whole(kit: Any, async_op: bool, use_group: bool) -> None:
+    """NCCL checks only the element count of torch's all_gather_into_tensor output and
+    reduce_scatter_tensor input (``numel == size * numel(part)``, ProcessGroupNCCL): NeMo-RL
+    gathers 0-d counts into ``(size,)``, others a flat buffer from ``(2, 2)`` parts. Written as
+    the concatenation of the parts' elements, in both forms, on every backend."""
+    group = subgroup() if use_group else None
+    ranks = list(group.ranks) if group is not None else list(range(world()))
+    if my_rank() not in ranks:
+        follow_up(kit)
+        return
+    size = len(ranks)
+    for part, whole in (((), (size,)), ((2, 2), (size * 4,)), ((3,), (size, 1, 3))):
+        for form in ("into", "out"):
+            tensor = kit.tensor(values("same-ag", my_rank(), part), "float32")
+            out = kit.tensor(np.full(whole, -7.0), "float32")
+            if form == "into":
+                wait_if(compat.all_gather_into(out, tensor, group, async_op), async_op)
+            else:
+                got = compat.all_gather_into_tensor(tensor, group, async_op, out=out)
+                got, work = got if async_op else (got, None)
+                wait_if(work, async_op)
+                assert got is out, f"all_gather_into_tensor(out=) returned {got!r}"
+            expected = np.stack([values("same-ag", r, part) for r in ranks]).reshape(whole)
+            np.testing.assert_array_equal(kit.numpy(out), expected, err_msg=f"{part} {form}")
+    inputs = [values("same-rs", r, (len(ranks) * 4,)) for r in ranks]
+    out = kit.tensor(np.full((2, 2), -7.0), "float32")
+    wait_if(
+        compat.reduce_scatter_into(
+            out, kit.tensor(inputs[ranks.index(my_rank())], "float32"), "sum", group, async_op
+        ),
+        async_op,
+    )
+    expected = reduce_np(inputs, "sum").reshape(len(ranks), 2, 2)[ranks.index(my_rank())]
+    np.testing.assert_array_equal(kit.numpy(out), expected, err_msg="reduce_scatter flat input")
+    follow_up(kit)
+
+
 for _async in (False, True):
     for _use_group in (False, True):
         register(
             f"stacked_whole[{'group' if _use_group else 'world'}{'-async' if _async else ''}]",
             partial(case_stacked_whole, async_op=_async, use_group=_use_group),
+        )
+        _where = f"{'group' if _use_group else 'world'}{'-async' if _async else ''}"
+        register(
+            f"same_elements_whole[{_where}]",
+            partial(case_same_elements_whole, async_op=_async, use_group=_use_group),
         )

@@ -1443,7 +1443,9 @@ def _with_commas(ordered: list[cst.Arg], written: Sequence[cst.Arg]) -> list[cst
 
 def fix_imports(original: cst.Module, module: cst.Module) -> cst.Module:
     """Remove the torch.distributed / torch.cuda.comm imports (and ``import torch``) the rewrite
-    left unused; add ``import compat`` after the last top-level import if it is missing."""
+    left unused; make sure a top-level ``import compat`` runs before the first statement that
+    reads ``compat`` while the module is imported (``if compat.is_available():`` above the
+    file's last import), after the last import before that statement."""
     unused_before = {name for _, name in _unused_imports(MetadataWrapper(original))}
     wrapper = MetadataWrapper(module)
     exported = _exported(wrapper.module)
@@ -1457,20 +1459,64 @@ def fix_imports(original: cst.Module, module: cst.Module) -> cst.Module:
     if not _uses_ported(module):
         # `import torch.distributed.nn` kept for `torch.cat`: only `torch` is still needed
         module = module.visit(DottedImportNarrower())
-    if pruner.has_compat:
-        return module
     body = list(module.body)
-    last = -1
-    for index, statement in enumerate(body):
-        if isinstance(statement, cst.SimpleStatementLine) and any(
-            isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
-        ):
-            last = index
+    first_use = next(
+        (i for i, s in enumerate(body) if not _is_import(s) and _reads_compat_on_import(s)),
+        len(body),
+    )
+    at = next((i for i, s in enumerate(body) if _is_import(s, "compat")), None)
+    if at is not None:
+        if at < first_use:
+            return module
+        del body[at]
+    last = max((i for i, s in enumerate(body[:first_use]) if _is_import(s)), default=-1)
     if last < 0:  # after the docstring and `from __future__` imports, if any
         docstring = module.get_docstring() is not None
         last = 0 if docstring else -1
     body.insert(last + 1, cst.parse_statement("import compat\n"))
     return module.with_changes(body=body)
+
+
+def _is_import(statement: cst.BaseStatement, name: str | None = None) -> bool:
+    """Whether a top-level statement is an import line (of ``name`` alone, if given)."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    if name is None:
+        return any(isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body)
+    return any(
+        isinstance(small, cst.Import)
+        and any(_code(a.name) == name and a.asname is None for a in small.names)
+        for small in statement.body
+    )
+
+
+class _ImportTimeReads(cst.CSTVisitor):
+    """Whether ``compat`` is read while the module is imported: anywhere but inside a function
+    body (a def's decorators, defaults and annotations run when the def does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == "compat":
+            self.found = True
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        for part in (*node.decorators, node.params, node.returns):
+            if part is not None:
+                part.visit(self)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        node.params.visit(self)
+        return False
+
+
+def _reads_compat_on_import(statement: cst.BaseStatement) -> bool:
+    reads = _ImportTimeReads()
+    statement.visit(reads)
+    return reads.found
 
 
 class _PortedUses(cst.CSTVisitor):
