@@ -310,6 +310,27 @@ class TorchAdapter(Adapter):
     def framework_store(self, kind: str, args: Sequence[object]) -> object:
         return getattr(dist, kind)(*args)
 
+    def device_mesh_class(self) -> type | None:
+        module = sys.modules.get("torch.distributed.device_mesh")
+        found: type | None = None if module is None else getattr(module, "DeviceMesh", None)
+        return found
+
+    def framework_device_mesh(
+        self,
+        device_type: str,
+        mesh_shape: tuple[int, ...],
+        mesh_dim_names: tuple[str, ...] | None,
+        backend_override: object,
+    ) -> object | None:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        return init_device_mesh(
+            device_type,
+            mesh_shape,
+            mesh_dim_names=mesh_dim_names,
+            backend_override=backend_override,  # type: ignore[arg-type]
+        )
+
     def framework_group(self, group: GroupHandle, member: bool) -> object:
         if group is not None:
             return group

@@ -81,6 +81,7 @@ from compat.lifecycle import (
     new_subgroups_by_enumeration,
     split_group,
 )
+from compat.mesh import DeviceMesh, init_device_mesh
 from compat.objects import (
     all_gather_object,
     broadcast_object_list,
@@ -99,6 +100,7 @@ __all__ = [
     "Backend",
     "CollectiveMismatchError",
     "CollectiveTimeout",
+    "DeviceMesh",
     "Future",
     "Group",
     "HashStore",
@@ -139,6 +141,7 @@ __all__ = [
     "get_rank",
     "get_world_size",
     "init",
+    "init_device_mesh",
     "irecv",
     "is_available",
     "is_backend_available",

@@ -37,9 +37,10 @@ def test_case(jobs, framework: str, world: int, case: str) -> None:
 
 #: The cases not run again without shared memory: those about shared memory itself (its
 #: algorithms, the mailbox, its windows), and the algorithms called directly (algorithm[...]),
-#: which take the adapter's own calls whatever the setting (the suite above runs them), and
-#: the stores, which use no collective of their own.
-NOT_REPEATED = re.compile(r"(algorithm\[|mailbox-|shared_memory-|store-)")
+#: which take the adapter's own calls whatever the setting (the suite above runs them), the
+#: stores, which use no collective of their own, and the device meshes (their groups' layout;
+#: their one all_reduce a dim is the collective cases').
+NOT_REPEATED = re.compile(r"(algorithm\[|mailbox-|shared_memory-|store-|mesh-)")
 #: Every group without a shared-memory window (compat.transport.shared_memory.ENVIRONMENT).
 BACKEND_TRANSPORT = {"COMPAT_SHARED_MEMORY": "0"}
 

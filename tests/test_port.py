@@ -1842,3 +1842,106 @@ def test_a_use_in_a_function_after_torch_rebinds_the_name_for_good_is_torchs() -
         """
     )
     assert [(f.written, f.category) for f in last.findings] == [("dist.get_rank", "shared name")]
+
+
+# A parallel-dims module in the style of recent trainers: the groups come from a device mesh
+# (torch.distributed.device_mesh.init_device_mesh), and every result goes through objects, so
+# that the ported file runs unchanged on MindSpore too.
+MESH_TRAINER = textwrap.dedent(
+    """
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+
+    def build_mesh(shape: tuple) -> DeviceMesh:
+        mesh = init_device_mesh("cpu", shape, mesh_dim_names=("dp", "tp"))
+        assert isinstance(mesh, DeviceMesh)
+        return mesh
+
+
+    def dim_facts(mesh: DeviceMesh, name: str) -> tuple:
+        group = mesh.get_group(name)
+        gathered = [None] * dist.get_world_size(group)
+        dist.all_gather_object(gathered, dist.get_rank() * 10, group=group)
+        size = mesh.size(mesh.mesh_dim_names.index(name))
+        return dist.get_process_group_ranks(group), mesh.get_local_rank(name), size, gathered
+
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    for shape in ((1, world), (world, 1)):
+        mesh = build_mesh(shape)
+        print("RESULT mesh", rank, shape, mesh.shape, mesh.get_coordinate(), mesh.mesh.tolist())
+        for name in mesh.mesh_dim_names:
+            print("RESULT dim", rank, shape, name, *dim_facts(mesh, name), mesh[name].mesh.tolist())
+        flat = mesh["dp", "tp"]._flatten("dp_tp")
+        print("RESULT flat", rank, shape, dist.get_process_group_ranks(flat.get_group()),
+              flat.get_local_rank())
+    # a 1-D world mesh unflattened into the named dims, as recent trainers build theirs
+    world_mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("world",))
+    dense = world_mesh._unflatten(0, (1, world, 1), ("pp", "dp", "tp"))
+    print("RESULT unflatten", rank, dense.shape, dense.get_coordinate(),
+          *(dim_facts(dense, name) for name in dense.mesh_dim_names))
+    dist.barrier()
+    dist.destroy_process_group()
+    """
+)
+
+
+def test_a_mesh_built_trainer_is_ported_and_runs_as_before(tmp_path: Path) -> None:
+    """init_device_mesh and DeviceMesh (annotations, isinstance) become compat's: torch's own
+    mesh on torch, compat's on MindSpore, with the same groups and answers."""
+    original, ported = tmp_path / "mesh.py", tmp_path / "ported_mesh.py"
+    original.write_text(MESH_TRAINER)
+    result = port.port_source(MESH_TRAINER, str(ported))
+    assert all(f.rewritten for f in result.findings), [f.text() for f in result.findings]
+    text = result.rewritten
+    assert "torch" not in text, text
+    assert 'mesh = compat.init_device_mesh("cpu", shape, mesh_dim_names=("dp", "tp"))' in text
+    assert "def build_mesh(shape: tuple) -> compat.DeviceMesh:" in text
+    assert "isinstance(mesh, compat.DeviceMesh)" in text
+    ported.write_text(text)
+    with ThreadPoolExecutor(2) as pool:
+        on_mindspore = MINDSPORE and pool.submit(run_job, "mindspore", [str(ported)], 240)
+        expected = run_job("torch", [str(original)], 120)
+        assert len(expected) == 2 * (2 * 4 + 1) and expected == run_job("torch", [str(ported)], 120)
+        pytest.importorskip("mindspore")
+        assert on_mindspore and on_mindspore.result() == expected
+
+
+# On torch the ported mesh is torch's own: DTensor and funcol, which stay on torch or take a
+# mesh as their group, accept it as before.
+MESH_DTENSOR = textwrap.dedent(
+    """
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("dp",))
+    sharded = distribute_tensor(torch.arange(8.0).reshape(4, 2), mesh, [Shard(0)])
+    print("RESULT local", rank, sharded.to_local().tolist(), sharded.full_tensor().tolist())
+    total = funcol.all_reduce(torch.full((2,), rank + 1.0), "sum", mesh)
+    print("RESULT funcol", rank, total.tolist())
+    x = torch.full((3,), rank + 1.0)
+    dist.all_reduce(x, group=mesh.get_group("dp"))
+    print("RESULT group", rank, x.tolist())
+    dist.destroy_process_group()
+    """
+)
+
+
+def test_a_ported_mesh_is_torchs_own_for_dtensor_and_funcol(tmp_path: Path) -> None:
+    original, ported = tmp_path / "dtensor.py", tmp_path / "ported_dtensor.py"
+    original.write_text(MESH_DTENSOR)
+    result = port.port_source(MESH_DTENSOR, str(ported))
+    text = result.rewritten
+    assert 'mesh = compat.init_device_mesh("cpu", (compat.get_world_size(),)' in text, text
+    assert "distribute_tensor(torch.arange(8.0).reshape(4, 2), mesh, [Shard(0)])" in text
+    assert 'compat.all_reduce(x, group=mesh.get_group("dp"))' in text
+    ported.write_text(text)
+    expected = run_job("torch", [str(original)], 120)
+    assert len(expected) == 2 * 3 and expected == run_job("torch", [str(ported)], 120)

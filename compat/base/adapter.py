@@ -289,6 +289,23 @@ class Adapter(ABC):
         ``address.is_master``): the framework's set/get/add/delete_key."""
         raise UnsupportedError(f"{self.framework} has no TCP key-value store")
 
+    # -- device meshes (compat.mesh) ---------------------------------------------------------
+    def device_mesh_class(self) -> type | None:
+        """The framework's own device-mesh class (torch's DeviceMesh) once the program has
+        imported its module, else None: compat's DeviceMesh serves. Default None."""
+        return None
+
+    def framework_device_mesh(
+        self,
+        device_type: str,
+        mesh_shape: tuple[int, ...],
+        mesh_dim_names: tuple[str, ...] | None,
+        backend_override: object,
+    ) -> object | None:
+        """The framework's own device mesh, made by its ``init_device_mesh`` (arguments checked
+        by compat), or None where the framework has none (compat then makes its own)."""
+        return None
+
     @abstractmethod
     def framework_group(self, group: GroupHandle, member: bool) -> object:
         """The framework's own object for ``group`` (a handle; None: the world, or a group

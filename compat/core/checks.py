@@ -387,6 +387,9 @@ class Checks:
                 raise
             raise ValueError(param + message.removeprefix("group")) from None
         if found is None:
+            meshed = _compat_mesh_group(obj, param)
+            if meshed is not None:
+                return meshed
             raise TypeError(
                 f"{param}: expected None, compat.WORLD, a compat.Group or "
                 f"{self.adapter.native_group_names}; got {describe(obj)}"
@@ -582,6 +585,18 @@ class Checks:
         if not 0 < seconds < float("inf"):
             raise ValueError(f"{param}: expected a positive, finite duration; got {value!r}")
         return seconds
+
+
+def _compat_mesh_group(obj: object, param: str) -> Group | None:
+    """compat's own DeviceMesh (compat.mesh, where the framework has none) as funcol takes a
+    torch mesh for ``group``: a 1-D mesh, or ``(mesh, mesh dim)``, stands for that dim's group.
+    None for anything else."""
+    mesh, dim = obj if isinstance(obj, tuple) and len(obj) == 2 else (obj, None)
+    as_group = getattr(mesh, "_as_group", None)
+    if as_group is None:
+        return None
+    found: Group = as_group(dim, param)
+    return found
 
 
 def _mesh_and_dim(group: list[object] | tuple[object, ...]) -> bool:

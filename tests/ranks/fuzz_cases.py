@@ -114,6 +114,7 @@ _ADAPTER_METHODS = (
     "new_group",
     "destroy_group",
     "destroy",
+    "framework_device_mesh",
 )
 
 
@@ -1460,6 +1461,35 @@ def bad_split_ranks(ctx: Ctx, args: dict[str, Any]) -> Bad:
     return Bad(("split_ranks",), short(value))
 
 
+def good_device_mesh(ctx: Ctx) -> dict[str, Any]:
+    n = ctx.world
+    shape = ctx.pick([(n,), (1, n), (n, 1)])
+    args: dict[str, Any] = {"device_type": "cpu", "mesh_shape": shape}
+    if ctx.chance(0.5):
+        args["mesh_dim_names"] = tuple(f"d{i}" for i in range(len(shape)))
+    return args
+
+
+def bad_mesh_shape(ctx: Ctx, args: dict[str, Any]) -> Bad:
+    n = ctx.world
+    value = ctx.pick([(n + 1,), (n, 2), (0,), (), n, "2", (1.5,), (True,), [-1], None])
+    args["mesh_shape"] = value
+    # a mesh of another length than mesh_dim_names: either may be named
+    return Bad(("mesh_shape", "mesh_dim_names"), short(value))
+
+
+def bad_mesh_dim_names(ctx: Ctx, args: dict[str, Any]) -> Bad:
+    count = len(args["mesh_shape"])
+    value = ctx.pick([("a",) * (count + 1), ("x",) * max(count, 2), "dp", [3], ("",) * count, 5])
+    args["mesh_dim_names"] = value
+    return Bad(("mesh_dim_names",), short(value))
+
+
+def bad_device_type(ctx: Ctx, args: dict[str, Any]) -> Bad:
+    args["device_type"] = value = ctx.pick(["cpu:0", "", 3, None, "cuda:1", b"cpu"])
+    return Bad(("device_type",), short(value))
+
+
 def coalescing_block(tensor: Any, **kwargs: Any) -> None:
     """compat.coalescing_manager entered and left around one all_reduce of ``tensor``: its
     arguments are checked as the block opens, and the all_reduce is issued at its end."""
@@ -2045,6 +2075,16 @@ def _specs() -> list[Spec]:
                 bad_timeout(representable=True),
                 _m("backend/bad", bad_backend),
                 _m("use_local_synchronization/bad", bad_local_synchronization),
+            ],
+        ),
+        Spec(
+            "init_device_mesh",
+            compat.init_device_mesh,
+            good_device_mesh,
+            [
+                _m("mesh_shape/bad", bad_mesh_shape),
+                _m("mesh_dim_names/bad", bad_mesh_dim_names),
+                _m("device_type/bad", bad_device_type),
             ],
         ),
         Spec(

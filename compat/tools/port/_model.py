@@ -23,6 +23,9 @@ ALIASES = {
     "torch.distributed.nn.functional.": "torch.distributed.nn.functional.",
     "torch.distributed.nn.api.": "torch.distributed.nn.functional.",
     "torch.distributed.nn.": "torch.distributed.nn.functional.",
+    # the mesh's two names compat has (the rest of device_mesh stays outside compat's scope)
+    "torch.distributed.device_mesh.init_device_mesh": "torch.distributed.init_device_mesh",
+    "torch.distributed.device_mesh.DeviceMesh": "torch.distributed.DeviceMesh",
 }
 # Output-buffer form -> compat's functional form: torch's parameter -> compat's.
 RENAMES = {
