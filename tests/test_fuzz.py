@@ -23,6 +23,7 @@ import compat
 from tests.jobs import BACKGROUND, WORLDS, JobResult, collective_job, run_job
 from tests.ranks.cases import case_names
 from tests.ranks.fuzz_cases import COMM_SPECS, REPORT_PREFIX, SPECS, Tally, run_spec
+from tests.ranks.kit import FOREIGN_TENSORS
 from tests.test_collectives import primitives_job
 
 #: Public callables with nothing to fuzz: init cannot run twice in a process (its arguments
@@ -184,7 +185,11 @@ def test_fuzz_comm(framework: str) -> None:
 
 # -- the long sweep ---------------------------------------------------------------------------
 
-LONG_ENV = {"COMPAT_FUZZ_ROUNDS": "25", "COMPAT_FUZZ_COMBOS": "150", "COMPAT_FUZZ_SEED": "1717"}
+#: The sweep's ranks pass the other framework's tensors too (kit.FOREIGN_TENSORS).
+LONG_ENV = {
+    "COMPAT_FUZZ_ROUNDS": "25", "COMPAT_FUZZ_COMBOS": "150", "COMPAT_FUZZ_SEED": "1717",
+    FOREIGN_TENSORS: "1",
+}  # fmt: skip
 LONG_TIMEOUT = {"torch": 900.0, "mindspore": 1500.0}
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import compat
 from compat.base import tables
 from tests.ranks.cases import follow_up, rank, register, sentinel, subgroup, world
-from tests.ranks.kit import other_framework_installed
+from tests.ranks.kit import foreign_tensors
 
 
 def expect_error(
@@ -393,10 +393,10 @@ def _(kit: Any) -> None:
 
 
 def _foreign_tensor(kit: Any) -> tuple[Any, list[str]]:
-    """A tensor compat was not initialised for, and what its error names: the other framework's,
-    or where this environment has only one framework (make test-versions), a numpy array, the
-    array a user of that one framework can still pass by mistake."""
-    if other_framework_installed(kit):
+    """A tensor compat was not initialised for, and what its error names: the other framework's
+    (kit.foreign_tensors: in one job per framework), or elsewhere a numpy array, the array a user
+    of one framework can still pass by mistake (make test-versions' environments have only one)."""
+    if foreign_tensors(kit):
         return kit.other_framework_tensor(), [f"got a {kit.other_framework} tensor"]
     return np.zeros(4, np.float32), ["got ndarray"]
 
