@@ -219,7 +219,7 @@ def case_autograd(kit: Any, dtype: str) -> None:
 def case_strided(kit: Any, dtype: str) -> None:
     """Views the backend cannot serve as they are (staged through dense copies of their bytes):
     a column of a base as input and output, and all_gather's parts of different trailing dims
-    (one buffer of their elements)."""
+    (one buffer of their elements) from a column too."""
     count = world()
     base = as_float8(kit, pattern(rank(), 64 * count).reshape(-1, 2), dtype)
     column = base[:, 1]  # every other byte
@@ -231,11 +231,12 @@ def case_strided(kit: Any, dtype: str) -> None:
     whole.result(expected)
     whole.check(f"all_to_all_single of columns {dtype}")
     parts = [Out(kit, (1, who + 1, 4), dtype) for who in range(count)]
-    mine = as_float8(kit, pattern(rank(), 4 * (rank() + 1)).reshape(1, -1, 4), dtype)
+    pairs = as_float8(kit, pattern(rank(), 8 * (rank() + 1)).reshape(1, -1, 4, 2), dtype)
+    mine = pairs[:, :, :, 1]  # every other byte
     work = compat.all_gather([part.view for part in parts], mine, async_op=True)
     work.wait()
     for who, part in enumerate(parts):
-        part.result(pattern(who, 4 * (who + 1)))
+        part.result(pattern(who, 8 * (who + 1))[1::2])
         part.check(f"all_gather of any shape {dtype}, part {who}")
 
 
