@@ -15,6 +15,7 @@ import inspect
 import json
 import re
 from collections import defaultdict
+from functools import cache
 from typing import Any
 
 import pytest
@@ -166,7 +167,8 @@ def _kit(framework: str) -> Any:
     return make_kit(framework)
 
 
-def fuzz_comm(framework: str, rounds: int, combos: int) -> list[Tally]:
+@cache  # test_fuzz_comm and the summary read the same trials (a failed run is not kept)
+def fuzz_comm(framework: str, rounds: int, combos: int) -> tuple[Tally, ...]:
     kit = _kit(framework)
     tallies = [run_spec(kit, spec, False, rounds, combos) for spec in COMM_SPECS]
     rows = {tally.function: tally.counts() for tally in tallies}
@@ -174,7 +176,7 @@ def fuzz_comm(framework: str, rounds: int, combos: int) -> list[Tally]:
     failures = [failure for tally in tallies for failure in tally.failures]
     assert not failures, f"{len(failures)} bad calls went wrong:\n" + "\n".join(failures[:10])
     assert all(tally.tried > 0 for tally in tallies)
-    return tallies
+    return tuple(tallies)
 
 
 @pytest.mark.parametrize("framework", ["torch", "mindspore"])
