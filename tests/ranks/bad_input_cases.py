@@ -24,19 +24,45 @@ def expect_error(
     param: str,
     fragments: list[str],
     buffers: list[Any],
-) -> None:
-    snapshots = [kit.numpy(buffer) for buffer in buffers]
+    start: str | None = None,
+    snapshot: Callable[[Any, Any], np.ndarray] | None = None,
+) -> BaseException:
+    """``call`` raises ``error`` (returned), whose message starts with ``start`` (default
+    ``param:``) and holds every fragment; ``buffers`` keep their values (``snapshot(kit,
+    buffer)`` of each, default ``kit.numpy``'s)."""
+    take = snapshot or (lambda kit, buffer: kit.numpy(buffer))
+    snapshots = [take(kit, buffer) for buffer in buffers]
     try:
         call()
     except error as exc:
-        message = str(exc)
+        raised = exc
     else:
         raise AssertionError(f"expected {error.__name__} naming {param}; nothing was raised")
-    assert message.startswith(f"{param}:"), f"message does not start with {param!r}: {message}"
+    message, start = str(raised), start or f"{param}:"
+    assert message.startswith(start), f"message does not start with {start!r}: {message}"
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} missing from the message: {message}"
-    for buffer, snapshot in zip(buffers, snapshots, strict=True):
-        np.testing.assert_array_equal(kit.numpy(buffer), snapshot, "a buffer was modified")
+    for buffer, before in zip(buffers, snapshots, strict=True):
+        np.testing.assert_array_equal(take(kit, buffer), before, "a buffer was modified")
+    return raised
+
+
+def refused_reduction(
+    kit: Any,
+    dtype: str,
+    op: str,
+    call: Callable[[], object],
+    param: str,
+    buffers: list[Any],
+    *,
+    reason: str,
+    error: type[BaseException] = compat.UnsupportedError,
+    snapshot: Callable[[Any, Any], np.ndarray] | None = None,
+) -> BaseException:
+    """``call`` (a reduction with ``op`` of a ``dtype`` tensor) raises ``error`` naming
+    ``param``, ``op`` and ``dtype``, and giving ``reason``; ``buffers`` keep their values."""
+    start = f"{param}: {op} cannot reduce dtype {dtype}: "
+    return expect_error(kit, error, call, param, [reason], buffers, start, snapshot)
 
 
 def bad_case(name: str, min_world: int = 1, frameworks: tuple[str, ...] = ("torch", "mindspore")):
