@@ -37,6 +37,7 @@ from compat.base.errors import (
     PeerLostError,
     StoreTimeout,
     UnsupportedError,
+    UnsupportedReductionError,
 )
 from compat.base.types import WORLD, Backend, Future, Group, ReduceOp, Work
 from compat.collectives import (
@@ -113,6 +114,7 @@ __all__ = [
     "StoreTimeout",
     "TCPStore",
     "UnsupportedError",
+    "UnsupportedReductionError",
     "UntestedVersionWarning",
     "Work",
     "all_gather",

@@ -156,7 +156,7 @@ def reduce_scatter(
     target = call.write(output)
     whole = adapter.joined(inputs) if even else None
     if whole is not None:
-        whole = call.read(whole) if call.as_real else whole  # complex: its real view
+        whole = call.read(whole)  # dense already (a complex one: its real view)
         # Equal parts of one buffer (x.chunk(n)): the tensor form, without concatenating.
         return call.issue(
             "reduce_scatter_tensor", whole, target, whole, reduce_op, agree=agree, outputs=[output],
@@ -744,16 +744,15 @@ def _all_gather_any_shape(
     """all_gather whose parts differ in a dim other than dim 0: every part as its elements, the
     uneven all_gather of 1-d parts of one buffer, copied into ``outputs`` once complete."""
     adapter = call.adapter
-    whole = adapter.one_buffer(outputs)
-    # float8 is flattened as its bytes; complex as itself, then viewed as real (flat, 2)
-    source = adapter.one_buffer([tensor if call.as_real else call.read(tensor)])
+    whole, source = adapter.one_buffer(outputs), adapter.one_buffer([tensor])
     if whole is None or source is None:
         raise UnsupportedError(
             f"all_gather: tensor_list's parts differ in a dim other than dim 0 "
             f"({[adapter.shape(o) for o in outputs]}), which needs a flat view of each tensor; "
             f"{adapter.framework} gives none here: pass parts that differ in dim 0 only"
         )
-    (buffer, copy_back), flat = whole, call.read(source[0]) if call.as_real else source[0]
+    # flat, then staged: float8 as its bytes, complex as its real view (elements, 2)
+    (buffer, copy_back), flat = whole, call.read(source[0])
     sizes = [adapter.numel(o) for o in outputs]
     # The parts' trailing dims differ by design: the ranks agree on their elements instead.
     flat_shape = (adapter.numel(tensor),)

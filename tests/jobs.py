@@ -28,6 +28,7 @@ import numpy as np
 from compat.tools.launch import launch
 from tests.processes import run_bounded
 from tests.ranks.cases import case_names
+from tests.ranks.kit import FOREIGN_TENSORS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -212,11 +213,20 @@ JOB_ENVIRONMENT: dict[tuple[str, int], tuple[tuple[str, str], ...]] = {
 }
 
 
+#: The world size of the collective job whose ranks pass compat the other framework's tensors
+#: (the bad-input cases about them, the fuzz's foreign arguments: tests/ranks/kit.py
+#: FOREIGN_TENSORS); the other jobs' ranks never load the other framework. 2: the least world
+#: that runs every one of those cases (a receive needs a peer).
+FOREIGN_TENSORS_WORLD = 2
+
+
 @cache
 def collective_job(framework: str, world: int) -> JobSpec:
     """Every collective case of ``framework`` at ``world`` ranks, in one job."""
     cases = tuple(case_names(framework, world))
     environment = JOB_ENVIRONMENT.get((framework, world), ())
+    if world == FOREIGN_TENSORS_WORLD:
+        environment = (*environment, (FOREIGN_TENSORS, "1"))
     return JobSpec(
         framework, world, "tests.ranks.cases", cases, JOB_TIMEOUT[framework], environment
     )

@@ -11,8 +11,16 @@ import re
 
 import pytest
 
-from tests.jobs import BACKGROUND, JOB_ENVIRONMENT, WORLDS, JobSpec, collective_job
+from tests.jobs import (
+    BACKGROUND,
+    FOREIGN_TENSORS_WORLD,
+    JOB_ENVIRONMENT,
+    WORLDS,
+    JobSpec,
+    collective_job,
+)
 from tests.ranks.cases import case_names
+from tests.ranks.kit import FOREIGN_TENSORS
 
 PARAMS = [
     pytest.param(
@@ -33,6 +41,21 @@ def test_case(jobs, framework: str, world: int, case: str) -> None:
     failure = jobs.get(framework, world).failure(case)
     if failure is not None:
         pytest.fail(failure, pytrace=False)
+
+
+def test_one_collective_job_per_framework_passes_the_other_frameworks_tensors() -> None:
+    """The bad-input cases about the other framework's tensors, and the fuzz's foreign
+    arguments, pass real ones in the collective job at FOREIGN_TENSORS_WORLD, and only there
+    (tests/ranks/kit.py foreign_tensors: elsewhere a numpy array stands in, and no rank pays the
+    other framework's import); that job runs every one of those cases."""
+    flag = (FOREIGN_TENSORS, "1")
+    for framework, worlds in WORLDS.items():
+        passing = [world for world in worlds if flag in collective_job(framework, world).env]
+        assert passing == [FOREIGN_TENSORS_WORLD], (framework, passing)
+        cases = collective_job(framework, FOREIGN_TENSORS_WORLD).cases
+        for name in ("other_framework_tensor", "irecv_other_framework_tensor"):
+            assert f"bad_input[{name}]" in cases, name
+    assert flag not in own_transport_job("torch").env
 
 
 #: The cases not run again without shared memory: those about shared memory itself (its

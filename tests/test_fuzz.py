@@ -15,6 +15,7 @@ import inspect
 import json
 import re
 from collections import defaultdict
+from functools import cache
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ import compat
 from tests.jobs import BACKGROUND, WORLDS, JobResult, collective_job, run_job
 from tests.ranks.cases import case_names
 from tests.ranks.fuzz_cases import COMM_SPECS, REPORT_PREFIX, SPECS, Tally, run_spec
+from tests.ranks.kit import FOREIGN_TENSORS
 from tests.test_collectives import primitives_job
 
 #: Public callables with nothing to fuzz: init cannot run twice in a process (its arguments
@@ -165,7 +167,8 @@ def _kit(framework: str) -> Any:
     return make_kit(framework)
 
 
-def fuzz_comm(framework: str, rounds: int, combos: int) -> list[Tally]:
+@cache  # test_fuzz_comm and the summary read the same trials (a failed run is not kept)
+def fuzz_comm(framework: str, rounds: int, combos: int) -> tuple[Tally, ...]:
     kit = _kit(framework)
     tallies = [run_spec(kit, spec, False, rounds, combos) for spec in COMM_SPECS]
     rows = {tally.function: tally.counts() for tally in tallies}
@@ -173,7 +176,7 @@ def fuzz_comm(framework: str, rounds: int, combos: int) -> list[Tally]:
     failures = [failure for tally in tallies for failure in tally.failures]
     assert not failures, f"{len(failures)} bad calls went wrong:\n" + "\n".join(failures[:10])
     assert all(tally.tried > 0 for tally in tallies)
-    return tallies
+    return tuple(tallies)
 
 
 @pytest.mark.parametrize("framework", ["torch", "mindspore"])
@@ -184,7 +187,11 @@ def test_fuzz_comm(framework: str) -> None:
 
 # -- the long sweep ---------------------------------------------------------------------------
 
-LONG_ENV = {"COMPAT_FUZZ_ROUNDS": "25", "COMPAT_FUZZ_COMBOS": "150", "COMPAT_FUZZ_SEED": "1717"}
+#: The sweep's ranks pass the other framework's tensors too (kit.FOREIGN_TENSORS).
+LONG_ENV = {
+    "COMPAT_FUZZ_ROUNDS": "25", "COMPAT_FUZZ_COMBOS": "150", "COMPAT_FUZZ_SEED": "1717",
+    FOREIGN_TENSORS: "1",
+}  # fmt: skip
 LONG_TIMEOUT = {"torch": 900.0, "mindspore": 1500.0}
 
 

@@ -10,6 +10,12 @@ class UnsupportedError(NotImplementedError):
     """
 
 
+class UnsupportedReductionError(UnsupportedError, ValueError):
+    """A ReduceOp that does not apply to the tensor's dtype (MAX, MIN, PRODUCT or a bitwise op on
+    a complex tensor). A ValueError too, as torch's error for it, so ported code that catches
+    either runs the same."""
+
+
 class NotInitializedError(RuntimeError):
     """A collective or query was called before :func:`compat.init`."""
 

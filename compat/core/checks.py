@@ -13,7 +13,7 @@ from typing import Any
 
 from compat.base import tables
 from compat.base.adapter import Adapter, Tensor, TensorFacts
-from compat.base.errors import UnsupportedError
+from compat.base.errors import UnsupportedError, UnsupportedReductionError
 from compat.base.types import WORLD, Group, ReduceOp, parse_op
 from compat.core.dispatch import framework_of
 from compat.core.values import (
@@ -458,10 +458,10 @@ class Checks:
         elementwise on real and imaginary parts alone (SUM, AVG; torch's supports_complex)."""
         if op not in self._real_ops:
             names = " and ".join(op.name for op in self._real_ops)
-            raise UnsupportedError(
+            raise UnsupportedReductionError(
                 f"{param}: {op.name} cannot reduce dtype {dtype}: on complex tensors only "
-                f"{names} apply (torch raises ValueError for the others too); reduce the real "
-                "and imaginary parts, or the magnitudes, as real tensors"
+                f"{names} apply (as on torch); reduce the real and imaginary parts, or the "
+                "magnitudes, as real tensors"
             )
         self.reduce_op(op, self.as_real[dtype])
 

@@ -14,7 +14,7 @@ import numpy as np
 import compat
 from compat.base import tables
 from tests.ranks.cases import follow_up, rank, register, sentinel, subgroup, world
-from tests.ranks.kit import other_framework_installed
+from tests.ranks.kit import foreign_tensors
 
 
 def expect_error(
@@ -24,19 +24,45 @@ def expect_error(
     param: str,
     fragments: list[str],
     buffers: list[Any],
-) -> None:
-    snapshots = [kit.numpy(buffer) for buffer in buffers]
+    start: str | None = None,
+    snapshot: Callable[[Any, Any], np.ndarray] | None = None,
+) -> BaseException:
+    """``call`` raises ``error`` (returned), whose message starts with ``start`` (default
+    ``param:``) and holds every fragment; ``buffers`` keep their values (``snapshot(kit,
+    buffer)`` of each, default ``kit.numpy``'s)."""
+    take = snapshot or (lambda kit, buffer: kit.numpy(buffer))
+    snapshots = [take(kit, buffer) for buffer in buffers]
     try:
         call()
     except error as exc:
-        message = str(exc)
+        raised = exc
     else:
         raise AssertionError(f"expected {error.__name__} naming {param}; nothing was raised")
-    assert message.startswith(f"{param}:"), f"message does not start with {param!r}: {message}"
+    message, start = str(raised), start or f"{param}:"
+    assert message.startswith(start), f"message does not start with {start!r}: {message}"
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} missing from the message: {message}"
-    for buffer, snapshot in zip(buffers, snapshots, strict=True):
-        np.testing.assert_array_equal(kit.numpy(buffer), snapshot, "a buffer was modified")
+    for buffer, before in zip(buffers, snapshots, strict=True):
+        np.testing.assert_array_equal(take(kit, buffer), before, "a buffer was modified")
+    return raised
+
+
+def refused_reduction(
+    kit: Any,
+    dtype: str,
+    op: str,
+    call: Callable[[], object],
+    param: str,
+    buffers: list[Any],
+    *,
+    reason: str,
+    error: type[BaseException] = compat.UnsupportedError,
+    snapshot: Callable[[Any, Any], np.ndarray] | None = None,
+) -> BaseException:
+    """``call`` (a reduction with ``op`` of a ``dtype`` tensor) raises ``error`` naming
+    ``param``, ``op`` and ``dtype``, and giving ``reason``; ``buffers`` keep their values."""
+    start = f"{param}: {op} cannot reduce dtype {dtype}: "
+    return expect_error(kit, error, call, param, [reason], buffers, start, snapshot)
 
 
 def bad_case(name: str, min_world: int = 1, frameworks: tuple[str, ...] = ("torch", "mindspore")):
@@ -393,10 +419,10 @@ def _(kit: Any) -> None:
 
 
 def _foreign_tensor(kit: Any) -> tuple[Any, list[str]]:
-    """A tensor compat was not initialised for, and what its error names: the other framework's,
-    or where this environment has only one framework (make test-versions), a numpy array, the
-    array a user of that one framework can still pass by mistake."""
-    if other_framework_installed(kit):
+    """A tensor compat was not initialised for, and what its error names: the other framework's
+    (kit.foreign_tensors: in one job per framework), or elsewhere a numpy array, the array a user
+    of one framework can still pass by mistake (make test-versions' environments have only one)."""
+    if foreign_tensors(kit):
         return kit.other_framework_tensor(), [f"got a {kit.other_framework} tensor"]
     return np.zeros(4, np.float32), ["got ndarray"]
 

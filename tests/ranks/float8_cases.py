@@ -11,12 +11,13 @@ with a sentinel byte, checked whole.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 import compat
-from tests.ranks.bad_input_cases import bad_case
+from tests.ranks.bad_input_cases import bad_case, refused_reduction
 from tests.ranks.cases import RECORDS, follow_up, rank, register, world
 
 FLOAT8 = ("float8_e4m3fn", "float8_e5m2")
@@ -219,7 +220,7 @@ def case_autograd(kit: Any, dtype: str) -> None:
 def case_strided(kit: Any, dtype: str) -> None:
     """Views the backend cannot serve as they are (staged through dense copies of their bytes):
     a column of a base as input and output, and all_gather's parts of different trailing dims
-    (one buffer of their elements)."""
+    (one buffer of their elements) from a column too."""
     count = world()
     base = as_float8(kit, pattern(rank(), 64 * count).reshape(-1, 2), dtype)
     column = base[:, 1]  # every other byte
@@ -231,11 +232,12 @@ def case_strided(kit: Any, dtype: str) -> None:
     whole.result(expected)
     whole.check(f"all_to_all_single of columns {dtype}")
     parts = [Out(kit, (1, who + 1, 4), dtype) for who in range(count)]
-    mine = as_float8(kit, pattern(rank(), 4 * (rank() + 1)).reshape(1, -1, 4), dtype)
+    pairs = as_float8(kit, pattern(rank(), 8 * (rank() + 1)).reshape(1, -1, 4, 2), dtype)
+    mine = pairs[:, :, :, 1]  # every other byte
     work = compat.all_gather([part.view for part in parts], mine, async_op=True)
     work.wait()
     for who, part in enumerate(parts):
-        part.result(pattern(who, 4 * (who + 1)))
+        part.result(pattern(who, 8 * (who + 1))[1::2])
         part.check(f"all_gather of any shape {dtype}, part {who}")
 
 
@@ -254,22 +256,8 @@ for _name, _check in (
 register("float8[point_to_point]", each_dtype(case_point_to_point), min_world=2)
 
 
-def _refused(
-    kit: Any, dtype: str, op: str, call: Callable[[], object], param: str, buffers: list[Any]
-) -> None:
-    """``call`` raises UnsupportedError naming ``param``, ``op`` and ``dtype``; ``buffers``
-    keep their bytes."""
-    before = [bytes_of(kit, buffer) for buffer in buffers]
-    try:
-        call()
-    except compat.UnsupportedError as exc:
-        message = str(exc)
-    else:
-        raise AssertionError(f"{op} of {dtype}: nothing was raised")
-    assert message.startswith(f"{param}: {op} cannot reduce dtype {dtype}: "), message
-    assert "no ReduceOp applies to float8" in message, message
-    for buffer, snapshot in zip(buffers, before, strict=True):
-        np.testing.assert_array_equal(bytes_of(kit, buffer), snapshot, "a buffer was modified")
+#: A float8 reduction refused, the buffers compared as bytes.
+_refused = partial(refused_reduction, reason="no ReduceOp applies to float8", snapshot=bytes_of)
 
 
 def _float8_reduction(family: str, run: Callable[[Any, str, Any, Any], None]) -> None:

@@ -54,7 +54,7 @@ import compat.core.state
 from compat.base import tables
 from compat.core.dispatch import framework_of
 from tests.ranks.cases import follow_up, rank, register, subgroup, world
-from tests.ranks.kit import other_framework_installed
+from tests.ranks.kit import foreign_tensors
 
 REPORT_PREFIX = "COMPAT-FUZZ "
 GOOD_DTYPES = ["float32", "float64", "int32", "int64"]
@@ -326,9 +326,9 @@ class Ctx:
             np.ones(2, np.float32),
             range(2),
         ]
-        # The other framework's tensor where this environment has it (make test-versions'
-        # have one framework each: there no user can pass one, and the others above remain).
-        if (self.ranked if foreign is None else foreign) and other_framework_installed(self.kit):
+        # The other framework's tensor where cases pass one (kit.foreign_tensors: one job per
+        # framework, and the test process; make test-versions' environments have one framework).
+        if (self.ranked if foreign is None else foreign) and foreign_tensors(self.kit):
             options.append(self.other_tensor())
         if none_is_bad:
             options.append(None)

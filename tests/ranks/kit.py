@@ -6,6 +6,7 @@ Cases are written once against a kit; the kit hides only tensor creation and con
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any
 
 import numpy as np
@@ -101,6 +102,22 @@ def other_framework_installed(kit: TorchKit | MindSporeKit) -> bool:
     """Whether this environment has the other framework (make test-versions' environments have
     one framework each): without it no user can pass compat its tensors."""
     return importlib.util.find_spec(kit.other_framework) is not None
+
+
+#: Set (to 1) in the one collective job per framework whose ranks pass compat the other
+#: framework's tensors (tests/jobs.py FOREIGN_TENSORS_WORLD): importing that framework costs a
+#: rank seconds of CPU, paid once per framework this way rather than by every rank of every job.
+FOREIGN_TENSORS = "COMPAT_TEST_FOREIGN_TENSORS"
+
+
+def foreign_tensors(kit: TorchKit | MindSporeKit) -> bool:
+    """Whether cases pass the other framework's tensors here: where it is installed, in the job
+    that sets FOREIGN_TENSORS, and in the test process (no rank: it loads the framework once)."""
+    if not other_framework_installed(kit):
+        return False
+    import compat
+
+    return os.environ.get(FOREIGN_TENSORS) == "1" or not compat.is_initialized()
 
 
 def make_kit(framework: str) -> TorchKit | MindSporeKit:
