@@ -385,7 +385,7 @@ class Rewriter(cst.CSTTransformer):
             if attribute not in _torch_distributed_names():
                 continue  # the other library's own name (deepspeed.comm.allgather_fn)
             if attribute not in distributed_namespace.__all__:
-                lacking.setdefault(root, []).append(f"`{root}.{attribute}` (line {line})")
+                lacking.setdefault(root, []).append(f"`{self._whole_name(node)}` (line {line})")
             elif attribute in _NAMESPACE_VALUES or not self._called(node):
                 values.setdefault(root, []).append(f"`{_code(node)}` (line {line})")
         for root, missing in lacking.items():
@@ -398,6 +398,13 @@ class Rewriter(cst.CSTTransformer):
                     f"through compat.distributed {used[0]} would be compat's, and the file keeps "
                     f"torch.distributed for {self.keep_values}"
                 )
+
+    def _whole_name(self, node: cst.Attribute) -> str:
+        """``dist.distributed_c10d._get_default_store`` for its ``dist.distributed_c10d``."""
+        parent = self.get_metadata(ParentNodeProvider, node, None)
+        while isinstance(parent, cst.Attribute) and parent.value is node:
+            node, parent = parent, self.get_metadata(ParentNodeProvider, parent, None)
+        return _code(node)
 
     def _called(self, node: cst.Attribute) -> bool:
         parent = self.get_metadata(ParentNodeProvider, node, None)
