@@ -1982,7 +1982,7 @@ def test_a_ported_mesh_is_torchs_own_for_dtensor_and_funcol(tmp_path: Path) -> N
 # or the other library as `dist` by a flag; a helper module keeps `global dist`). The other
 # library is played by OTHER_COMM, a torch-shaped module of the test's own.
 
-OTHER_COMM = '''"""A torch-shaped communication library (as deepspeed.comm is), played by the test."""
+OTHER_COMM = '''"""A torch-shaped communication library (as deepspeed.comm is), the test's."""
 import torch.distributed as _torch_dist
 
 
