@@ -1594,6 +1594,11 @@ def fix_imports(original: cst.Module, module: cst.Module) -> cst.Module:
         module = module.visit(DottedImportNarrower())
     if not _reads_compat(module):
         return module  # the rewrite wrote `import compat.distributed as dist` only
+    return _with_compat_import(module)
+
+
+def _with_compat_import(module: cst.Module) -> cst.Module:
+    """``module`` with a top-level ``import compat`` before its first use at import time."""
     body = list(module.body)
     first_use = next(
         (i for i, s in enumerate(body) if not _is_import(s) and _reads_compat_on_import(s)),
