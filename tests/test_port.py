@@ -2150,3 +2150,33 @@ def test_a_name_shared_with_another_library_runs_through_compat_distributed(
                 on_torch = expected
         pytest.importorskip("mindspore")
         assert on_mindspore and on_mindspore.result() == on_torch
+
+
+def test_a_shared_name_stays_where_its_values_may_reach_a_use_left_on_torch() -> None:
+    """Through compat.distributed, `dist.ReduceOp` is compat's: where the file keeps a torch
+    function that may be handed it (a stored one), the shared uses stay, saying why."""
+    result = port_text(
+        """
+        import torch
+
+        hook = torch.distributed.get_node_local_rank
+
+
+        def run(flag, t, op_name):
+            if flag:
+                import torch.distributed as dist
+            else:
+                import otherlib.comm as dist
+            op = getattr(dist.ReduceOp, op_name)
+            dist.all_reduce(t, op)
+            hook(op)
+        """
+    )
+    assert "import torch.distributed as dist\n" in result.rewritten
+    left = {f.written: f.reason or "" for f in result.findings if not f.rewritten}
+    assert set(left) == {
+        "torch.distributed.get_node_local_rank",
+        "dist.ReduceOp",
+        "dist.all_reduce",
+    }
+    assert "`dist.ReduceOp` (line 12) would be compat's" in left["dist.all_reduce"]
