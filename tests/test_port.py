@@ -2098,16 +2098,48 @@ COMM_BENCH = (
 
         if __name__ == "__main__":
             init_processes(sys.argv[1])
-            run(sys.argv[1])
+            for flag in sys.argv[1:]:
+                run(flag)
             dist.destroy_process_group()
         """
     )
 )
 
 
-def _bench_job(framework: str, script: Path, flag: str) -> list[str]:
+# Runs the original and the ported benchmark in one job, each with the flags given: the
+# original's teardown is skipped, so that the ported one adopts its process group and ends it.
+BENCH_DRIVER = """
+import contextlib
+import io
+import runpy
+import sys
+from pathlib import Path
+
+flags, scripts = sys.argv[1].split(","), sys.argv[2:]
+for index, script in enumerate(scripts):
+    last = index == len(scripts) - 1
+    if not last:
+        import torch.distributed
+
+        destroy = torch.distributed.destroy_process_group
+        torch.distributed.destroy_process_group = lambda *args, **kwargs: None
+    elif len(scripts) > 1:
+        torch.distributed.destroy_process_group = destroy
+    sys.argv = [script, *flags]
+    sys.path.insert(0, str(Path(script).parent))  # its othercomm, as `python script` finds it
+    sys.modules.pop("othercomm", None)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        runpy.run_path(script, run_name="__main__")
+    for line in printed.getvalue().splitlines():
+        print("RESULT", Path(script).parent.name, line.removeprefix("RESULT "), flush=True)
+"""
+
+
+def _bench_job(framework: str, driver: Path, flags: str, scripts: list[Path]) -> list[str]:
     sink = io.StringIO()
-    code = launch(2, [str(script), flag], framework, timeout=240, sink=sink, env={"GLOG_v": "3"})
+    command = [str(driver), flags, *map(str, scripts)]
+    code = launch(2, command, framework, timeout=240, sink=sink, env={"GLOG_v": "3"})
     assert code == 0, sink.getvalue()[-4000:]
     return results(sink.getvalue())
 
@@ -2119,11 +2151,11 @@ def test_a_name_shared_with_another_library_runs_through_compat_distributed(
     become `import compat.distributed as dist`, the uses stay as written, the other library's
     own name (`dist.allgather_fn`) is no torch use; the file runs as before with either flag, and
     its torch branch runs on MindSpore."""
-    original, ported = tmp_path / "original", tmp_path / "ported"
-    for folder in (original, ported):
+    original, ported, ms = tmp_path / "original", tmp_path / "ported", tmp_path / "ms"
+    for folder in (original, ported, ms):
         folder.mkdir()
         (folder / "othercomm.py").write_text(OTHER_COMM)
-        (folder / "bench.py").write_text(COMM_BENCH)
+    (original / "bench.py").write_text(COMM_BENCH)
     result = port.port_source(COMM_BENCH, "bench.py")
     assert result.rewritten == COMM_BENCH.replace(
         "import torch.distributed as dist", "import compat.distributed as dist"
@@ -2136,20 +2168,28 @@ def test_a_name_shared_with_another_library_runs_through_compat_distributed(
         "compat.distributed.init_process_group",
     }
     (ported / "bench.py").write_text(result.rewritten)
-    ms_bench = tmp_path / "ms" / "bench.py"
-    ms_bench.parent.mkdir()
     head, rest = result.rewritten.split(BEGIN)
-    ms_bench.write_text(head + BEGIN + NS_MINDSPORE + rest.split(END)[1])
+    (ms / "bench.py").write_text(head + BEGIN + NS_MINDSPORE + rest.split(END)[1])
+    driver = tmp_path / "driver.py"
+    driver.write_text(BENCH_DRIVER)
     with ThreadPoolExecutor(2) as pool:
-        on_mindspore = MINDSPORE and pool.submit(_bench_job, "mindspore", ms_bench, "torch")
-        for flag in ("torch", "other"):
-            expected = _bench_job("torch", original / "bench.py", flag)
-            assert len(expected) == 2, expected
-            assert _bench_job("torch", ported / "bench.py", flag) == expected
-            if flag == "torch":
-                on_torch = expected
+        on_mindspore = MINDSPORE and pool.submit(
+            _bench_job, "mindspore", driver, "torch", [ms / "bench.py"]
+        )
+        both = [original / "bench.py", ported / "bench.py"]
+        found = _bench_job("torch", driver, "torch,other", both)
+        by_script = {
+            name: sorted(line.replace(f" {name} ", " ", 1) for line in found if f" {name} " in line)
+            for name in ("original", "ported")
+        }
+        assert len(by_script["original"]) == 4, found  # 2 ranks x 2 flags
+        assert by_script["ported"] == by_script["original"]
         pytest.importorskip("mindspore")
-        assert on_mindspore and on_mindspore.result() == on_torch
+        on_torch = [line for line in by_script["original"] if "] torch " in line]
+        assert (
+            on_mindspore
+            and [line.replace(" ms ", " ", 1) for line in on_mindspore.result()] == on_torch
+        )
 
 
 def test_a_shared_name_stays_where_its_values_may_reach_a_use_left_on_torch() -> None:
