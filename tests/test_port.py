@@ -1841,7 +1841,37 @@ def test_a_use_in_a_function_after_torch_rebinds_the_name_for_good_is_torchs() -
             return dist.get_rank()
         """
     )
-    assert [(f.written, f.category) for f in last.findings] == [("dist.get_rank", "shared name")]
+    # The uses reach either module, both torch-shaped: torch's import becomes compat.distributed.
+    assert last.rewritten.startswith(
+        "\nimport compat.distributed as dist\nimport deepspeed.comm as dist\n"
+    )
+    assert [(f.written, f.compat) for f in last.findings] == [
+        ("dist.get_rank", "compat.distributed.get_rank")
+    ]
+
+
+@pytest.mark.parametrize(
+    "lacking", ["dist.get_node_local_rank()", "dist.distributed_c10d._get_default_store()"]
+)
+def test_a_shared_name_stays_where_compat_distributed_lacks_a_torch_name_used(lacking: str) -> None:
+    """One torch name compat.distributed has no counterpart of, used through the shared name:
+    every use stays as today, and the reason names what is lacking."""
+    result = port_text(
+        f"""
+        def run(flag, t):
+            if flag:
+                import torch.distributed as dist
+            else:
+                import otherlib.comm as dist
+            dist.all_reduce(t)
+            return {lacking}
+        """
+    )
+    assert "import torch.distributed as dist\n" in result.rewritten
+    assert "compat" not in result.rewritten
+    left = [f for f in result.findings if not f.rewritten]
+    assert len(left) == 2 and {f.category for f in left} == {"shared name"}
+    assert all(lacking.split("(")[0] in f.reason for f in left), [f.reason for f in left]
 
 
 # A parallel-dims module in the style of recent trainers: the groups come from a device mesh
@@ -1945,3 +1975,248 @@ def test_a_ported_mesh_is_torchs_own_for_dtensor_and_funcol(tmp_path: Path) -> N
     ported.write_text(text)
     expected = run_job("torch", [str(original)], 120)
     assert len(expected) == 2 * 3 and expected == run_job("torch", [str(ported)], 120)
+
+
+# -- a name bound to torch.distributed or to another torch-shaped library by a flag -------------
+# A communication benchmark in the style of DeepSpeed's (each function imports torch.distributed
+# or the other library as `dist` by a flag; a helper module keeps `global dist`). The other
+# library is played by OTHER_COMM, a torch-shaped module of the test's own.
+
+OTHER_COMM = '''"""A torch-shaped communication library (as deepspeed.comm is), the test's."""
+import torch.distributed as _torch_dist
+
+
+def allgather_fn(output, tensor, group=None, async_op=False):
+    """A name of this library's own, which torch.distributed does not have."""
+    return _torch_dist.all_gather_into_tensor(output, tensor, group=group, async_op=async_op)
+
+
+def __getattr__(name):
+    return getattr(_torch_dist, name)
+'''
+
+NS_TORCH = """
+def make(values):
+    import torch
+
+    return torch.tensor(values, dtype=torch.float32)
+
+
+def numpy(tensor):
+    return tensor.numpy()
+"""
+
+NS_MINDSPORE = """
+def make(values):
+    import mindspore
+
+    return mindspore.Tensor(values, mindspore.float32)
+
+
+def numpy(tensor):
+    return tensor.asnumpy()
+"""
+
+COMM_BENCH = (
+    "import sys\n\nimport numpy as np\n\n"
+    + BEGIN
+    + NS_TORCH
+    + END
+    + textwrap.dedent(
+        """
+
+        def init_processes(flag):
+            global dist
+            if flag == "torch":
+                import torch.distributed as dist
+            else:
+                import othercomm as dist
+            dist.init_process_group("gloo")
+
+
+        def sync_all():
+            dist.barrier()
+
+
+        def expect(tensor, values, what):
+            got = numpy(tensor)
+            assert np.array_equal(got, np.array(values, dtype=np.float32)), (what, got, values)
+            return got.tolist()
+
+
+        def run(flag):
+            if flag == "torch":
+                import torch.distributed as dist
+            elif flag == "other":
+                import othercomm as dist
+            rank, world = dist.get_rank(), dist.get_world_size()
+            seen = []
+            x = make([rank + 1.0] * 4)
+            dist.all_reduce(x, op=dist.ReduceOp.SUM)
+            seen.append(expect(x, [world * (world + 1) / 2] * 4, "all_reduce"))
+            later = make([rank + 2.0] * 3)
+            dist.all_reduce(later, async_op=True)  # not waited: the barrier below follows it
+            sync_all()
+            seen.append(expect(later, [sum(r + 2.0 for r in range(world))] * 3, "async"))
+            y = make([float(rank)] * 3)
+            work = dist.broadcast(y, world - 1, async_op=True)
+            work.wait()
+            seen.append(expect(y, [world - 1.0] * 3, "broadcast"))
+            out = make([-7.0] * (2 * world))
+            dist.all_gather_into_tensor(out, make([rank, rank + 0.5]))
+            seen.append(expect(out, [v for r in range(world) for v in (r, r + 0.5)], "gather"))
+            mine = make([-7.0] * 2)
+            dist.reduce_scatter_tensor(mine, make([float(i + rank) for i in range(2 * world)]))
+            whole = [sum(i + r for r in range(world)) for i in range(2 * world)]
+            seen.append(expect(mine, whole[2 * rank : 2 * rank + 2], "reduce_scatter"))
+            swapped = make([-7.0] * world)
+            dist.all_to_all_single(swapped, make([rank * 10.0 + i for i in range(world)]))
+            seen.append(expect(swapped, [r * 10.0 + rank for r in range(world)], "all_to_all"))
+            after, before = (rank + 1) % world, (rank - 1) % world
+            got = make([-7.0] * 2)
+            if rank == 0:
+                dist.send(make([rank, 1.0]), after)
+                dist.recv(got, before)
+            else:
+                dist.recv(got, src=before)
+                dist.send(make([rank, 1.0]), after)
+            seen.append(expect(got, [before, 1.0], "send/recv"))
+            got = make([-7.0] * 2)
+            works = [dist.irecv(got, src=before), dist.isend(make([rank, 2.0]), after)]
+            for work in works:
+                work.wait()
+            seen.append(expect(got, [before, 2.0], "isend/irecv"))
+            group = dist.new_group(list(range(world)))
+            z = make([1.0, rank])
+            dist.all_reduce(z, group=group)
+            seen.append(expect(z, [world, sum(range(world))], "group"))
+            if flag == "other":
+                seen.append(dist.allgather_fn.__name__)
+            sync_all()
+            print("RESULT", flag, rank, seen)
+
+
+        if __name__ == "__main__":
+            init_processes(sys.argv[1])
+            for flag in sys.argv[1:]:
+                run(flag)
+            dist.destroy_process_group()
+        """
+    )
+)
+
+
+# Runs the original and the ported benchmark in one job, each with the flags given: the
+# original's teardown is skipped, so that the ported one adopts its process group and ends it.
+BENCH_DRIVER = """
+import contextlib
+import io
+import runpy
+import sys
+from pathlib import Path
+
+flags, scripts = sys.argv[1].split(","), sys.argv[2:]
+for index, script in enumerate(scripts):
+    last = index == len(scripts) - 1
+    if not last:
+        import torch.distributed
+
+        destroy = torch.distributed.destroy_process_group
+        torch.distributed.destroy_process_group = lambda *args, **kwargs: None
+    elif len(scripts) > 1:
+        torch.distributed.destroy_process_group = destroy
+    sys.argv = [script, *flags]
+    sys.path.insert(0, str(Path(script).parent))  # its othercomm, as `python script` finds it
+    sys.modules.pop("othercomm", None)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        runpy.run_path(script, run_name="__main__")
+    for line in printed.getvalue().splitlines():
+        print("RESULT", Path(script).parent.name, line.removeprefix("RESULT "), flush=True)
+"""
+
+
+def _bench_job(framework: str, driver: Path, flags: str, scripts: list[Path]) -> list[str]:
+    sink = io.StringIO()
+    command = [str(driver), flags, *map(str, scripts)]
+    code = launch(2, command, framework, timeout=240, sink=sink, env={"GLOG_v": "3"})
+    assert code == 0, sink.getvalue()[-4000:]
+    return results(sink.getvalue())
+
+
+def test_a_name_shared_with_another_library_runs_through_compat_distributed(
+    tmp_path: Path,
+) -> None:
+    """Every torch use of the shared `dist` is one compat.distributed has: torch's imports of it
+    become `import compat.distributed as dist`, the uses stay as written, the other library's
+    own name (`dist.allgather_fn`) is no torch use; the file runs as before with either flag, and
+    its torch branch runs on MindSpore."""
+    original, ported, ms = tmp_path / "original", tmp_path / "ported", tmp_path / "ms"
+    for folder in (original, ported, ms):
+        folder.mkdir()
+        (folder / "othercomm.py").write_text(OTHER_COMM)
+    (original / "bench.py").write_text(COMM_BENCH)
+    result = port.port_source(COMM_BENCH, "bench.py")
+    assert result.rewritten == COMM_BENCH.replace(
+        "import torch.distributed as dist", "import compat.distributed as dist"
+    )
+    assert all(f.rewritten for f in result.findings), [f.text() for f in result.findings]
+    assert not any("allgather_fn" in f.written for f in result.findings)
+    assert {f.compat for f in result.findings} >= {
+        "compat.distributed.all_gather_into_tensor",
+        "compat.distributed.ReduceOp.SUM",
+        "compat.distributed.init_process_group",
+    }
+    (ported / "bench.py").write_text(result.rewritten)
+    head, rest = result.rewritten.split(BEGIN)
+    (ms / "bench.py").write_text(head + BEGIN + NS_MINDSPORE + rest.split(END)[1])
+    driver = tmp_path / "driver.py"
+    driver.write_text(BENCH_DRIVER)
+    with ThreadPoolExecutor(2) as pool:
+        on_mindspore = MINDSPORE and pool.submit(
+            _bench_job, "mindspore", driver, "torch", [ms / "bench.py"]
+        )
+        both = [original / "bench.py", ported / "bench.py"]
+        found = _bench_job("torch", driver, "torch,other", both)
+        by_script = {
+            name: sorted(line.replace(f" {name} ", " ", 1) for line in found if f" {name} " in line)
+            for name in ("original", "ported")
+        }
+        assert len(by_script["original"]) == 4, found  # 2 ranks x 2 flags
+        assert by_script["ported"] == by_script["original"]
+        pytest.importorskip("mindspore")
+        on_torch = [line for line in by_script["original"] if "] torch " in line]
+        assert (
+            on_mindspore
+            and [line.replace(" ms ", " ", 1) for line in on_mindspore.result()] == on_torch
+        )
+
+
+def test_a_shared_name_stays_where_its_values_may_reach_a_use_left_on_torch() -> None:
+    """Through compat.distributed, `dist.ReduceOp` is compat's: where the file keeps a torch
+    function that may be handed it (a stored one), the shared uses stay, saying why."""
+    result = port_text(
+        """
+        import torch
+
+        hook = torch.distributed.get_node_local_rank
+
+
+        def run(flag, t, op_name):
+            if flag:
+                import torch.distributed as dist
+            else:
+                import otherlib.comm as dist
+            op = getattr(dist.ReduceOp, op_name)
+            dist.all_reduce(t, op)
+            hook(op)
+        """
+    )
+    assert "import torch.distributed as dist\n" in result.rewritten
+    left = {f.written: f.reason or "" for f in result.findings if not f.rewritten}
+    assert set(left) == {
+        "torch.distributed.get_node_local_rank",
+        "dist.ReduceOp",
+        "dist.all_reduce",
+    }
+    assert "`dist.ReduceOp` (line 12) would be compat's" in left["dist.all_reduce"]

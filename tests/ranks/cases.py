@@ -784,6 +784,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     mailbox_cases,
     member_group_cases,
     mesh_cases,
+    namespace_cases,
     native_call_cases,
     object_cases,
     one_rank_cases,

@@ -21,6 +21,7 @@ import ast
 import builtins
 import re
 from collections.abc import Iterator, Sequence
+from functools import cache
 
 import libcst as cst
 from libcst.metadata import (
@@ -34,6 +35,7 @@ from libcst.metadata import (
 )
 
 import compat
+from compat import distributed as distributed_namespace
 from compat.base.types import ReduceOp, parse_op
 from compat.lifecycle import check_backend
 from compat.tools.port._model import (
@@ -48,6 +50,7 @@ from compat.tools.port._model import (
     apis,
     candidates,
     differences,
+    left_out_names,
     mindspore_names,
     no_counterpart,
     ported,
@@ -269,6 +272,10 @@ class Rewriter(cst.CSTTransformer):
         self._patch: str | None = None
         #: the ReduceOp members the file names anywhere (`ReduceOp.BAND`, `RedOpType.MAX`)
         self._named_ops: set[str] = set()
+        #: names bound to torch.distributed and to another library's module, whose torch uses
+        #: run through compat.distributed: name -> None, or why they cannot (they stay)
+        self._namespace: dict[str, str | None] = {}
+        self._namespace_imports: set[int] = set()  # torch imports of those names
 
     # -- names
 
@@ -350,7 +357,128 @@ class Rewriter(cst.CSTTransformer):
 
     def _left_shared(self, node: cst.CSTNode, name: str, written: str, other: str) -> None:
         reason = f"`{written}` may also be `{other}` here: the file imports both as that name"
+        chain = _chain(node.func if isinstance(node, cst.Call) else node)
+        why = None if chain is None else self._namespace.get(chain[0].value)
+        if why is not None:
+            reason += f", and {why}"
         self._finding(node, name, written, left=("shared name", reason))
+
+    # -- a name shared with another library: `import compat.distributed as dist`
+
+    def _plan_namespace(self, module: cst.Module) -> None:
+        """Where the file binds a name both to torch.distributed and to another library's module
+        (``import deepspeed.comm as dist`` in one branch), its torch uses can run through
+        compat.distributed, which has torch's names and signatures: then the torch imports of
+        that name become ``import compat.distributed as dist`` and the uses stay as written.
+        Only if compat.distributed has every torch name used through it."""
+        lacking: dict[str, list[str]] = {}
+        values: dict[str, list[str]] = {}
+        for node in _walk(module):
+            if not isinstance(node, cst.Attribute) or not isinstance(node.value, cst.Name):
+                continue
+            root, attribute = node.value.value, node.attr.value
+            if self._shared_with(node) is None or not self._torch_module_imports(node.value):
+                continue
+            self._namespace.setdefault(root, None)
+            self._namespace_imports |= self._torch_module_imports(node.value)
+            line = self.get_metadata(PositionProvider, node).start.line
+            if attribute not in _torch_distributed_names():
+                continue  # the other library's own name (deepspeed.comm.allgather_fn)
+            if attribute not in distributed_namespace.__all__:
+                lacking.setdefault(root, []).append(f"`{self._whole_name(node)}` (line {line})")
+            elif attribute in _NAMESPACE_VALUES or not self._called(node):
+                values.setdefault(root, []).append(f"`{_code(node)}` (line {line})")
+        for root, missing in lacking.items():
+            self._namespace[root] = f"compat.distributed has no counterpart of {missing[0]}"
+        if self.keep_values is not None:
+            # compat.distributed's values (ReduceOp members, P2POp, a function passed on) are
+            # compat's: wrong for the calls the file keeps on torch, which may be handed them.
+            for root, used in values.items():
+                self._namespace[root] = self._namespace[root] or (
+                    f"through compat.distributed {used[0]} would be compat's, and the file keeps "
+                    f"torch.distributed for {self.keep_values}"
+                )
+
+    def _whole_name(self, node: cst.Attribute) -> str:
+        """``dist.distributed_c10d._get_default_store`` for its ``dist.distributed_c10d``."""
+        parent = self.get_metadata(ParentNodeProvider, node, None)
+        while isinstance(parent, cst.Attribute) and parent.value is node:
+            node, parent = parent, self.get_metadata(ParentNodeProvider, parent, None)
+        return _code(node)
+
+    def _called(self, node: cst.Attribute) -> bool:
+        parent = self.get_metadata(ParentNodeProvider, node, None)
+        return isinstance(parent, cst.Call) and parent.func is node
+
+    def _torch_module_imports(self, root: cst.Name) -> set[int]:
+        """The imports binding ``root`` to torch.distributed itself (``import torch.distributed
+        as dist``, ``from torch import distributed as dist``) that a use of it may reach."""
+        scope = self.get_metadata(ScopeProvider, root, None)
+        if scope is None:
+            return set()
+        found = set()
+        for assignment in scope[root.value]:
+            node = getattr(assignment, "node", None)
+            if isinstance(node, (cst.Import, cst.ImportFrom)) and _imports_torch_module(
+                node, root.value
+            ):
+                found.add(id(node))
+        return found
+
+    def _through_namespace(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether a use of a shared name is handled through compat.distributed: reported as
+        rewritten (its text stays), or not torch's at all (the other library's own name)."""
+        chain = _chain(node.func if isinstance(node, cst.Call) else node)
+        if chain is None or chain[0].value not in self._namespace or not chain[1]:
+            return False
+        if chain[1][0] not in _torch_distributed_names():
+            return True  # not a torch.distributed name: the other library's, no torch use
+        if self._namespace[chain[0].value] is not None:
+            return False
+        written = _code(node.func if isinstance(node, cst.Call) else node)
+        target = "compat.distributed." + ".".join(chain[1])
+        found = self._finding(node, name, written, compat=target)
+        self._rewritten(node, found)
+        if chain[1][0] in _NAMESPACE_VALUES or not isinstance(node, cst.Call):
+            self.values += 1
+        return True
+
+    def leave_Import(
+        self, original_node: cst.Import, updated_node: cst.Import
+    ) -> cst.Import | cst.ImportFrom:
+        return self._namespace_import(original_node, updated_node)
+
+    def leave_ImportFrom(
+        self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
+    ) -> cst.Import | cst.ImportFrom:
+        return self._namespace_import(original_node, updated_node)
+
+    def _namespace_import(
+        self, original: cst.Import | cst.ImportFrom, updated: cst.Import | cst.ImportFrom
+    ) -> cst.Import | cst.ImportFrom:
+        """``import torch.distributed as dist`` -> ``import compat.distributed as dist`` where
+        ``dist`` runs through compat.distributed."""
+        if id(original) not in self._namespace_imports or isinstance(updated.names, cst.ImportStar):
+            return updated
+        ported = [
+            alias
+            for alias in updated.names
+            if self._namespace.get(_bound_name(alias), "") is None
+            and _imports_torch_module(original, _bound_name(alias))
+        ]
+        if not ported:
+            return updated
+        self.changes += 1
+        compat_module = _dotted("compat.distributed")
+        if isinstance(updated, cst.Import):
+            names = [
+                a.with_changes(name=compat_module) if a in ported else a for a in updated.names
+            ]
+            return updated.with_changes(names=names)
+        alias = ported[0]  # `from torch import distributed as dist`: its only name (checked)
+        return cst.Import(
+            names=[alias.with_changes(name=compat_module, comma=cst.MaybeSentinel.DEFAULT)]
+        )
 
     def _binding(self, root: cst.Name) -> str | None:
         """The module ``root`` names when imports do not say: an assignment of a ported module,
@@ -401,6 +529,7 @@ class Rewriter(cst.CSTTransformer):
     def visit_Module(self, node: cst.Module) -> None:
         """Whether the file replaces torch.distributed's own names (``dist.all_reduce =
         wrap(dist.all_reduce)``): then its references to torch's functions stay torch's."""
+        self._plan_namespace(node)
         for target in _walk(node):
             self._note_lacking_op(target)
             if isinstance(target, cst.AssignTarget) and _sets_reduce_op(target.target):
@@ -539,6 +668,8 @@ class Rewriter(cst.CSTTransformer):
             return updated
         self._seen.add(id(original))
         other = self._shared_with(original)
+        if other is not None and self._through_namespace(original, name):
+            return updated
         if other is not None:
             self._left_shared(original, name, _code(original), other)
             return updated
@@ -849,6 +980,8 @@ class Rewriter(cst.CSTTransformer):
             return updated_node
         written = _code(original_node.func)
         other = self._shared_with(original_node.func)
+        if other is not None and self._through_namespace(original_node, name):
+            return updated_node
         if other is not None:
             self._left_shared(original_node, name, written, other)
             return self._stays_on_torch(original_node, updated_node, written)
@@ -1459,6 +1592,13 @@ def fix_imports(original: cst.Module, module: cst.Module) -> cst.Module:
     if not _uses_ported(module):
         # `import torch.distributed.nn` kept for `torch.cat`: only `torch` is still needed
         module = module.visit(DottedImportNarrower())
+    if not _reads_compat(module):
+        return module  # the rewrite wrote `import compat.distributed as dist` only
+    return _with_compat_import(module)
+
+
+def _with_compat_import(module: cst.Module) -> cst.Module:
+    """``module`` with a top-level ``import compat`` before its first use at import time."""
     body = list(module.body)
     first_use = next(
         (i for i, s in enumerate(body) if not _is_import(s) and _reads_compat_on_import(s)),
@@ -1511,6 +1651,29 @@ class _ImportTimeReads(cst.CSTVisitor):
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         node.params.visit(self)
         return False
+
+
+class _CompatReads(cst.CSTVisitor):
+    """Whether the name ``compat`` is read anywhere outside imports."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found = self.found or node.value == "compat"
+
+
+def _reads_compat(module: cst.Module) -> bool:
+    reads = _CompatReads()
+    module.visit(reads)
+    return reads.found
 
 
 def _reads_compat_on_import(statement: cst.BaseStatement) -> bool:
@@ -1617,6 +1780,48 @@ def _imports_other_library(node: cst.Import | cst.ImportFrom, bound: str) -> boo
             dotted = _code(alias.name)
             return dotted != "torch" and not dotted.startswith("torch.")
     return False
+
+
+# compat.distributed's names whose uses make values compat takes and torch does not (a member
+# of compat.ReduceOp, a P2POp of compat's functions).
+_NAMESPACE_VALUES = frozenset({"ReduceOp", "P2POp"})
+# torch.distributed's submodules the tables do not name (their uses are torch's, not the other
+# library's).
+_SUBMODULES = ("c10d_logger", "constants", "launch", "logging_handlers", "rendezvous", "utils")
+
+
+def _imports_torch_module(node: cst.Import | cst.ImportFrom, bound: str) -> bool:
+    """Whether ``node`` binds ``bound`` to torch.distributed itself; an ImportFrom only as its
+    one name (``from torch import distributed as dist``), which a plain import can replace."""
+    if isinstance(node, cst.ImportFrom):
+        if node.relative or node.module is None or _code(node.module) != "torch":
+            return False
+        names = node.names
+        return (
+            not isinstance(names, cst.ImportStar)
+            and len(names) == 1
+            and _code(names[0].name) == "distributed"
+            and _bound_name(names[0]) == bound
+        )
+    return any(
+        _code(alias.name) == "torch.distributed"
+        and alias.asname is not None
+        and _bound_name(alias) == bound
+        for alias in node.names
+    )
+
+
+@cache
+def _torch_distributed_names() -> frozenset[str]:
+    """Every name of torch.distributed's own: what the tables pair or left_out.toml records
+    (which together account for every public name; tests/test_tables.py checks it), and its
+    submodules."""
+    names = {*OUTSIDE_SCOPE, *_SUBMODULES}
+    for full in [*candidates(), *left_out_names(), *_modules()]:
+        rest = full.removeprefix("torch.distributed.")
+        if rest != full:
+            names.add(rest.split(".")[0])
+    return frozenset(names)
 
 
 def _exported(module: cst.Module) -> set[tuple[int, str]]:

@@ -322,6 +322,11 @@ def no_counterpart(name: str) -> str:
     return f"compat has no counterpart of {name}" + (f" ({reason})" if reason else "")
 
 
+def left_out_names() -> set[str]:
+    """The names mapping_tables/left_out.toml records as left out, with their module."""
+    return set(_left_out())
+
+
 @cache
 def _left_out() -> dict[str, str]:
     return {
