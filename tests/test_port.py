@@ -726,6 +726,29 @@ def total(t):
     )
 
 
+def test_comments_after_an_import_removed_at_the_start_of_a_block_are_kept() -> None:
+    """A function-level import opening a block, then a blank line and a comment on what
+    follows (axolotl's fallback mesh): the blank line goes, the comment stays."""
+    source = """\
+import torch.distributed as dist
+
+
+def mesh(shape):
+    if dist.is_initialized():
+        from torch.distributed.device_mesh import init_device_mesh
+
+        # the fallback mesh: ep outermost
+        # (accelerate's is preferred)
+        return init_device_mesh("cpu", shape)
+"""
+    result = port.port_source(source, "m.py")
+    assert result.rewritten == (
+        "import compat\n\n\ndef mesh(shape):\n    if compat.is_initialized():\n"
+        "        # the fallback mesh: ep outermost\n        # (accelerate's is preferred)\n"
+        '        return compat.init_device_mesh("cpu", shape)\n'
+    )
+
+
 def test_a_star_import_that_cannot_be_read_is_assumed_and_the_report_says_so() -> None:
     result = port_text(
         """
@@ -1649,6 +1672,38 @@ def test_a_default_op_handed_on_to_code_elsewhere_stays_torchs() -> None:
     # handed only to builtins and to calls that become compat's: compat's member
     assert "op: compat.ReduceOp = compat.ReduceOp.MAX" in result.rewritten
     assert "compat.all_reduce(x, op=op)" in result.rewritten
+
+
+def test_an_op_passed_to_code_elsewhere_stays_torchs() -> None:
+    """A trainer hands ``reduce_op=dist.ReduceOp.MAX`` to a timer class from another module
+    (not ported), which stores it and calls torch's all_reduce with it: compat.ReduceOp there
+    raised TypeError on every sync. Passed to a function or class of this file, or a builtin,
+    the member is compat's (the file's calls are compat's, and compat takes torch's too)."""
+    source = """
+        import torch.distributed as dist
+        from utils import SyncTimer
+
+        def reduce_max(t, op):
+            dist.all_reduce(t, op=op)
+
+        class Trainer:
+            def __init__(self, t):
+                self.timer = SyncTimer(reduction="mean", reduce_op=dist.ReduceOp.MAX)
+                self.comm.all_reduce(t, dist.ReduceOp.MIN)
+                reduce_max(t, dist.ReduceOp.SUM)
+                self.ops = dict(avg=dist.ReduceOp.AVG)
+                dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)
+        """
+    result = port_text(source)
+    left = {f.written: (f.category, f.reason) for f in result.findings if not f.rewritten}
+    assert set(left) == {"dist.ReduceOp.MAX", "dist.ReduceOp.MIN"}, left
+    assert left["dist.ReduceOp.MAX"][0] == "kept for torch"
+    assert "passed to SyncTimer" in str(left["dist.ReduceOp.MAX"][1])
+    assert "passed to self.comm.all_reduce" in str(left["dist.ReduceOp.MIN"][1])
+    assert 'SyncTimer(reduction="mean", reduce_op=dist.ReduceOp.MAX)' in result.rewritten
+    assert "reduce_max(t, compat.ReduceOp.SUM)" in result.rewritten
+    assert "dict(avg=compat.ReduceOp.AVG)" in result.rewritten
+    assert "compat.all_reduce(t, op=compat.ReduceOp.PRODUCT)" in result.rewritten
 
 
 def test_a_check_guarding_a_patch_of_torchs_names_stays_torchs() -> None:

@@ -269,6 +269,8 @@ class Rewriter(cst.CSTTransformer):
         self._patch: str | None = None
         #: the ReduceOp members the file names anywhere (`ReduceOp.BAND`, `RedOpType.MAX`)
         self._named_ops: set[str] = set()
+        #: the names of the functions and classes the file defines (its own, ported code)
+        self._defined: set[str] = set()
 
     # -- names
 
@@ -403,6 +405,8 @@ class Rewriter(cst.CSTTransformer):
         wrap(dist.all_reduce)``): then its references to torch's functions stay torch's."""
         for target in _walk(node):
             self._note_lacking_op(target)
+            if isinstance(target, (cst.FunctionDef, cst.ClassDef)):
+                self._defined.add(target.name.value)
             if isinstance(target, cst.AssignTarget) and _sets_reduce_op(target.target):
                 line = self.get_metadata(PositionProvider, target).start.line
                 self.sinks.append(f"{_code(target.target)} (line {line})")
@@ -765,10 +769,41 @@ class Rewriter(cst.CSTTransformer):
                 "compat.ReduceOp; compat takes torch's value too",
             )
             return updated
+        callee = self._passed_elsewhere(original)
+        if callee is not None:
+            found.leave(
+                "kept for torch",
+                f"passed to {callee}, code that is neither torch's nor compat's nor this "
+                "file's and may call torch's functions, which refuse compat.ReduceOp; compat "
+                "takes torch's value too",
+            )
+            return updated
         self.values += 1
         self._value_nodes.add(id(original))
         self._rewritten(original, found)
         return _dotted(f"compat.ReduceOp.{member}")
+
+    def _passed_elsewhere(self, node: cst.CSTNode) -> str | None:
+        """``SyncTimer(reduce_op=dist.ReduceOp.MAX)``: the callee ``node`` is an argument of,
+        where that callee is another module's code (neither torch's, compat's, a builtin, nor
+        a function, class or ``self`` method this file defines), else None."""
+        passed = self._argument_of(node)
+        if passed is None or self._name_of(passed[1].func) is not None:
+            return None
+        func = passed[1].func
+        if isinstance(func, cst.Name):
+            mine = func.value in self._defined or func.value in vars(builtins)
+        else:
+            chain = _chain(func)
+            mine = chain is not None and (
+                chain[0].value == "compat"
+                or (
+                    chain[0].value in ("self", "cls")
+                    and len(chain[1]) == 1
+                    and chain[1][0] in self._defined
+                )
+            )
+        return None if mine else _code(func)
 
     def _default_handed_on(self, node: cst.CSTNode) -> str | None:
         """``def f(op=ReduceOp.SUM): return self.comm.all_reduce(x, op=op)``: the callee that
@@ -1706,7 +1741,8 @@ class ImportPruner(cst.CSTTransformer):
         add_compat: bool = False,
     ) -> list[cst.BaseStatement]:
         """Imports removed at the start of a block give their leading lines to the statement
-        after them (no blank line opens a block); elsewhere the spacing stays as written. With
+        after them, in place of its blank lines (no blank line opens a block; its comments
+        stay); elsewhere the spacing stays as written. With
         ``add_compat``, ``import compat`` takes the place of the first import removed."""
         kept = iter(updated.body)
         body: list[cst.BaseStatement] = []
@@ -1732,7 +1768,11 @@ class ImportPruner(cst.CSTTransformer):
             if inherited is not None and isinstance(
                 new, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
             ):
-                new = new.with_changes(leading_lines=inherited)
+                # its own blank lines go, its comments stay
+                own = list(new.leading_lines)
+                while own and own[0].comment is None:
+                    own.pop(0)
+                new = new.with_changes(leading_lines=[*inherited, *own])
             inherited = None
             body.append(new)
         body.extend(kept)
