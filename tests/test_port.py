@@ -793,6 +793,28 @@ def test_unpacked_arguments_are_rewritten_only_where_compat_takes_every_keyword(
     assert group.category == "unpacked arguments"
 
 
+def test_star_args_before_a_keyword_reach_only_the_parameters_ahead_of_it() -> None:
+    """A group wrapper's ``dist.broadcast(*args, **kwargs, group=self.group)``: ``group`` by
+    name means ``*args`` carries at most tensor and src (more would pass group twice), which
+    compat.broadcast takes in torch's order; its ``group_src`` is keyword-only where torch's is
+    the fifth positional, which ``*args`` alone could reach."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+        def broadcast(self, *args, **kwargs):
+            return dist.broadcast(*args, **kwargs, group=self.group)
+
+        def broadcast_any(*args, **kwargs):
+            return dist.broadcast(*args, **kwargs)
+        """
+    )
+    named, anywhere = result.findings
+    assert named.rewritten, named.text()
+    assert "return compat.broadcast(*args, **kwargs, group=self.group)" in result.rewritten
+    assert anywhere.category == "unpacked arguments"
+
+
 def test_init_process_group_keeps_every_argument_compat_init_takes() -> None:
     result = port_text(
         """

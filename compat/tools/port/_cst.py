@@ -1190,7 +1190,14 @@ class Rewriter(cst.CSTTransformer):
         torch_positional = [n for n in params.names if n not in params.keyword_only]
         compat_positional = [n for n in target.names if n not in target.keyword_only]
         if any(arg.star == "*" for arg in call.args):
-            if compat_positional[: len(torch_positional)] != torch_positional:
+            # a parameter named by keyword: *args reaches only those ahead of it (more would
+            # pass it twice, which torch refuses)
+            named = [a.keyword.value for a in call.args if a.keyword is not None]
+            reach = min(
+                (torch_positional.index(n) for n in named if n in torch_positional),
+                default=len(torch_positional),
+            )
+            if compat_positional[:reach] != torch_positional[:reach]:
                 return self._leave_unpacked(
                     call, found, f"compat.{api.compat} takes its arguments in another order"
                 )
@@ -1262,8 +1269,8 @@ class Rewriter(cst.CSTTransformer):
     def _leave_unpacked(call: cst.Call, found: Finding, why: str) -> None:
         found.leave(
             "unpacked arguments",
-            f"{', '.join(_code(a) for a in call.args if a.star)} may carry what compat cannot "
-            f"take: {why}",
+            f"{', '.join(a.star + _code(a.value) for a in call.args if a.star)} may carry what "
+            f"compat cannot take: {why}",
         )
 
     @staticmethod
