@@ -1714,6 +1714,7 @@ def test_an_op_passed_to_code_elsewhere_stays_torchs() -> None:
                 self.comm.all_reduce(t, dist.ReduceOp.MIN)
                 reduce_max(t, dist.ReduceOp.SUM)
                 self.ops = dict(avg=dist.ReduceOp.AVG)
+                self.op = kwargs.pop("reduce_op", dist.ReduceOp.BAND)
                 dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)
         """
     result = port_text(source)
@@ -1725,6 +1726,7 @@ def test_an_op_passed_to_code_elsewhere_stays_torchs() -> None:
     assert 'SyncTimer(reduction="mean", reduce_op=dist.ReduceOp.MAX)' in result.rewritten
     assert "reduce_max(t, compat.ReduceOp.SUM)" in result.rewritten
     assert "dict(avg=compat.ReduceOp.AVG)" in result.rewritten
+    assert 'kwargs.pop("reduce_op", compat.ReduceOp.BAND)' in result.rewritten
     assert "compat.all_reduce(t, op=compat.ReduceOp.PRODUCT)" in result.rewritten
 
 

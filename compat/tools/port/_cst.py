@@ -181,6 +181,12 @@ def _dotted(name: str) -> cst.Name | cst.Attribute:
     return node
 
 
+#: methods of Python's containers: a value passed to them is stored or returned, not used
+_CONTAINER_METHODS = frozenset(
+    name for kind in (dict, list, set) for name in dir(kind) if not name.startswith("_")
+)
+
+
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for child in node.children:
@@ -785,8 +791,9 @@ class Rewriter(cst.CSTTransformer):
 
     def _passed_elsewhere(self, node: cst.CSTNode) -> str | None:
         """``SyncTimer(reduce_op=dist.ReduceOp.MAX)``: the callee ``node`` is an argument of,
-        where that callee is another module's code (neither torch's, compat's, a builtin, nor
-        a function, class or ``self`` method this file defines), else None."""
+        where that callee is another module's code (neither torch's, compat's, a builtin, a
+        container's method storing it, nor a function, class or ``self`` method this file
+        defines), else None."""
         passed = self._argument_of(node)
         if passed is None or self._name_of(passed[1].func) is not None:
             return None
@@ -797,6 +804,7 @@ class Rewriter(cst.CSTTransformer):
             chain = _chain(func)
             mine = chain is not None and (
                 chain[0].value == "compat"
+                or chain[1][-1] in _CONTAINER_METHODS  # `kwargs.pop("op", ReduceOp.MAX)`
                 or (
                     chain[0].value in ("self", "cls")
                     and len(chain[1]) == 1
