@@ -1696,6 +1696,44 @@ def test_a_default_op_handed_on_to_code_elsewhere_stays_torchs() -> None:
     assert "compat.all_reduce(x, op=op)" in result.rewritten
 
 
+def test_a_ported_query_before_init_raises_what_torchs_raises() -> None:
+    """``try: return dist.get_rank() except ValueError: return 0`` (a helper that also runs
+    without a process group): torch raises ValueError before init_process_group, and compat's
+    NotInitializedError, a RuntimeError only, escaped that ``except`` once ported."""
+    import torch.distributed as dist
+
+    import compat
+
+    assert not dist.is_initialized() and not compat.is_initialized()
+    for name in ("get_rank", "get_world_size", "get_backend", "barrier"):
+        with pytest.raises(Exception) as torchs:
+            getattr(dist, name)()
+        with pytest.raises(compat.NotInitializedError) as compats:
+            getattr(compat, name)()
+        assert isinstance(compats.value, type(torchs.value)), (name, torchs.value)
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+        def get_rank():
+            try:
+                return dist.get_rank()
+            except ValueError:
+                return 0
+
+        def get_world_size():
+            try:
+                return dist.get_world_size()
+            except (RuntimeError, ValueError):
+                return 1
+        """
+    )
+    assert "return compat.get_rank()" in result.rewritten
+    namespace: dict[str, object] = {}
+    exec(compile(result.rewritten, "ported.py", "exec"), namespace)
+    assert namespace["get_rank"]() == 0 and namespace["get_world_size"]() == 1  # type: ignore[operator]
+
+
 def test_an_op_passed_to_code_elsewhere_stays_torchs() -> None:
     """A trainer hands ``reduce_op=dist.ReduceOp.MAX`` to a timer class from another module
     (not ported), which stores it and calls torch's all_reduce with it: compat.ReduceOp there
