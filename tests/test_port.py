@@ -1768,6 +1768,35 @@ def test_an_op_passed_to_code_elsewhere_stays_torchs() -> None:
     assert "compat.all_reduce(t, op=compat.ReduceOp.PRODUCT)" in result.rewritten
 
 
+def test_an_op_stored_in_a_variable_then_passed_to_code_elsewhere_stays_torchs() -> None:
+    """``op = dist.ReduceOp.MAX if ... else dist.ReduceOp.SUM`` (or a dict of members), then
+    ``Timer(reduce_op=op)`` from another module: the members stay torch's. A variable used
+    only by this file's calls keeps compat's."""
+    source = """
+        import torch.distributed as dist
+        from metrics import Timer
+
+        def timer(peak):
+            op = dist.ReduceOp.MAX if peak else dist.ReduceOp.SUM
+            return Timer(reduce_op=op)
+
+        def sync(t, how):
+            ops = {"min": dist.ReduceOp.MIN}
+            self.comm.all_reduce(t, ops[how])
+
+        def local(t, peak):
+            op = dist.ReduceOp.PRODUCT if peak else dist.ReduceOp.AVG
+            dist.all_reduce(t, op=op)
+            return print(op)
+        """
+    result = port_text(source)
+    left = {f.written: (f.category, f.reason) for f in result.findings if not f.rewritten}
+    assert set(left) == {"dist.ReduceOp.MAX", "dist.ReduceOp.SUM", "dist.ReduceOp.MIN"}, left
+    assert "passed to Timer" in str(left["dist.ReduceOp.MAX"][1])
+    assert "passed to self.comm.all_reduce" in str(left["dist.ReduceOp.MIN"][1])
+    assert "op = compat.ReduceOp.PRODUCT if peak else compat.ReduceOp.AVG" in result.rewritten
+
+
 def test_a_check_guarding_a_patch_of_torchs_names_stays_torchs() -> None:
     """flash-attention's shim for older torch: ``if hasattr(dist, "_all_gather_base"):
     dist.all_gather_into_tensor = dist._all_gather_base``. The assignment's source stays

@@ -790,28 +790,58 @@ class Rewriter(cst.CSTTransformer):
         return _dotted(f"compat.ReduceOp.{member}")
 
     def _passed_elsewhere(self, node: cst.CSTNode) -> str | None:
-        """``SyncTimer(reduce_op=dist.ReduceOp.MAX)``: the callee ``node`` is an argument of,
-        where that callee is another module's code (neither torch's, compat's, a builtin, a
-        container's method storing it, nor a function, class or ``self`` method this file
-        defines), else None."""
+        """``SyncTimer(reduce_op=dist.ReduceOp.MAX)``, or ``op = ReduceOp.MAX if p else
+        ReduceOp.SUM`` and then ``SyncTimer(reduce_op=op)`` (or ``ops[k]``) in the same function:
+        the callee the member reaches where that is another module's code, else None."""
         passed = self._argument_of(node)
-        if passed is None or self._name_of(passed[1].func) is not None:
+        if passed is not None:
+            return _code(passed[1].func) if self._other_code(passed[1].func) else None
+        target = self._stored_in(node)
+        if target is None:
             return None
-        func = passed[1].func
+        scope = self.get_metadata(ParentNodeProvider, node, None)
+        while scope is not None and not isinstance(scope, (cst.FunctionDef, cst.Module)):
+            scope = self.get_metadata(ParentNodeProvider, scope, None)
+        for call in _walk(scope) if scope is not None else ():
+            if not isinstance(call, cst.Call) or not self._other_code(call.func):
+                continue
+            for arg in call.args:
+                value = arg.value.value if isinstance(arg.value, cst.Subscript) else arg.value
+                if isinstance(value, cst.Name) and value.value == target:
+                    return _code(call.func)
+        return None
+
+    def _stored_in(self, node: cst.CSTNode) -> str | None:
+        """The name ``node`` is stored in: ``op = <expression holding node>``, else None."""
+        parent = self.get_metadata(ParentNodeProvider, node, None)
+        while parent is not None and not isinstance(parent, cst.BaseSmallStatement):
+            if isinstance(parent, (cst.Call, cst.Lambda, cst.BaseSuite)):
+                return None
+            parent = self.get_metadata(ParentNodeProvider, parent, None)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            return target.value if isinstance(target, cst.Name) else None
+        return None
+
+    def _other_code(self, func: cst.BaseExpression) -> bool:
+        """Whether a call of ``func`` runs another module's code: neither torch's, compat's, a
+        builtin, a container's method (which stores the value), nor a function, class or
+        ``self`` method this file defines."""
+        if self._name_of(func) is not None:
+            return False
         if isinstance(func, cst.Name):
-            mine = func.value in self._defined or func.value in vars(builtins)
-        else:
-            chain = _chain(func)
-            mine = chain is not None and (
-                chain[0].value == "compat"
-                or chain[1][-1] in _CONTAINER_METHODS  # `kwargs.pop("op", ReduceOp.MAX)`
-                or (
-                    chain[0].value in ("self", "cls")
-                    and len(chain[1]) == 1
-                    and chain[1][0] in self._defined
-                )
+            return func.value not in self._defined and func.value not in vars(builtins)
+        chain = _chain(func)
+        mine = chain is not None and (
+            chain[0].value == "compat"
+            or chain[1][-1] in _CONTAINER_METHODS  # `kwargs.pop("op", ReduceOp.MAX)`
+            or (
+                chain[0].value in ("self", "cls")
+                and len(chain[1]) == 1
+                and chain[1][0] in self._defined
             )
-        return None if mine else _code(func)
+        )
+        return not mine
 
     def _default_handed_on(self, node: cst.CSTNode) -> str | None:
         """``def f(op=ReduceOp.SUM): return self.comm.all_reduce(x, op=op)``: the callee that
