@@ -1746,11 +1746,17 @@ def test_an_op_passed_to_code_elsewhere_stays_torchs() -> None:
         def reduce_max(t, op):
             dist.all_reduce(t, op=op)
 
+        class Comm:
+            def all_reduce(self, t, op):
+                dist.all_reduce(t, op=op)
+
         class Trainer:
             def __init__(self, t):
                 self.timer = SyncTimer(reduction="mean", reduce_op=dist.ReduceOp.MAX)
                 self.comm.all_reduce(t, dist.ReduceOp.MIN)
                 reduce_max(t, dist.ReduceOp.SUM)
+                comm = Comm()
+                comm.all_reduce(t, dist.ReduceOp.BOR)
                 self.ops = dict(avg=dist.ReduceOp.AVG)
                 self.op = kwargs.pop("reduce_op", dist.ReduceOp.BAND)
                 dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)
@@ -1763,6 +1769,7 @@ def test_an_op_passed_to_code_elsewhere_stays_torchs() -> None:
     assert "passed to self.comm.all_reduce" in str(left["dist.ReduceOp.MIN"][1])
     assert 'SyncTimer(reduction="mean", reduce_op=dist.ReduceOp.MAX)' in result.rewritten
     assert "reduce_max(t, compat.ReduceOp.SUM)" in result.rewritten
+    assert "comm.all_reduce(t, compat.ReduceOp.BOR)" in result.rewritten  # the file's class
     assert "dict(avg=compat.ReduceOp.AVG)" in result.rewritten
     assert 'kwargs.pop("reduce_op", compat.ReduceOp.BAND)' in result.rewritten
     assert "compat.all_reduce(t, op=compat.ReduceOp.PRODUCT)" in result.rewritten

@@ -277,6 +277,8 @@ class Rewriter(cst.CSTTransformer):
         self._named_ops: set[str] = set()
         #: the names of the functions and classes the file defines (its own, ported code)
         self._defined: set[str] = set()
+        #: names the file binds to an instance of a class it defines (`backend = TorchBackend()`)
+        self._instances: set[str] = {"self", "cls"}
 
     # -- names
 
@@ -413,6 +415,17 @@ class Rewriter(cst.CSTTransformer):
             self._note_lacking_op(target)
             if isinstance(target, (cst.FunctionDef, cst.ClassDef)):
                 self._defined.add(target.name.value)
+        classes = {c.name.value for c in _walk(node) if isinstance(c, cst.ClassDef)}
+        for assign in _walk(node):
+            if (
+                isinstance(assign, cst.Assign)
+                and isinstance(assign.value, cst.Call)
+                and isinstance(assign.value.func, cst.Name)
+                and assign.value.func.value in classes
+            ):
+                self._instances.update(
+                    t.target.value for t in assign.targets if isinstance(t.target, cst.Name)
+                )
             if isinstance(target, cst.AssignTarget) and _sets_reduce_op(target.target):
                 line = self.get_metadata(PositionProvider, target).start.line
                 self.sinks.append(f"{_code(target.target)} (line {line})")
@@ -826,7 +839,7 @@ class Rewriter(cst.CSTTransformer):
     def _other_code(self, func: cst.BaseExpression) -> bool:
         """Whether a call of ``func`` runs another module's code: neither torch's, compat's, a
         builtin, a container's method (which stores the value), nor a function, class or
-        ``self`` method this file defines."""
+        method this file defines, called on ``self`` or an instance of the file's class."""
         if self._name_of(func) is not None:
             return False
         if isinstance(func, cst.Name):
@@ -836,7 +849,7 @@ class Rewriter(cst.CSTTransformer):
             chain[0].value == "compat"
             or chain[1][-1] in _CONTAINER_METHODS  # `kwargs.pop("op", ReduceOp.MAX)`
             or (
-                chain[0].value in ("self", "cls")
+                chain[0].value in self._instances
                 and len(chain[1]) == 1
                 and chain[1][0] in self._defined
             )
