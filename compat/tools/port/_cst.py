@@ -415,6 +415,20 @@ class Rewriter(cst.CSTTransformer):
             self._note_lacking_op(target)
             if isinstance(target, (cst.FunctionDef, cst.ClassDef)):
                 self._defined.add(target.name.value)
+            if isinstance(target, cst.AssignTarget) and _sets_reduce_op(target.target):
+                line = self.get_metadata(PositionProvider, target).start.line
+                self.sinks.append(f"{_code(target.target)} (line {line})")
+            if isinstance(target, (cst.AssignTarget, cst.AugAssign)) and isinstance(
+                target.target, cst.Attribute
+            ):  # `name = ...` rebinds a name of the file's, never torch's
+                name = self._name_of(target.target)
+                if name is not None and name not in _modules() and self._patch is None:
+                    line = self.get_metadata(PositionProvider, target).start.line
+                    self._patch = f"{_code(target.target)} (line {line})"
+        self._note_instances(node)
+
+    def _note_instances(self, node: cst.Module) -> None:
+        """The names bound to an instance of a class the file defines (``b = TorchBackend()``)."""
         classes = {c.name.value for c in _walk(node) if isinstance(c, cst.ClassDef)}
         for assign in _walk(node):
             if (
@@ -426,16 +440,6 @@ class Rewriter(cst.CSTTransformer):
                 self._instances.update(
                     t.target.value for t in assign.targets if isinstance(t.target, cst.Name)
                 )
-            if isinstance(target, cst.AssignTarget) and _sets_reduce_op(target.target):
-                line = self.get_metadata(PositionProvider, target).start.line
-                self.sinks.append(f"{_code(target.target)} (line {line})")
-            if isinstance(target, (cst.AssignTarget, cst.AugAssign)) and isinstance(
-                target.target, cst.Attribute
-            ):  # `name = ...` rebinds a name of the file's, never torch's
-                name = self._name_of(target.target)
-                if name is not None and name not in _modules() and self._patch is None:
-                    line = self.get_metadata(PositionProvider, target).start.line
-                    self._patch = f"{_code(target.target)} (line {line})"
 
     def _note_lacking_op(self, node: cst.CSTNode) -> None:
         """A ReduceOp member compat lacks, named anywhere in the file: an op the file computes
