@@ -726,6 +726,29 @@ def total(t):
     )
 
 
+def test_comments_after_an_import_removed_at_the_start_of_a_block_are_kept() -> None:
+    """A function-level import opening a block, then a blank line and a comment on what
+    follows (axolotl's fallback mesh): the blank line goes, the comment stays."""
+    source = """\
+import torch.distributed as dist
+
+
+def mesh(shape):
+    if dist.is_initialized():
+        from torch.distributed.device_mesh import init_device_mesh
+
+        # the fallback mesh: ep outermost
+        # (accelerate's is preferred)
+        return init_device_mesh("cpu", shape)
+"""
+    result = port.port_source(source, "m.py")
+    assert result.rewritten == (
+        "import compat\n\n\ndef mesh(shape):\n    if compat.is_initialized():\n"
+        "        # the fallback mesh: ep outermost\n        # (accelerate's is preferred)\n"
+        '        return compat.init_device_mesh("cpu", shape)\n'
+    )
+
+
 def test_a_star_import_that_cannot_be_read_is_assumed_and_the_report_says_so() -> None:
     result = port_text(
         """
@@ -768,6 +791,28 @@ def test_unpacked_arguments_are_rewritten_only_where_compat_takes_every_keyword(
     assert init[2].rewritten and 'compat.init(backend="cncl", **kwargs)' in result.rewritten
     assert init[3].category == "unpacked arguments" and "another order" in str(init[3].reason)
     assert group.category == "unpacked arguments"
+
+
+def test_star_args_before_a_keyword_reach_only_the_parameters_ahead_of_it() -> None:
+    """A group wrapper's ``dist.broadcast(*args, **kwargs, group=self.group)``: ``group`` by
+    name means ``*args`` carries at most tensor and src (more would pass group twice), which
+    compat.broadcast takes in torch's order; its ``group_src`` is keyword-only where torch's is
+    the fifth positional, which ``*args`` alone could reach."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+        def broadcast(self, *args, **kwargs):
+            return dist.broadcast(*args, **kwargs, group=self.group)
+
+        def broadcast_any(*args, **kwargs):
+            return dist.broadcast(*args, **kwargs)
+        """
+    )
+    named, anywhere = result.findings
+    assert named.rewritten, named.text()
+    assert "return compat.broadcast(*args, **kwargs, group=self.group)" in result.rewritten
+    assert anywhere.category == "unpacked arguments"
 
 
 def test_init_process_group_keeps_every_argument_compat_init_takes() -> None:
@@ -1649,6 +1694,114 @@ def test_a_default_op_handed_on_to_code_elsewhere_stays_torchs() -> None:
     # handed only to builtins and to calls that become compat's: compat's member
     assert "op: compat.ReduceOp = compat.ReduceOp.MAX" in result.rewritten
     assert "compat.all_reduce(x, op=op)" in result.rewritten
+
+
+def test_a_ported_query_before_init_raises_what_torchs_raises() -> None:
+    """``try: return dist.get_rank() except ValueError: return 0`` (a helper that also runs
+    without a process group): torch raises ValueError before init_process_group, and compat's
+    NotInitializedError, a RuntimeError only, escaped that ``except`` once ported."""
+    import torch.distributed as dist
+
+    import compat
+
+    assert not dist.is_initialized() and not compat.is_initialized()
+    for name in ("get_rank", "get_world_size", "get_backend", "barrier"):
+        with pytest.raises(Exception) as torchs:
+            getattr(dist, name)()
+        with pytest.raises(compat.NotInitializedError) as compats:
+            getattr(compat, name)()
+        assert isinstance(compats.value, type(torchs.value)), (name, torchs.value)
+    result = port_text(
+        """
+        import torch.distributed as dist
+
+        def get_rank():
+            try:
+                return dist.get_rank()
+            except ValueError:
+                return 0
+
+        def get_world_size():
+            try:
+                return dist.get_world_size()
+            except (RuntimeError, ValueError):
+                return 1
+        """
+    )
+    assert "return compat.get_rank()" in result.rewritten
+    namespace: dict[str, object] = {}
+    exec(compile(result.rewritten, "ported.py", "exec"), namespace)
+    assert namespace["get_rank"]() == 0 and namespace["get_world_size"]() == 1  # type: ignore[operator]
+
+
+def test_an_op_passed_to_code_elsewhere_stays_torchs() -> None:
+    """A trainer hands ``reduce_op=dist.ReduceOp.MAX`` to a timer class from another module
+    (not ported), which stores it and calls torch's all_reduce with it: compat.ReduceOp there
+    raised TypeError on every sync. Passed to a function or class of this file, or a builtin,
+    the member is compat's (the file's calls are compat's, and compat takes torch's too)."""
+    source = """
+        import torch.distributed as dist
+        from utils import SyncTimer
+
+        def reduce_max(t, op):
+            dist.all_reduce(t, op=op)
+
+        class Comm:
+            def all_reduce(self, t, op):
+                dist.all_reduce(t, op=op)
+
+        class Trainer:
+            def __init__(self, t):
+                self.timer = SyncTimer(reduction="mean", reduce_op=dist.ReduceOp.MAX)
+                self.comm.all_reduce(t, dist.ReduceOp.MIN)
+                reduce_max(t, dist.ReduceOp.SUM)
+                comm = Comm()
+                comm.all_reduce(t, dist.ReduceOp.BOR)
+                self.ops = dict(avg=dist.ReduceOp.AVG)
+                self.op = kwargs.pop("reduce_op", dist.ReduceOp.BAND)
+                dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)
+        """
+    result = port_text(source)
+    left = {f.written: (f.category, f.reason) for f in result.findings if not f.rewritten}
+    assert set(left) == {"dist.ReduceOp.MAX", "dist.ReduceOp.MIN"}, left
+    assert left["dist.ReduceOp.MAX"][0] == "kept for torch"
+    assert "passed to SyncTimer" in str(left["dist.ReduceOp.MAX"][1])
+    assert "passed to self.comm.all_reduce" in str(left["dist.ReduceOp.MIN"][1])
+    assert 'SyncTimer(reduction="mean", reduce_op=dist.ReduceOp.MAX)' in result.rewritten
+    assert "reduce_max(t, compat.ReduceOp.SUM)" in result.rewritten
+    assert "comm.all_reduce(t, compat.ReduceOp.BOR)" in result.rewritten  # the file's class
+    assert "dict(avg=compat.ReduceOp.AVG)" in result.rewritten
+    assert 'kwargs.pop("reduce_op", compat.ReduceOp.BAND)' in result.rewritten
+    assert "compat.all_reduce(t, op=compat.ReduceOp.PRODUCT)" in result.rewritten
+
+
+def test_an_op_stored_in_a_variable_then_passed_to_code_elsewhere_stays_torchs() -> None:
+    """``op = dist.ReduceOp.MAX if ... else dist.ReduceOp.SUM`` (or a dict of members), then
+    ``Timer(reduce_op=op)`` from another module: the members stay torch's. A variable used
+    only by this file's calls keeps compat's."""
+    source = """
+        import torch.distributed as dist
+        from metrics import Timer
+
+        def timer(peak):
+            op = dist.ReduceOp.MAX if peak else dist.ReduceOp.SUM
+            return Timer(reduce_op=op)
+
+        def sync(t, how):
+            ops = {"min": dist.ReduceOp.MIN}
+            self.comm.all_reduce(t, ops[how])
+
+        def local(t, peak):
+            op = dist.ReduceOp.PRODUCT if peak else dist.ReduceOp.AVG
+            dist.all_reduce(t, op=op)
+            return print(op)
+        """
+    result = port_text(source)
+    left = {f.written: (f.category, f.reason) for f in result.findings if not f.rewritten}
+    assert set(left) == {"dist.ReduceOp.MAX", "dist.ReduceOp.SUM", "dist.ReduceOp.MIN"}, left
+    assert "passed to Timer" in str(left["dist.ReduceOp.MAX"][1])
+    assert "passed to self.comm.all_reduce" in str(left["dist.ReduceOp.MIN"][1])
+    assert "op = compat.ReduceOp.PRODUCT if peak else compat.ReduceOp.AVG" in result.rewritten
 
 
 def test_a_check_guarding_a_patch_of_torchs_names_stays_torchs() -> None:

@@ -16,8 +16,10 @@ class UnsupportedReductionError(UnsupportedError, ValueError):
     either runs the same."""
 
 
-class NotInitializedError(RuntimeError):
-    """A collective or query was called before :func:`compat.init`."""
+class NotInitializedError(RuntimeError, ValueError):
+    """A collective or query was called before :func:`compat.init`. A ValueError too, as
+    torch's error for a call before ``init_process_group`` is: ported code that catches it
+    (``except ValueError: return 0``) keeps working."""
 
 
 class TableError(ValueError):

@@ -184,6 +184,12 @@ def _dotted(name: str) -> cst.Name | cst.Attribute:
     return node
 
 
+#: methods of Python's containers: a value passed to them is stored or returned, not used
+_CONTAINER_METHODS = frozenset(
+    name for kind in (dict, list, set) for name in dir(kind) if not name.startswith("_")
+)
+
+
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for child in node.children:
@@ -276,6 +282,10 @@ class Rewriter(cst.CSTTransformer):
         #: run through compat.distributed: name -> None, or why they cannot (they stay)
         self._namespace: dict[str, str | None] = {}
         self._namespace_imports: set[int] = set()  # torch imports of those names
+        #: the names of the functions and classes the file defines (its own, ported code)
+        self._defined: set[str] = set()
+        #: names the file binds to an instance of a class it defines (`backend = TorchBackend()`)
+        self._instances: set[str] = {"self", "cls"}
 
     # -- names
 
@@ -532,6 +542,8 @@ class Rewriter(cst.CSTTransformer):
         self._plan_namespace(node)
         for target in _walk(node):
             self._note_lacking_op(target)
+            if isinstance(target, (cst.FunctionDef, cst.ClassDef)):
+                self._defined.add(target.name.value)
             if isinstance(target, cst.AssignTarget) and _sets_reduce_op(target.target):
                 line = self.get_metadata(PositionProvider, target).start.line
                 self.sinks.append(f"{_code(target.target)} (line {line})")
@@ -542,6 +554,21 @@ class Rewriter(cst.CSTTransformer):
                 if name is not None and name not in _modules() and self._patch is None:
                     line = self.get_metadata(PositionProvider, target).start.line
                     self._patch = f"{_code(target.target)} (line {line})"
+        self._note_instances(node)
+
+    def _note_instances(self, node: cst.Module) -> None:
+        """The names bound to an instance of a class the file defines (``b = TorchBackend()``)."""
+        classes = {c.name.value for c in _walk(node) if isinstance(c, cst.ClassDef)}
+        for assign in _walk(node):
+            if (
+                isinstance(assign, cst.Assign)
+                and isinstance(assign.value, cst.Call)
+                and isinstance(assign.value.func, cst.Name)
+                and assign.value.func.value in classes
+            ):
+                self._instances.update(
+                    t.target.value for t in assign.targets if isinstance(t.target, cst.Name)
+                )
 
     def _note_lacking_op(self, node: cst.CSTNode) -> None:
         """A ReduceOp member compat lacks, named anywhere in the file: an op the file computes
@@ -896,10 +923,73 @@ class Rewriter(cst.CSTTransformer):
                 "compat.ReduceOp; compat takes torch's value too",
             )
             return updated
+        callee = self._passed_elsewhere(original)
+        if callee is not None:
+            found.leave(
+                "kept for torch",
+                f"passed to {callee}, code that is neither torch's nor compat's nor this "
+                "file's and may call torch's functions, which refuse compat.ReduceOp; compat "
+                "takes torch's value too",
+            )
+            return updated
         self.values += 1
         self._value_nodes.add(id(original))
         self._rewritten(original, found)
         return _dotted(f"compat.ReduceOp.{member}")
+
+    def _passed_elsewhere(self, node: cst.CSTNode) -> str | None:
+        """``SyncTimer(reduce_op=dist.ReduceOp.MAX)``, or ``op = ReduceOp.MAX if p else
+        ReduceOp.SUM`` and then ``SyncTimer(reduce_op=op)`` (or ``ops[k]``) in the same function:
+        the callee the member reaches where that is another module's code, else None."""
+        passed = self._argument_of(node)
+        if passed is not None:
+            return _code(passed[1].func) if self._other_code(passed[1].func) else None
+        target = self._stored_in(node)
+        if target is None:
+            return None
+        scope = self.get_metadata(ParentNodeProvider, node, None)
+        while scope is not None and not isinstance(scope, (cst.FunctionDef, cst.Module)):
+            scope = self.get_metadata(ParentNodeProvider, scope, None)
+        for call in _walk(scope) if scope is not None else ():
+            if not isinstance(call, cst.Call) or not self._other_code(call.func):
+                continue
+            for arg in call.args:
+                value = arg.value.value if isinstance(arg.value, cst.Subscript) else arg.value
+                if isinstance(value, cst.Name) and value.value == target:
+                    return _code(call.func)
+        return None
+
+    def _stored_in(self, node: cst.CSTNode) -> str | None:
+        """The name ``node`` is stored in: ``op = <expression holding node>``, else None."""
+        parent = self.get_metadata(ParentNodeProvider, node, None)
+        while parent is not None and not isinstance(parent, cst.BaseSmallStatement):
+            if isinstance(parent, (cst.Call, cst.Lambda, cst.BaseSuite)):
+                return None
+            parent = self.get_metadata(ParentNodeProvider, parent, None)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            return target.value if isinstance(target, cst.Name) else None
+        return None
+
+    def _other_code(self, func: cst.BaseExpression) -> bool:
+        """Whether a call of ``func`` runs another module's code: neither torch's, compat's, a
+        builtin, a container's method (which stores the value), nor a function, class or
+        method this file defines, called on ``self`` or an instance of the file's class."""
+        if self._name_of(func) is not None:
+            return False
+        if isinstance(func, cst.Name):
+            return func.value not in self._defined and func.value not in vars(builtins)
+        chain = _chain(func)
+        mine = chain is not None and (
+            chain[0].value == "compat"
+            or chain[1][-1] in _CONTAINER_METHODS  # `kwargs.pop("op", ReduceOp.MAX)`
+            or (
+                chain[0].value in self._instances
+                and len(chain[1]) == 1
+                and chain[1][0] in self._defined
+            )
+        )
+        return not mine
 
     def _default_handed_on(self, node: cst.CSTNode) -> str | None:
         """``def f(op=ReduceOp.SUM): return self.comm.all_reduce(x, op=op)``: the callee that
@@ -1288,7 +1378,14 @@ class Rewriter(cst.CSTTransformer):
         torch_positional = [n for n in params.names if n not in params.keyword_only]
         compat_positional = [n for n in target.names if n not in target.keyword_only]
         if any(arg.star == "*" for arg in call.args):
-            if compat_positional[: len(torch_positional)] != torch_positional:
+            # a parameter named by keyword: *args reaches only those ahead of it (more would
+            # pass it twice, which torch refuses)
+            named = [a.keyword.value for a in call.args if a.keyword is not None]
+            reach = min(
+                (torch_positional.index(n) for n in named if n in torch_positional),
+                default=len(torch_positional),
+            )
+            if compat_positional[:reach] != torch_positional[:reach]:
                 return self._leave_unpacked(
                     call, found, f"compat.{api.compat} takes its arguments in another order"
                 )
@@ -1360,8 +1457,8 @@ class Rewriter(cst.CSTTransformer):
     def _leave_unpacked(call: cst.Call, found: Finding, why: str) -> None:
         found.leave(
             "unpacked arguments",
-            f"{', '.join(_code(a) for a in call.args if a.star)} may carry what compat cannot "
-            f"take: {why}",
+            f"{', '.join(a.star + _code(a.value) for a in call.args if a.star)} may carry what "
+            f"compat cannot take: {why}",
         )
 
     @staticmethod
@@ -1911,7 +2008,8 @@ class ImportPruner(cst.CSTTransformer):
         add_compat: bool = False,
     ) -> list[cst.BaseStatement]:
         """Imports removed at the start of a block give their leading lines to the statement
-        after them (no blank line opens a block); elsewhere the spacing stays as written. With
+        after them, in place of its blank lines (no blank line opens a block; its comments
+        stay); elsewhere the spacing stays as written. With
         ``add_compat``, ``import compat`` takes the place of the first import removed."""
         kept = iter(updated.body)
         body: list[cst.BaseStatement] = []
@@ -1937,7 +2035,11 @@ class ImportPruner(cst.CSTTransformer):
             if inherited is not None and isinstance(
                 new, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
             ):
-                new = new.with_changes(leading_lines=inherited)
+                # its own blank lines go, its comments stay
+                own = list(new.leading_lines)
+                while own and own[0].comment is None:
+                    own.pop(0)
+                new = new.with_changes(leading_lines=[*inherited, *own])
             inherited = None
             body.append(new)
         body.extend(kept)

@@ -53,7 +53,9 @@ HINTS = {
     "result": "compat returns something else here: rewrite by hand where the result is used",
     "async": "with async_op, compat's functional form returns (tensor, Work) where torch returns "
     "a Work: rewrite by hand",
-    "reference": "compat's function has another signature: call it where this name is called",
+    "reference": "compat's object does not stand in for torch's here (a function of another "
+    "signature, or a type compat replaces in annotations only): call compat's function where "
+    "this name is called, or keep torch's type",
     "inside a torch call": "an argument of a call left on torch stays torch's: port that call "
     "first",
     "reduce op": "compat.ReduceOp lacks this member: keep the call on torch",
@@ -65,7 +67,7 @@ HINTS = {
     "compiled": "torch.compile(fullgraph=True) captures torch's collectives, not compat's: keep "
     "the function on torch, or drop fullgraph (compat's calls then run between graphs)",
     "kept for torch": "compat takes torch's value as it is: it goes once the uses left on torch "
-    "are ported",
+    "(or the other module it is passed to) are ported",
     "patched": "the file replaces torch.distributed's functions: keep the functions it wraps or "
     "compares with on torch (compat calls torch's, which then run the replacements)",
     "shared name": "the file binds this name to another library's module too (`import "
