@@ -1232,7 +1232,8 @@ def barrier(
     group: Group | None = None, async_op: bool = False, device_ids: list[int] | None = None
 ) -> Work | None:
     """Block until every rank of the group has reached the barrier (torch's signature, without
-    its ``timeout``: :func:`monitored_barrier` bounds a barrier on every backend).
+    its ``timeout``: :func:`monitored_barrier` bounds a barrier on every backend). This rank's
+    async collectives on the group, waited for or not, have completed by then, as on torch.
 
     Parameters
     ----------
@@ -1254,6 +1255,7 @@ def barrier(
     """
     call = Call(group, async_op)
     devices = _device_ids(device_ids)
+    call.state.complete_unwaited(call.group.ranks)
     call.agree(lambda: Description("barrier"))
     handle = call.group.handle
     if devices is None:

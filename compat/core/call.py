@@ -12,7 +12,7 @@ from typing import Any
 from compat.algorithms import deferred_sources
 from compat.base.adapter import Tensor
 from compat.base.errors import UnsupportedError
-from compat.base.types import ReduceOp, Work, with_result
+from compat.base.types import Handle, ReduceOp, Work, with_result
 from compat.core import state
 from compat.core.layout import Staging, completed
 from compat.core.preflight import Description
@@ -35,6 +35,13 @@ class Call(Staging):
         self.checks = current.checks
         self.group = self.checks.group(group) if group is not None else current.world
         self.async_op = async_op if async_op is False else check_bool(async_op, "async_op")
+
+    def done(self, pending: Handle | None, async_op: bool) -> Work | None:
+        """:meth:`Staging.done`, the Work noted on the group for a later barrier."""
+        work = super().done(pending, async_op)
+        if work is not None:
+            self.state.track(self.group.ranks, work)
+        return work
 
     def moved(self, dtype: str, param: str) -> None:
         """The dtype check of a collective that moves tensors of ``dtype`` (``param``'s) without

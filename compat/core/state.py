@@ -23,7 +23,7 @@ from typing import Any
 from compat.base import tables, types
 from compat.base.adapter import Adapter, Rendezvous, device_backend
 from compat.base.errors import NotInitializedError
-from compat.base.types import Group
+from compat.base.types import Group, Work
 from compat.core import capabilities, recorder, versions
 from compat.core.checks import Checks
 from compat.core.dispatch import load_adapter
@@ -57,6 +57,9 @@ class State:
         self.world = Group(range(self.world_size), None, "world")
         #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
         self.groups: dict[tuple[int, ...], Group] = {}
+        #: async collectives not yet completed, by their group's ranks: a barrier on the group
+        #: completes them first, as Gloo's barrier waits for the work issued before it
+        self.unwaited: dict[tuple[int, ...], list[Work]] = {}
         self.checks = Checks(
             adapter, backend, self.backend_entry, self.rank, self.world, self.groups
         )
@@ -86,6 +89,18 @@ class State:
         self._world_choices.clear()
 
     # -- implementations ---------------------------------------------------------------------
+    def track(self, ranks: tuple[int, ...], work: Work) -> None:
+        """Note an async collective's Work on the group of ``ranks``; those completed since are
+        dropped (their results written, as :meth:`Work.is_completed` does)."""
+        works = [w for w in self.unwaited.get(ranks, ()) if not w.is_completed()]
+        self.unwaited[ranks] = [*works, work]
+
+    def complete_unwaited(self, ranks: tuple[int, ...]) -> None:
+        """Wait for the group's async collectives that no one waited for (code that relies on a
+        barrier after them, as torch's Gloo and NCCL order them)."""
+        for work in self.unwaited.pop(ranks, ()):
+            work.wait()
+
     def implementation(
         self,
         collective: str,

@@ -448,3 +448,27 @@ def case_overlapping_groups(kit: Any) -> None:
 
 
 register("groups-overlapping", case_overlapping_groups, min_world=3)
+
+
+def case_barrier_completes_unwaited(kit: Any) -> None:
+    """Async collectives whose Work no one keeps or waits for, then a barrier on their group: their
+    results are in place once it returns, as torch's Gloo and NCCL order them (code that times
+    async collectives with a barrier after them, DeepSpeed's benchmarks). Strided and interior
+    views: compat writes those results through stand-ins."""
+    seed = "unwaited-all_reduce"
+    x = Placed(kit, values(seed, rank(), (3, 2)), "float32", "strided")
+    compat.all_reduce(x.view, async_op=True)
+    y = Placed(kit, values("unwaited-broadcast", rank(), (4,)), "float32", "interior")
+    compat.broadcast(y.view, world() - 1, async_op=True)
+    out = sentinel_out(kit, (2 * world(),), "float32", "strided")
+    compat.all_gather_into(out.view, kit.tensor(values("unwaited-gather", rank(), (2,)), "float32"))
+    compat.barrier()
+    x.result(reduce_np([values(seed, r, (3, 2)) for r in range(world())], "sum"))
+    x.check("all_reduce not waited, then barrier")
+    y.result(values("unwaited-broadcast", world() - 1, (4,)))
+    y.check("broadcast not waited, then barrier")
+    out.result(np.concatenate([values("unwaited-gather", r, (2,)) for r in range(world())]))
+    out.check("all_gather_into (sync) after the unwaited ones")
+
+
+register("barrier-completes-unwaited", case_barrier_completes_unwaited)
