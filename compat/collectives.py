@@ -1255,7 +1255,7 @@ def barrier(
     """
     call = Call(group, async_op)
     devices = _device_ids(device_ids)
-    call.state.complete_unwaited(call.group.ranks)
+    call.state.complete_unwaited(call.group)
     call.agree(lambda: Description("barrier"))
     handle = call.group.handle
     if devices is None:

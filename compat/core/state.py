@@ -57,9 +57,10 @@ class State:
         self.world = Group(range(self.world_size), None, "world")
         #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
         self.groups: dict[tuple[int, ...], Group] = {}
-        #: async collectives not yet completed, by their group's ranks: a barrier on the group
-        #: completes them first, as Gloo's barrier waits for the work issued before it
-        self.unwaited: dict[tuple[int, ...], list[Work]] = {}
+        #: async collectives not yet completed, by group (its framework handle: two groups may
+        #: have the same ranks): a barrier on the group completes them first, as Gloo's barrier
+        #: waits for the work issued before it
+        self.unwaited: dict[int, list[Work]] = {}
         self.checks = Checks(
             adapter, backend, self.backend_entry, self.rank, self.world, self.groups
         )
@@ -89,16 +90,17 @@ class State:
         self._world_choices.clear()
 
     # -- implementations ---------------------------------------------------------------------
-    def track(self, ranks: tuple[int, ...], work: Work) -> None:
-        """Note an async collective's Work on the group of ``ranks``; those completed since are
-        dropped (their results written, as :meth:`Work.is_completed` does)."""
-        works = [w for w in self.unwaited.get(ranks, ()) if not w.is_completed()]
-        self.unwaited[ranks] = [*works, work]
+    def track(self, group: Group, work: Work) -> None:
+        """Note an async collective's Work on ``group``; those completed since are dropped
+        (their results written, as :meth:`Work.is_completed` does)."""
+        key = id(group.handle)
+        works = [w for w in self.unwaited.get(key, ()) if not w.is_completed()]
+        self.unwaited[key] = [*works, work]
 
-    def complete_unwaited(self, ranks: tuple[int, ...]) -> None:
+    def complete_unwaited(self, group: Group) -> None:
         """Wait for the group's async collectives that no one waited for (code that relies on a
         barrier after them, as torch's Gloo and NCCL order them)."""
-        for work in self.unwaited.pop(ranks, ()):
+        for work in self.unwaited.pop(id(group.handle), ()):
             work.wait()
 
     def implementation(
