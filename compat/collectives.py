@@ -428,7 +428,9 @@ def all_reduce_coalesced(
         works = [all_reduce(tensor, op, group, async_op=True) for tensor in reduced]
     pending = [work for work in works if work is not None]
     if async_op:
-        return Work(pending, finish)
+        work = Work(pending, finish)
+        current.track(group_handle, work)  # its copies back, too, before a barrier
+        return work
     for work in pending:
         work.wait()
     if finish is not None:
@@ -762,7 +764,9 @@ def _all_gather_any_shape(
         empty=not any(sizes), dtype=dtype,
     )  # fmt: skip
     if call.async_op:
-        return with_result(Work([] if work is None else [work], copy_back), outputs)
+        gathered = Work([] if work is None else [work], copy_back)
+        call.state.track(call.group.handle, gathered)  # its copy back, too, before a barrier
+        return with_result(gathered, outputs)
     copy_back()
     return None
 
@@ -1255,7 +1259,7 @@ def barrier(
     """
     call = Call(group, async_op)
     devices = _device_ids(device_ids)
-    call.state.complete_unwaited(call.group)
+    call.state.complete_unwaited(call.group.handle)
     call.agree(lambda: Description("barrier"))
     handle = call.group.handle
     if devices is None:

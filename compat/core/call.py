@@ -40,7 +40,7 @@ class Call(Staging):
         """:meth:`Staging.done`, the Work noted on the group for a later barrier."""
         work = super().done(pending, async_op)
         if work is not None:
-            self.state.track(self.group, work)
+            self.state.track(self.group.handle, work)
         return work
 
     def moved(self, dtype: str, param: str) -> None:

@@ -57,10 +57,10 @@ class State:
         self.world = Group(range(self.world_size), None, "world")
         #: the groups compat.new_group made, by their ranks (a list of ranks names one of them)
         self.groups: dict[tuple[int, ...], Group] = {}
-        #: async collectives not yet completed, by group (its framework handle: two groups may
-        #: have the same ranks): a barrier on the group completes them first, as Gloo's barrier
-        #: waits for the work issued before it
-        self.unwaited: dict[int, list[Work]] = {}
+        #: async collectives not yet completed, by their group's handle (two groups may have
+        #: the same ranks): a barrier on the group completes them first, as Gloo's barrier waits
+        #: for the work issued before it
+        self.unwaited: dict[Any, list[Work]] = {}
         self.checks = Checks(
             adapter, backend, self.backend_entry, self.rank, self.world, self.groups
         )
@@ -90,17 +90,16 @@ class State:
         self._world_choices.clear()
 
     # -- implementations ---------------------------------------------------------------------
-    def track(self, group: Group, work: Work) -> None:
-        """Note an async collective's Work on ``group``; those completed since are dropped
-        (their results written, as :meth:`Work.is_completed` does)."""
-        key = id(group.handle)
-        works = [w for w in self.unwaited.get(key, ()) if not w.is_completed()]
-        self.unwaited[key] = [*works, work]
+    def track(self, group: Any, work: Work) -> None:
+        """Note an async collective's Work on ``group`` (a handle); those completed since are
+        dropped (their results written, as :meth:`Work.is_completed` does)."""
+        works = [w for w in self.unwaited.get(group, ()) if not w.is_completed()]
+        self.unwaited[group] = [*works, work]
 
-    def complete_unwaited(self, group: Group) -> None:
-        """Wait for the group's async collectives that no one waited for (code that relies on a
-        barrier after them, as torch's Gloo and NCCL order them)."""
-        for work in self.unwaited.pop(id(group.handle), ()):
+    def complete_unwaited(self, group: Any) -> None:
+        """Wait for the async collectives on ``group`` (a handle) that no one waited for (code
+        that relies on a barrier after them, as torch's Gloo and NCCL order them)."""
+        for work in self.unwaited.pop(group, ()):
             work.wait()
 
     def implementation(
@@ -248,6 +247,7 @@ class State:
         ranks."""
         for key in [key for key in self._implementations if key[2] == group]:
             del self._implementations[key]
+        self.unwaited.pop(group, None)
         shared_memory.close(self.adapter, group)
 
     def _on_one_host(self, collective: str, in_host: bool, group: Any) -> bool:

@@ -454,7 +454,8 @@ def case_barrier_completes_unwaited(kit: Any) -> None:
     """Async collectives whose Work no one keeps or waits for, then a barrier on their group: their
     results are in place once it returns, as torch's Gloo and NCCL order them (code that times
     async collectives with a barrier after them, DeepSpeed's benchmarks). Strided and interior
-    views: compat writes those results through stand-ins."""
+    views, parts of any shape, coalesced tensors: compat writes those results through stand-ins
+    or copies after the call."""
     seed = "unwaited-all_reduce"
     x = Placed(kit, values(seed, rank(), (3, 2)), "float32", "strided")
     compat.all_reduce(x.view, async_op=True)
@@ -462,7 +463,20 @@ def case_barrier_completes_unwaited(kit: Any) -> None:
     compat.broadcast(y.view, world() - 1, async_op=True)
     out = sentinel_out(kit, (2 * world(),), "float32", "strided")
     compat.all_gather_into(out.view, kit.tensor(values("unwaited-gather", rank(), (2,)), "float32"))
+    parts = [sentinel_out(kit, (1, r + 1), "float32", "interior") for r in range(world())]
+    mine = kit.tensor(values("unwaited-parts", rank(), (1, rank() + 1)), "float32")
+    compat.all_gather([p.view for p in parts], mine, async_op=True)  # parts of any shape
+    pair = [
+        Placed(kit, values(f"unwaited-pair{i}", rank(), (2,)), "float32", "strided") for i in (0, 1)
+    ]
+    compat.all_reduce_coalesced([p.view for p in pair], async_op=True)
     compat.barrier()
+    for r, part in enumerate(parts):
+        part.result(values("unwaited-parts", r, (1, r + 1)))
+        part.check(f"all_gather part {r} not waited, then barrier")
+    for i, p in enumerate(pair):
+        p.result(reduce_np([values(f"unwaited-pair{i}", r, (2,)) for r in range(world())], "sum"))
+        p.check(f"all_reduce_coalesced tensor {i} not waited, then barrier")
     x.result(reduce_np([values(seed, r, (3, 2)) for r in range(world())], "sum"))
     x.check("all_reduce not waited, then barrier")
     y.result(values("unwaited-broadcast", world() - 1, (4,)))
