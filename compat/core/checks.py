@@ -101,10 +101,19 @@ class Checks:
         device (the backend cannot communicate it from anywhere else)."""
         if type(obj) not in self.tensor_types:
             framework = self.framework
-            if framework_of(obj) != framework:
+            other = framework_of(obj)
+            if other != framework:
+                # The framework came from init's rules (a torchrun launch means torch): say how
+                # a program of the other framework chooses it.
+                hint = (
+                    f"; a {other} program chooses it with compat.init(framework={other!r}) or "
+                    f"COMPAT_FRAMEWORK={other}"
+                    if other is not None
+                    else ""
+                )
                 raise TypeError(
                     f"{param}: expected a {framework} tensor (compat was initialised for "
-                    f"{framework}); got {describe(obj)}"
+                    f"{framework}); got {describe(obj)}{hint}"
                 )
             self.tensor_types.add(type(obj))
         if not self.adapter.on_home(obj):

@@ -423,7 +423,11 @@ def _foreign_tensor(kit: Any) -> tuple[Any, list[str]]:
     (kit.foreign_tensors: in one job per framework), or elsewhere a numpy array, the array a user
     of one framework can still pass by mistake (make test-versions' environments have only one)."""
     if foreign_tensors(kit):
-        return kit.other_framework_tensor(), [f"got a {kit.other_framework} tensor"]
+        other = kit.other_framework
+        return kit.other_framework_tensor(), [
+            f"got a {other} tensor",
+            f"chooses it with compat.init(framework='{other}') or COMPAT_FRAMEWORK={other}",
+        ]
     return np.zeros(4, np.float32), ["got ndarray"]
 
 
