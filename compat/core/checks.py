@@ -6,6 +6,7 @@ matters at small sizes: ``compat bench -n 1`` prints it).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from datetime import timedelta
 from numbers import Integral
@@ -262,7 +263,8 @@ class Checks:
         """One tensor per rank of ``group``, each with ``like``'s dtype and trailing dims (``dtype``
         and ``shape`` are ``like``'s), and this rank's entry with ``like``'s shape (the list
         forms: all_gather, reduce_scatter); and whether every entry has that shape.
-        ``any_shape``: the other entries may have any shape (all_gather, as torch's)."""
+        ``any_shape``: the other entries may have any shape, and this rank's entry ``like``'s
+        elements in other trailing dims (all_gather, as torch's)."""
         items = check_list(value, param, group.size())
         even = self._all_like(items, dtype, shape, False)
         if even is None:
@@ -271,12 +273,22 @@ class Checks:
                 if not any_shape:
                     self.trailing(item, f"{param}[{i}]", like, like_param)
         me = group.group_rank(self.rank)
-        if not even and self.adapter.shape(items[me]) != shape:
+        if not even and not self._own_entry_fits(items[me], shape, any_shape):
             check_shape(
                 self.adapter.shape(items[me]), shape, f"{param}[{me}]",
                 f"this rank's entry must have {like_param}'s shape",
             )  # fmt: skip
         return items, bool(even)
+
+    def _own_entry_fits(self, item: Tensor, shape: tuple[int, ...], any_shape: bool) -> bool:
+        """This rank's entry has ``shape``, or (``any_shape``) ``shape``'s elements in other
+        trailing dims, which torch's NCCL all_gather takes (a 0-d tensor into parts of shape
+        (1,)); a part of other trailing dims goes through the flat path."""
+        found = self.adapter.shape(item)
+        if found == shape:
+            return True
+        other_dims = len(found) != len(shape) or found[1:] != shape[1:]
+        return any_shape and other_dims and math.prod(found) == math.prod(shape)
 
     def root_list(
         self,

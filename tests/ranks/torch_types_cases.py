@@ -247,6 +247,36 @@ def case_all_gather_any_shape(kit: Any) -> None:
         np.testing.assert_array_equal(kit.numpy(whole), expected.astype(np.float32))
 
 
+def case_all_gather_own_entry_reshaped(kit: Any) -> None:
+    """This rank's entry with tensor's elements in other dims, as torch's NCCL takes it: a
+    sequence-parallel length gather (a 0-d tensor into parts of shape (1,)), sync and async,
+    and a (2, 3) tensor into parts of shape (6,); an entry of other elements is refused."""
+    n = world()
+    for async_op in (False, True):
+        outputs = [kit.tensor(np.full((1,), SENTINEL), "int64") for _ in range(n)]
+        work = compat.all_gather(outputs, kit.tensor(np.array(5 + rank()), "int64"),
+                                 async_op=async_op)  # fmt: skip
+        if async_op:
+            assert work is not None
+            work.wait()
+        for r in range(n):
+            np.testing.assert_array_equal(kit.numpy(outputs[r]), np.array([5 + r]))
+    values = np.arange(6, dtype=np.float32).reshape(2, 3) + 10 * rank()
+    outputs = [kit.tensor(np.full((6,), SENTINEL), "float32") for _ in range(n)]
+    compat.all_gather(outputs, kit.tensor(values, "float32"))
+    for r in range(n):
+        assert_close(kit.numpy(outputs[r]), np.arange(6) + 10.0 * r, "float32", f"part {r}")
+    wrong = [kit.tensor(np.full((2,), SENTINEL), "int64") for _ in range(n)]
+    try:
+        compat.all_gather(wrong, kit.tensor(np.array(1), "int64"))
+    except ValueError as error:
+        assert f"tensor_list[{rank()}]" in str(error), error
+    else:
+        raise AssertionError("an entry of other elements than tensor's was taken")
+    np.testing.assert_array_equal(kit.numpy(wrong[rank()]), np.full((2,), SENTINEL))
+    compat.barrier()
+
+
 register("torch_types-work_future", case_work_future)
 register("torch_types-work_future_native", case_work_future_native, frameworks=("torch",))
 register("torch_types-p2p_work_future", case_p2p_work_future, min_world=2)
@@ -255,3 +285,4 @@ register("torch_types-framework_groups", case_framework_groups)
 register("torch_types-subgroups", case_subgroups)
 register("torch_types-group_backend", case_group_backend, frameworks=("torch",))
 register("torch_types-all_gather_any_shape", case_all_gather_any_shape)
+register("torch_types-all_gather_own_entry_reshaped", case_all_gather_own_entry_reshaped)
