@@ -39,7 +39,7 @@ def _types_cases(framework: str, world: int) -> tuple[str, ...]:
 def test_types_answer_as_torchs_on_real_ranks(framework: str, world: int) -> None:
     names = _types_cases(framework, world)
     # every case of the module that this framework and size run (torch's own ones on torch)
-    assert len(names) == (8 if framework == "torch" else 6), names
+    assert len(names) == (9 if framework == "torch" else 7), names
     result = BACKGROUND.result(collective_job(framework, world))
     failures = [failure for name in names if (failure := result.failure(name)) is not None]
     assert not failures, "\n\n".join(failures)

@@ -877,6 +877,8 @@ def good_all_gather(ctx: Ctx) -> dict[str, Any]:
         "tensor_list": [ctx.tensor((r, *trailing)) for r in rows],
         "tensor": ctx.tensor((rows[ctx.me], *trailing)),
     }
+    # torch's NCCL takes a tensor with its entry's element count in other dims (checks.py)
+    ctx.facts["tensor_stack"] = (rows[ctx.me], *trailing)
     return _async(ctx, _group(ctx, args))
 
 
