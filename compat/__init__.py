@@ -31,6 +31,7 @@ from compat import autograd as autograd
 from compat import comm as comm
 from compat import trace as trace
 from compat.base.errors import (
+    AlreadyInitializedError,
     CollectiveMismatchError,
     CollectiveTimeout,
     NotInitializedError,
@@ -98,6 +99,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "WORLD",
+    "AlreadyInitializedError",
     "Backend",
     "CollectiveMismatchError",
     "CollectiveTimeout",

@@ -19,7 +19,7 @@ from datetime import timedelta
 from compat import algorithms
 from compat.base import tables
 from compat.base.adapter import Adapter, Rendezvous
-from compat.base.errors import CollectiveTimeout
+from compat.base.errors import AlreadyInitializedError, CollectiveTimeout
 from compat.base.types import WORLD, Backend, Group
 from compat.core import state
 from compat.core.dispatch import choose_framework, installed, load_adapter
@@ -122,7 +122,7 @@ def _not_initialised() -> None:
     """compat is not initialised yet (init twice is an error, as in torch)."""
     if state.get_current() is not None:
         current = state.current()
-        raise RuntimeError(
+        raise AlreadyInitializedError(
             f"compat is already initialised ({current.framework}/{current.backend}); "
             "call compat.destroy() first"
         )

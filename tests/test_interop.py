@@ -2,8 +2,9 @@
 ``torch.distributed.init_process_group`` (or ``mindspore.communication.init()``) itself and then
 compat, with or without ``compat.init`` (adoption, on first use too), one started by
 ``torch.multiprocessing.spawn`` with ``init_method="tcp://..."`` (torch; MindSpore's:
-tests/test_launch_styles.py), and torchrun starting a torch or MindSpore job through
-``compat.init`` with torch's ``rank=-1, world_size=-1`` defaults. Both pass the other
+tests/test_launch_styles.py), and torchrun starting a torch or MindSpore script through
+``compat.init`` with torch's ``rank=-1, world_size=-1`` defaults (the framework the script
+imported, with none named). Both pass the other
 framework's name for the CPU backend on one of the frameworks (``"mccl"`` on torch, ``"gloo"``
 on MindSpore: ``backend_aliases``). Each runs under a hard timeout."""
 
@@ -218,10 +219,11 @@ import sys
 import compat
 
 framework = sys.argv[1]
+__import__(framework)  # the script's one framework, which compat runs on under torchrun too
 # torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE (no msrun on MindSpore); rank=-1 and
 # world_size=-1 are torch's defaults, "not given", as a ported init_process_group passes them;
 # so is its backend="gloo", which is MCCL on MindSpore (frameworks.toml backend_aliases).
-compat.init(framework, backend="gloo", init_method="env://", rank=-1, world_size=-1)
+compat.init(backend="gloo", init_method="env://", rank=-1, world_size=-1)
 assert compat.get_backend() == {"torch": "gloo", "mindspore": "mccl"}[framework]
 check(framework, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
 compat.destroy()

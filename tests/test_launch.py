@@ -608,8 +608,20 @@ def test_launch_and_init_share_one_framework_rule(monkeypatch: pytest.MonkeyPatc
         dispatch.choose_framework(None)
     monkeypatch.setattr(dispatch, "imported", lambda: ["torch"])
     assert dispatch.choose_framework(None) == "torch"
+    # A launcher's variable decides where the program's imports do not (none, or both) ...
     monkeypatch.setenv("MS_ROLE", "MS_WORKER")
+    assert dispatch.choose_framework(None) == "torch"
+    monkeypatch.setattr(dispatch, "imported", lambda: ["torch", "mindspore"])
     assert dispatch.choose_framework(None) == "mindspore"
+    monkeypatch.setattr(dispatch, "imported", lambda: [])
+    assert dispatch.choose_framework(None) == "mindspore"
+    # ... and a MindSpore script started by torchrun runs on MindSpore.
+    monkeypatch.delenv("MS_ROLE")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")
+    monkeypatch.setattr(dispatch, "imported", lambda: ["mindspore"])
+    assert dispatch.choose_framework(None) == "mindspore"
+    monkeypatch.setattr(dispatch, "imported", lambda: [])
+    assert dispatch.choose_framework(None) == "torch"
     monkeypatch.setenv("COMPAT_FRAMEWORK", "torch")
     assert dispatch.choose_framework(None, first_if_several=True) == "torch"
     monkeypatch.setenv("COMPAT_FRAMEWORK", "jax")

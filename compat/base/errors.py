@@ -22,6 +22,11 @@ class NotInitializedError(RuntimeError, ValueError):
     (``except ValueError: return 0``) keeps working."""
 
 
+class AlreadyInitializedError(RuntimeError, ValueError):
+    """:func:`compat.init` was called while compat is initialised. A ValueError too, as torch's
+    error for ``init_process_group`` called twice is."""
+
+
 class TableError(ValueError):
     """A mapping table is malformed; the message names the file and the key."""
 

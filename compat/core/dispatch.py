@@ -74,12 +74,12 @@ def imported() -> list[str]:
 
 def choose_framework(framework: str | None = None, *, first_if_several: bool = False) -> str:
     """The framework to run on, from the first of these that decides: ``framework``;
-    ``COMPAT_FRAMEWORK``; a launcher that names one (any of its ``launcher_env`` variables set, in
-    ``mapping_tables/frameworks.toml``: torchrun, msrun, compat launch); the one framework the
-    program has imported (``sys.modules``, as einops and array-api-compat find theirs: a script
-    started by ``torch.multiprocessing.spawn`` or Slurm has imported torch or mindspore); a
-    rendezvous convention in the environment (``rendezvous_env``: torch's ``MASTER_ADDR``);
-    the one installed framework.
+    ``COMPAT_FRAMEWORK`` (which ``compat launch`` sets); the one framework the program has
+    imported (``sys.modules``, as einops and array-api-compat find theirs: a MindSpore script
+    started by torchrun, ``torch.multiprocessing.spawn`` or Slurm has imported mindspore, not
+    torch); a launcher that names one (any of its ``launcher_env`` variables set, in
+    ``mapping_tables/frameworks.toml``: torchrun, msrun); a rendezvous convention in the
+    environment (``rendezvous_env``: torch's ``MASTER_ADDR``); the one installed framework.
 
     When nothing decides and several frameworks are installed, ``first_if_several=True`` takes the
     first installed one in frameworks.toml's order (``compat launch`` and ``compat bench``, whose
@@ -111,14 +111,14 @@ def choose_framework(framework: str | None = None, *, first_if_several: bool = F
 
 
 def _undecided(known: list[str]) -> str | None:
-    """The framework a launcher, the program's imports or a rendezvous convention names (in that
+    """The framework the program's imports, a launcher or a rendezvous convention names (in that
     order; see :func:`choose_framework`), or None."""
-    for name in known:
-        if any(var in os.environ for var in tables.lookup("frameworks", name, "launcher_env")):
-            return name
     loaded = imported()
     if len(loaded) == 1:
         return loaded[0]
+    for name in known:
+        if any(var in os.environ for var in tables.lookup("frameworks", name, "launcher_env")):
+            return name
     for name in known:
         variables = tables.lookup("frameworks", name).get("rendezvous_env", [])
         if any(var in os.environ for var in variables):
