@@ -1256,6 +1256,57 @@ def test_identity_with_the_world_group_is_compared_by_value() -> None:
     assert GroupName("mccl_world_group") is not GroupName("mccl_world_group")
 
 
+def test_identity_with_a_reduce_op_member_is_compared_by_value() -> None:
+    """``op is dist.ReduceOp.SUM`` where op may be torch's member (here the default, kept for
+    torch because the function hands it on to code that is neither torch's nor compat's):
+    compat's member equals torch's but is not it, so ``is`` becomes ``==``; run, both
+    comparisons keep their answers for torch's members and for compat's."""
+    result = port_text(
+        """
+        import enum
+
+        import torch
+        import torch.distributed as dist
+
+
+        class LibOp(enum.IntEnum):
+            SUM = 0
+            MAX = 3
+
+
+        def to_lib_op(op):
+            if op is torch.distributed.ReduceOp.SUM:
+                return LibOp.SUM
+            elif op is not dist.ReduceOp.MAX:
+                raise ValueError(op)
+            return LibOp.MAX
+
+
+        def lib_all_reduce(tensor, op=dist.ReduceOp.SUM):
+            return Bridge.apply(op, tensor)
+        """
+    )
+    text = result.rewritten
+    assert "if op == compat.ReduceOp.SUM:" in text
+    assert "elif op != compat.ReduceOp.MAX:" in text
+    assert "def lib_all_reduce(tensor, op=dist.ReduceOp.SUM):" in text
+    import torch.distributed as dist
+
+    namespace: dict[str, object] = {}
+    exec(compile(text, "ported.py", "exec"), namespace)
+    to_lib_op = namespace["to_lib_op"]
+    assert to_lib_op(dist.ReduceOp.SUM) == 0 and to_lib_op(dist.ReduceOp.MAX) == 3  # type: ignore[operator]
+    assert to_lib_op(compat_op("SUM")) == 0 and to_lib_op(compat_op("MAX")) == 3  # type: ignore[operator]
+    with pytest.raises(ValueError):
+        to_lib_op(dist.ReduceOp.MIN)  # type: ignore[operator]
+
+
+def compat_op(name: str) -> object:
+    import compat
+
+    return getattr(compat.ReduceOp, name)
+
+
 def test_import_torch_beside_import_torch_distributed_goes_when_nothing_uses_torch() -> None:
     """Python counts ``torch.distributed.x`` as a use of ``import torch.distributed`` only; once
     it is rewritten, the plain ``import torch`` beside it is unused too and goes (and stays

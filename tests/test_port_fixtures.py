@@ -55,6 +55,7 @@ TORCH_JOB = [
     "mesh_optimizer",
     "weight_sync",
     "context_parallel",
+    "uneven_join",
 ]
 NEUTRAL_JOB = [
     "timm_distributed",
@@ -196,6 +197,21 @@ EXPECTED: dict[str, Expected] = {
             "all_gather": 3,
             "get_rank": 1,
         }
+    ),
+    "uneven_join.py": Expected(
+        {
+            "monitored_barrier": 1,  # its timeout error caught as RuntimeError, as torch's
+            "new_group": 1,
+            "barrier": 1,
+            "destroy_process_group": 1,
+            "ProcessGroup": 1,
+            "ReduceOp.SUM": 3,  # `op is ReduceOp.SUM` becomes ==: the op may be torch's member
+            "ReduceOp.MAX": 4,
+            "all_reduce": 1,
+            "get_rank": 1,
+        },
+        # the default handed on to the autograd Function's apply, code that is not torch's
+        left={"ReduceOp.SUM": 1},
     ),
     "timm_distributed.py": Expected(
         {"ReduceOp.SUM": 2, "all_reduce": 2, "broadcast": 1, "get_rank": 1, "get_world_size": 1}

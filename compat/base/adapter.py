@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from compat.base.errors import UnsupportedError
+from compat.base.errors import CollectiveTimeout, UnsupportedError
 from compat.base.types import Handle, ReduceOp
 
 Tensor = Any
@@ -122,6 +122,8 @@ class _TranslatingHandle:
             if timeout is None:
                 return self._handle.wait()
             return self._handle.wait(timeout)
+        except CollectiveTimeout:
+            raise  # already compat's (a RuntimeError too): not translated again
         except RuntimeError as error:
             raise self._translate(error, time.monotonic() - self._started) from error
 
@@ -181,6 +183,8 @@ def translating_errors(cls: type, translate_for: Callable[[str], Translate]) -> 
             started = time.monotonic()
             try:
                 result = method(self, *args)
+            except CollectiveTimeout:
+                raise
             except RuntimeError as error:
                 raise translate(error, time.monotonic() - started) from error
             return None if result is None else _TranslatingHandle(result, translate, started)
@@ -190,6 +194,8 @@ def translating_errors(cls: type, translate_for: Callable[[str], Translate]) -> 
             started = time.monotonic()
             try:
                 result = method(self, *args)
+            except CollectiveTimeout:
+                raise
             except RuntimeError as error:
                 raise translate(error, time.monotonic() - started) from error
             return [_TranslatingHandle(item, translate, started) for item in result]

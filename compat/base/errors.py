@@ -37,8 +37,12 @@ class CollectiveMismatchError(RuntimeError):
     group, before the real collective runs; the message names the ranks and what differs."""
 
 
-class CollectiveTimeout(TimeoutError):
+class CollectiveTimeout(TimeoutError, RuntimeError):
     """A collective did not complete within the bound (a rank did not join it, or died).
+
+    A RuntimeError too, as torch's timeout errors are (``DistBackendError``, Gloo's "Timed
+    out"): ported code that catches them (``except RuntimeError:`` around a
+    ``monitored_barrier``) keeps working.
 
     The backend's communicator is no longer usable afterwards (Gloo closes its connections):
     end the job."""

@@ -1029,7 +1029,9 @@ class Rewriter(cst.CSTTransformer):
     ) -> cst.Comparison:
         """``pg is dist.group.WORLD`` -> ``pg == compat.framework_group()``: on MindSpore each
         call returns a new group name (equal, not the same object); a torch ProcessGroup's
-        ``==`` is ``is``. ``is None`` stays."""
+        ``==`` is ``is``. ``op is dist.ReduceOp.SUM`` -> ``op == compat.ReduceOp.SUM``: the op
+        may be torch's member (a default kept for torch, an unported caller's), which equals
+        compat's but is not it. ``is None`` stays."""
         operands = [original_node.left, *(c.comparator for c in original_node.comparisons)]
         targets = list(updated_node.comparisons)
         for index, target in enumerate(targets):
@@ -1049,9 +1051,12 @@ class Rewriter(cst.CSTTransformer):
         return updated_node.with_changes(comparisons=targets)
 
     def _fresh_object(self, node: cst.CSTNode) -> bool:
-        """Whether ``node`` was rewritten to ``compat.framework_group()``."""
+        """Whether ``node`` was rewritten to ``compat.framework_group()`` or to a member of
+        compat.ReduceOp (equal to torch's member, not the same object)."""
         found = self._by_node.get(id(node))
-        return found is not None and found.rewritten and found.compat == _FRAMEWORK_GROUP
+        if found is None or not found.rewritten or found.compat is None:
+            return False
+        return found.compat == _FRAMEWORK_GROUP or found.compat.startswith("compat.ReduceOp.")
 
     # -- calls
 
