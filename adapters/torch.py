@@ -361,6 +361,13 @@ class TorchAdapter(Adapter):
     def group_ranks(self, group: GroupHandle) -> list[int]:
         return dist.get_process_group_ranks(group if group is not None else dist.group.WORLD)
 
+    def own_group_rank(self, group: GroupHandle) -> int:
+        # The backend's own: a group made for processes of other worlds (an RL trainer's weight
+        # sync, through _new_process_group_helper) may map global ranks to other places.
+        if isinstance(group, dist.ProcessGroup):
+            return int(group.rank())
+        return super().own_group_rank(group)
+
     # -- local tensor facts and operations ------------------------------------------------
     def shape(self, tensor: torch.Tensor) -> tuple[int, ...]:
         return tuple(tensor.shape)
