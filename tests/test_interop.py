@@ -336,10 +336,11 @@ def test_no_process_group_anywhere_is_not_initialized(tmp_path: Path) -> None:
     assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
 
 
-# An RL trainer's weight sync (xtuner's, OpenRLHF's): processes of separate worlds, here two of
-# one rank each, join one torch group through _new_process_group_helper and a global-rank map
-# of their own ({i: i}): the second process is global rank 0 of its world and rank 1 of the
-# group. compat's calls on that group must be the backend's, as torch's are.
+# An RL trainer's weight sync (xtuner's, OpenRLHF's): processes of separate worlds join one torch
+# group through _new_process_group_helper and a global-rank map of their own ({i: i}). Here the
+# trainers' world has 2 ranks and the rollout's 1: trainer 0 is rank 0 of the group, whose ranks
+# fit in its world, and the rollout, global rank 0 of its world, is rank 1 of it. compat's calls
+# on that group must be the backend's on every member, as torch's are.
 FOREIGN_GROUP = """
 import inspect
 import sys
@@ -379,12 +380,22 @@ def foreign_group(index, world, port):
     return group
 
 
-def main(index, ports):
-    compat.init("torch", "gloo", init_method=f"tcp://127.0.0.1:{ports[1 + index]}", rank=0,
-                world_size=1)
-    world = 2
+def main(process, ports):
+    trainer = process < 2
+    compat.init("torch", "gloo", init_method=f"tcp://127.0.0.1:{ports[1 if trainer else 2]}",
+                rank=process if trainer else 0, world_size=2 if trainer else 1)
+    if trainer:  # the trainers' world, on compat's own algorithms
+        x = torch.ones(2)
+        compat.all_reduce(x)
+        assert x.tolist() == [2.0, 2.0], x
+    if process == 1:
+        compat.barrier()  # the trainers leave together
+        compat.destroy()
+        print(f"process {process} OK", flush=True)
+        return
+    world, index = 2, 0 if trainer else 1
     group = foreign_group(index, world, ports[0])
-    assert group.rank() == index and compat.get_world_size() == 1
+    assert group.rank() == index
 
     out, base = inside((4,))
     out.copy_(torch.full((4,), 5.0) if index == 0 else torch.zeros(4))
@@ -412,14 +423,16 @@ def main(index, ports):
 
     compat.barrier(group=group)
     compat.destroy_process_group(group)
+    if trainer:
+        compat.barrier()
     compat.destroy()
-    print(f"process {index} OK", flush=True)
+    print(f"process {process} OK", flush=True)
 
 
 if __name__ == "__main__":
     import torch.multiprocessing as mp
 
-    mp.spawn(main, args=([int(port) for port in sys.argv[1:]],), nprocs=2)
+    mp.spawn(main, args=([int(port) for port in sys.argv[1:]],), nprocs=3)
 """
 
 
@@ -434,4 +447,4 @@ def test_collectives_on_a_group_of_processes_of_other_worlds_match_torch(tmp_pat
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
-    assert "process 0 OK" in result.stdout and "process 1 OK" in result.stdout, output[-3000:]
+    assert all(f"process {process} OK" in result.stdout for process in range(3)), output[-3000:]

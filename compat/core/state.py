@@ -314,12 +314,14 @@ class State:
         self._world_choices.pop(key, None)
 
     def _of_this_world(self, group: Any) -> bool:
-        """Whether ``group`` (a handle) is one of this world's ranks, with the backend numbering
-        this rank at its place among them, as compat's own algorithms take it: not a group made
-        for processes of other worlds (torch's _new_process_group_helper), whose global ranks
-        may lie beyond the world or number this process elsewhere. Every member that is beyond
-        the world answers alike, and so then do they all."""
+        """Whether ``group`` (a handle) was made through this world, of its ranks, with the
+        backend numbering this rank at its place among them, as compat's own algorithms take
+        it: not a group made for processes of other worlds (torch's _new_process_group_helper),
+        which meets through a store of its own and whose global ranks may lie beyond the world
+        or number this process elsewhere. Every member answers alike."""
         adapter = self.adapter
+        if not adapter.joined_by_the_world(group):
+            return False
         ranks, rank, world = adapter.group_ranks(group), adapter.rank(), adapter.world_size()
         if rank not in ranks or not all(0 <= member < world for member in ranks):
             return False
