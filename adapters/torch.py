@@ -361,6 +361,26 @@ class TorchAdapter(Adapter):
     def group_ranks(self, group: GroupHandle) -> list[int]:
         return dist.get_process_group_ranks(group if group is not None else dist.group.WORLD)
 
+    def joined_by_the_world(self, group: GroupHandle) -> bool:
+        # new_group meets through the world's store; a group made for processes of other worlds
+        # (an RL trainer's weight sync: _new_process_group_helper) through a store of its own.
+        # split_group's own store answers False too: the backend's calls, which are right.
+        world = _c10d._world
+        default_pg = world.default_pg
+        if not isinstance(group, dist.ProcessGroup) or default_pg is None or group is default_pg:
+            return True
+        made, default = world.pg_map.get(group), world.pg_map.get(default_pg)
+        if made is None or default is None:
+            return True
+        return getattr(made[1], "underlying_store", default[1]) is default[1]
+
+    def own_group_rank(self, group: GroupHandle) -> int:
+        # The backend's own: a group made for processes of other worlds (an RL trainer's weight
+        # sync, through _new_process_group_helper) may map global ranks to other places.
+        if isinstance(group, dist.ProcessGroup):
+            return int(group.rank())
+        return super().own_group_rank(group)
+
     # -- local tensor facts and operations ------------------------------------------------
     def shape(self, tensor: torch.Tensor) -> tuple[int, ...]:
         return tuple(tensor.shape)

@@ -336,3 +336,117 @@ def test_no_process_group_anywhere_is_not_initialized(tmp_path: Path) -> None:
         [sys.executable, "-c", NOTHING_IMPORTED], timeout=60, env=_environment(), cwd=str(tmp_path)
     )
     assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
+
+
+# An RL trainer's weight sync (xtuner's, OpenRLHF's): processes of separate worlds join one torch
+# group through _new_process_group_helper and a global-rank map of their own ({i: i}). Here the
+# trainers' world has 2 ranks and the rollout's 1: trainer 0 is rank 0 of the group, whose ranks
+# fit in its world, and the rollout, global rank 0 of its world, is rank 1 of it. compat's calls
+# on that group must be the backend's on every member, as torch's are.
+FOREIGN_GROUP = """
+import inspect
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as c10d
+
+import compat
+
+SENTINEL = -7.0
+
+
+def inside(shape):
+    # a view in the middle of a sentinel-filled base, and the base
+    base = torch.full((int(np.prod(shape)) + 4,), SENTINEL)
+    return base[2:-2].view(shape), base
+
+
+def whole(base, expected):
+    assert np.array_equal(base[:2].numpy(), [SENTINEL] * 2), base
+    assert np.array_equal(base[-2:].numpy(), [SENTINEL] * 2), base
+    assert np.array_equal(base[2:-2].numpy(), np.ravel(expected)), (base, expected)
+
+
+def foreign_group(index, world, port):
+    timeout = c10d.default_pg_timeout
+    store, _, _ = next(c10d.rendezvous(f"tcp://127.0.0.1:{port}", index, world, timeout=timeout))
+    store = dist.PrefixStore("weight_sync", store)
+    options = "backend_options" if "backend_options" in inspect.signature(
+        c10d._new_process_group_helper).parameters else "pg_options"
+    group, _ = c10d._new_process_group_helper(
+        world, index, [], dist.Backend("gloo"), store, group_name="weight_sync",
+        timeout=timeout, **{options: None})
+    c10d._world.pg_group_ranks[group] = {i: i for i in range(world)}
+    return group
+
+
+def main(process, ports):
+    trainer = process < 2
+    compat.init("torch", "gloo", init_method=f"tcp://127.0.0.1:{ports[1 if trainer else 2]}",
+                rank=process if trainer else 0, world_size=2 if trainer else 1)
+    if trainer:  # the trainers' world, on compat's own algorithms
+        x = torch.ones(2)
+        compat.all_reduce(x)
+        assert x.tolist() == [2.0, 2.0], x
+    if process == 1:
+        compat.barrier()  # the trainers leave together
+        compat.destroy()
+        print(f"process {process} OK", flush=True)
+        return
+    world, index = 2, 0 if trainer else 1
+    group = foreign_group(index, world, ports[0])
+    assert group.rank() == index
+
+    out, base = inside((4,))
+    out.copy_(torch.full((4,), 5.0) if index == 0 else torch.zeros(4))
+    compat.broadcast(out, src=0, group=group)
+    whole(base, np.full(4, 5.0))
+
+    out, base = inside((3,))
+    out.copy_(torch.full((3,), index + 1.0))
+    compat.all_reduce(out, group=group)
+    whole(base, np.full(3, 3.0))
+
+    parts = [inside((2,)) for _ in range(world)]
+    compat.all_gather([part for part, _ in parts], torch.full((2,), float(index)), group=group)
+    for rank, (_, part_base) in enumerate(parts):
+        whole(part_base, np.full(2, float(rank)))
+
+    full = np.arange(2 * world, dtype=np.float32)
+    out, base = inside((2,))
+    compat.reduce_scatter_into(out, torch.from_numpy(full * (index + 1)), group=group)
+    whole(base, 3 * full[2 * index : 2 * index + 2])
+
+    out, base = inside((4,))
+    compat.all_to_all_single(out, torch.arange(4.0) + 10 * index, group=group)
+    whole(base, [2 * index + 10 * rank + i for rank in range(world) for i in range(2)])
+
+    compat.barrier(group=group)
+    compat.destroy_process_group(group)
+    if trainer:
+        compat.barrier()
+    compat.destroy()
+    print(f"process {process} OK", flush=True)
+
+
+if __name__ == "__main__":
+    import torch.multiprocessing as mp
+
+    mp.spawn(main, args=([int(port) for port in sys.argv[1:]],), nprocs=3)
+"""
+
+
+def test_collectives_on_a_group_of_processes_of_other_worlds_match_torch(tmp_path: Path) -> None:
+    script = tmp_path / "foreign_group.py"
+    script.write_text(FOREIGN_GROUP)
+    result = run_bounded(
+        [sys.executable, str(script), *(str(free_port()) for _ in range(3))],
+        timeout=180,
+        env=_environment(),
+        cwd=str(tmp_path),
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert all(f"process {process} OK" in result.stdout for process in range(3)), output[-3000:]

@@ -262,6 +262,18 @@ class Adapter(ABC):
     def group_ranks(self, group: GroupHandle) -> list[int]:
         """The global ranks of ``group`` (None = the world), in group-rank order."""
 
+    def joined_by_the_world(self, group: GroupHandle) -> bool:
+        """Whether ``group`` was made through this world (its ranks meet as the world's do),
+        not for processes of other worlds."""
+        return True
+
+    def own_group_rank(self, group: GroupHandle) -> int:
+        """This process's rank in ``group`` as the backend numbers it (-1: not a member). Where
+        groups are made from global ranks, its place among :meth:`group_ranks`."""
+        ranks = self.group_ranks(group)
+        rank = self.rank()
+        return ranks.index(rank) if rank in ranks else -1
+
     #: whether the framework's process group was initialised outside compat (then adopted)
     _adopted = False
 

@@ -211,6 +211,13 @@ def choice(
         if fitting:
             chosen = max(fitting, key=lambda choice: choice["min_bytes"])
             return str(chosen["algorithm"]), str(chosen.get("async", entry["async"]))
+    return entry_choice(key, collective)
+
+
+def entry_choice(key: str, collective: str) -> tuple[str, str]:
+    """:func:`choice` without the table's choices by size: the collective's own entry (the
+    backend's call, or the emulation where it has none)."""
+    entry = _op_entry(key, collective)
     if entry["impl"] == "unsupported":
         # Backend names repeat across frameworks (torch's nccl, MindSpore's nccl): name both.
         backend_entry = tables.lookup("capabilities", key)  # unsupported: a table entry

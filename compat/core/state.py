@@ -175,11 +175,15 @@ class State:
             if lost is not None:
                 raises = _raises_lost(lost.liveness, collective)
                 return [(0, self._recorded(raises, collective, dtype, "none: a peer is gone"))]
-            one_host = self._on_one_host(collective, in_host, group)
+            # compat's own algorithms take a group's members for ranks of this world, each at
+            # its place among the group's global ranks; on any other group (processes of other
+            # worlds: an RL trainer's weight sync) only the backend's call is right.
+            placed = group is NO_GROUP or self._of_this_world(group)
+            one_host = placed and self._on_one_host(collective, in_host, group)
             # The group's size bounds choices on one host and off it alike (the table's
             # min_ranks and max_ranks).
             ranks = None if group is NO_GROUP else len(self.adapter.group_ranks(group))
-            by_size = self._by_size(collective, dtype, ranks, one_host)
+            by_size = self._by_size(collective, dtype, ranks, one_host, placed)
             self._implementations[key] = by_size
         return by_size
 
@@ -230,7 +234,8 @@ class State:
     def through_shared_memory(self, collective: str, like: Any, group: Any) -> bool:
         """Whether ``collective`` on tensors of ``like``'s kind on ``group`` (a handle) can take
         the table's shared-memory choices: the same answer on every rank of the group."""
-        return self._on_one_host(collective, self.adapter.in_host_memory(like), group)
+        in_host = self.adapter.in_host_memory(like)
+        return self._of_this_world(group) and self._on_one_host(collective, in_host, group)
 
     def _wants_one_host(self, collective: str) -> bool:
         """Whether the table has a one_host choice for ``collective`` (looked up once)."""
@@ -308,16 +313,36 @@ class State:
             del self._implementations[cached]
         self._world_choices.pop(key, None)
 
+    def _of_this_world(self, group: Any) -> bool:
+        """Whether ``group`` (a handle) was made through this world, of its ranks, with the
+        backend numbering this rank at its place among them, as compat's own algorithms take
+        it: not a group made for processes of other worlds (torch's _new_process_group_helper),
+        which meets through a store of its own and whose global ranks may lie beyond the world
+        or number this process elsewhere. Every member answers alike."""
+        adapter = self.adapter
+        if not adapter.joined_by_the_world(group):
+            return False
+        ranks, rank, world = adapter.group_ranks(group), adapter.rank(), adapter.world_size()
+        if rank not in ranks or not all(0 <= member < world for member in ranks):
+            return False
+        return ranks.index(rank) == adapter.own_group_rank(group)
+
     def _by_size(
-        self, collective: str, dtype: str, ranks: int | None, one_host: bool
+        self, collective: str, dtype: str, ranks: int | None, one_host: bool, sized: bool = True
     ) -> list[tuple[int, Callable[..., Any]]]:
         """(min_bytes, callable) from 0 bytes up: where the choice for ``dtype`` can change, on a
-        group of ``ranks`` (None: unknown), with a shared-memory window or not (``one_host``)."""
+        group of ``ranks`` (None: unknown), with a shared-memory window or not (``one_host``);
+        without ``sized``, the collective's own entry alone (the backend's call where it has
+        one), not the table's choices by size."""
         forced = self._forced.get((collective, dtype))
         if forced is not None:
             return [(0, self._recorded(forced[1], collective, dtype, forced[0]))]
         key = self.capability_key
         choices: list[tuple[int, tuple[str, str]]] = []
+        if not sized:
+            made = capabilities.entry_choice(key, collective)
+            run = capabilities.bind(self.adapter, collective, *made, key=key)
+            return [(0, self._recorded(run, collective, dtype, made[0]))]
         for size in capabilities.size_thresholds(key, collective, dtype, one_host, ranks):
             choice = capabilities.choice(key, collective, dtype, size, one_host, ranks)
             # A threshold where the choice stays the same (one for another group size) is
