@@ -1041,8 +1041,7 @@ def scatter_tensor(
     parts = adapter.parts(call.read(tensor), sizes) if is_root else None
     work = call.issue(
         "scatter", target, target, parts, root, agree=agree,
-        outputs=[result], empty=adapter.numel(result) == 0,
-        dtype=dtype,
+        outputs=[result], empty=adapter.numel(result) == 0, dtype=dtype,
     )  # fmt: skip
     return call.result(result, work)
 
