@@ -199,6 +199,8 @@ class TorchAdapter(Adapter):
         self._pending: list[tuple[dist.Work | Handle, threading.Event | None]] = []
         #: (subgroup, global rank) -> (process group, the rank in it), for point to point
         self._group_peers: dict[tuple[Any, int], tuple[dist.ProcessGroup, int]] = {}
+        #: subgroup -> this process's global rank as the group's own map names it
+        self._own_global_ranks: dict[dist.ProcessGroup, int] = {}
         self._dtype_names = _dtype_names()
         self._ops = _reduce_ops()
         self._elementwise = {
@@ -373,6 +375,16 @@ class TorchAdapter(Adapter):
         if made is None or default is None:
             return True
         return getattr(made[1], "underlying_store", default[1]) is default[1]
+
+    def own_global_rank(self, group: GroupHandle) -> int:
+        # torch's rooted calls compare group.rank() with get_group_rank(group, src): the global
+        # rank the group's map gives group.rank() is the one src and dst name this process by.
+        if not isinstance(group, dist.ProcessGroup) or group is _c10d._world.default_pg:
+            return self.rank()
+        found = self._own_global_ranks.get(group)
+        if found is None:
+            found = self._own_global_ranks[group] = dist.get_global_rank(group, group.rank())
+        return found
 
     def own_group_rank(self, group: GroupHandle) -> int:
         # The backend's own: a group made for processes of other worlds (an RL trainer's weight

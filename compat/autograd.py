@@ -315,7 +315,8 @@ def _rooted(
     current.checks.tensor(tensor, "tensor")
     resolved = current.checks.group(group)
     global_root = current.checks.peer(root, param, resolved)
-    return global_root, current.checks.rank == global_root, current.adapter.shape(tensor)
+    is_root = resolved.own_global_rank(current.checks.rank) == global_root
+    return global_root, is_root, current.adapter.shape(tensor)
 
 
 def broadcast(tensor: Tensor, src: int, group: Group | None = None) -> Tensor:

@@ -78,7 +78,7 @@ def _front(shape: tuple[int, ...], dim: int) -> tuple[int, ...]:
 
 def _gather_sizes(call: Call, sizes: object, rows: int, dim: int = 0) -> list[int]:
     """output_split_sizes: dim ``dim`` of each rank's tensor, this rank's equal to ``rows``."""
-    count, me = call.group.size(), call.group.group_rank(call.state.rank)
+    count, me = call.group.size(), call.group.rank()
     if sizes is None:
         return [rows] * count
     if not isinstance(sizes, Sequence) or isinstance(sizes, str):
@@ -322,7 +322,7 @@ def _reduce_scatter_tensor(
     )
     dtype = adapter.dtype(tensor)
     reduce_op = call.reduction(op, dtype, tensor_param)
-    me = call.group.group_rank(call.state.rank)
+    me = call.group.rank()
     result = checks.out(
         out, _with_dim(shape, axis, sizes[me]), tensor, dtype, tensor_param, out_param
     )
@@ -1037,11 +1037,11 @@ def scatter_tensor(
     agree = lambda: Description("scatter_tensor", dtype, shape, root=root)  # noqa: E731
     target = call.write(result)
     # Only the root's values are read.
-    parts = adapter.parts(call.read(tensor), sizes) if call.state.rank == root else None
+    is_root = call.group.own_global_rank(call.state.rank) == root
+    parts = adapter.parts(call.read(tensor), sizes) if is_root else None
     work = call.issue(
         "scatter", target, target, parts, root, agree=agree,
-        outputs=[result], empty=adapter.numel(result) == 0,
-        dtype=dtype,
+        outputs=[result], empty=adapter.numel(result) == 0, dtype=dtype,
     )  # fmt: skip
     return call.result(result, work)
 

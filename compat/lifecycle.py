@@ -405,7 +405,7 @@ def get_world_size(group: object = None) -> int:
     as torch's and MindSpore's answer)."""
     current = state.checked()
     resolved = current.checks.group(group, member=False)
-    return resolved.size() if current.rank in resolved else -1
+    return resolved.size() if resolved.own_global_rank(current.rank) in resolved else -1
 
 
 def get_process_group_ranks(group: object) -> list[int]:
@@ -674,7 +674,8 @@ def framework_group(group: object = None) -> object:
         return None
     current = state.checked()
     resolved = current.checks.group(group, member=False)
-    found = current.adapter.framework_group(resolved.handle, current.rank in resolved.ranks)
+    member = resolved.own_global_rank(current.rank) in resolved.ranks
+    found = current.adapter.framework_group(resolved.handle, member)
     return GroupName(found) if isinstance(found, str) else found
 
 

@@ -39,8 +39,10 @@ class _Objects:
 
     def __init__(self, group: object, device: object = None) -> None:
         current: State = state.current()
-        self.state, self.adapter, self.rank = current, current.adapter, current.rank
+        self.state, self.adapter = current, current.adapter
         self.group: Group = current.checks.group(group)
+        #: this process's global rank as the group names it, which src and dst are compared with
+        self.rank = self.group.own_global_rank(current.rank)
         self.device = None if device is None else _device(self.adapter, device)
 
     # -- arguments -----------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def _check_point_to_point(
     the call's group: exactly one) and the tag, both checked."""
     call.checks.tensor(tensor, tensor_param)
     rank = call.checks.root(peer, param, group_peer, group_param, call.group)
-    if rank == call.state.rank:
+    if rank == call.group.own_global_rank(call.state.rank):
         if group_peer is None:
             raise ValueError(f"{param}: expected a rank other than this rank ({rank}); got {rank}")
         raise ValueError(

@@ -343,7 +343,7 @@ def test_no_process_group_anywhere_is_not_initialized(tmp_path: Path) -> None:
 # trainers' world has 2 ranks and the rollout's 1: trainer 0 is rank 0 of the group, whose ranks
 # fit in its world, and the rollout, global rank 0 of its world, is rank 1 of it. compat's calls
 # on that group must be the backend's on every member, as torch's are.
-FOREIGN_GROUP = """
+FOREIGN_GROUP_HELPERS = """
 import inspect
 import sys
 
@@ -380,7 +380,9 @@ def foreign_group(index, world, port):
         timeout=timeout, **{options: None})
     c10d._world.pg_group_ranks[group] = {i: i for i in range(world)}
     return group
+"""
 
+FOREIGN_GROUP = """
 
 def main(process, ports):
     trainer = process < 2
@@ -440,7 +442,137 @@ if __name__ == "__main__":
 
 def test_collectives_on_a_group_of_processes_of_other_worlds_match_torch(tmp_path: Path) -> None:
     script = tmp_path / "foreign_group.py"
-    script.write_text(FOREIGN_GROUP)
+    script.write_text(FOREIGN_GROUP_HELPERS + FOREIGN_GROUP)
+    result = run_bounded(
+        [sys.executable, str(script), *(str(free_port()) for _ in range(3))],
+        timeout=180,
+        env=_environment(),
+        cwd=str(tmp_path),
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert all(f"process {process} OK" in result.stdout for process in range(3)), output[-3000:]
+
+
+# Rooted calls on such a group: src and dst are global ranks of the group's own map, and this
+# process is the root where the group's rank of it is the root's (torch's get_group_rank and
+# group.rank()), not where its world rank is the root's number. Here trainer 1 (world rank 1) is
+# global rank 0 of the group's map and the rollout (world rank 0 of its world) global rank 1:
+# each one's world rank names the other, so a root compared with world ranks is wrong on both.
+FOREIGN_GROUP_ROOTED = """
+
+def by(name, root, by_group):
+    # the root as a global rank (src/dst) or as a rank of the group (group_src/group_dst)
+    return {f"group_{name}" if by_group else name: root}
+
+
+def rooted(index, group):
+    world = 2
+    for root, by_group in ((1, False), (0, True), (0, False), (1, True)):
+        mine = torch.full((3,), 10.0 * index + 1)
+        parts = [inside((3,)) for _ in range(world)] if index == root else None
+        compat.gather(mine, parts and [part for part, _ in parts], group=group,
+                      **by("dst", root, by_group))
+        assert mine.tolist() == [10.0 * index + 1] * 3, mine
+        for rank, (_, part_base) in enumerate(parts or []):
+            whole(part_base, np.full(3, 10.0 * rank + 1))
+
+        out, base = inside((2,))
+        parts = [torch.full((2,), 100.0 * root + rank) for rank in range(world)]
+        compat.scatter(out, parts if index == root else None, group=group,
+                       **by("src", root, by_group))
+        whole(base, np.full(2, 100.0 * root + index))
+
+        values, base = inside((4,))
+        values.copy_(torch.arange(4.0) + index)
+        compat.reduce(values, group=group, **by("dst", root, by_group))
+        # the other ranks' tensors are left as they were
+        whole(base, 2 * np.arange(4.0) + 1 if index == root else np.arange(4.0) + index)
+
+        out, base = inside((2,))
+        compat.scatter_tensor(torch.arange(4.0) + 10 * index, group=group, out=out,
+                              **by("src", root, by_group))
+        whole(base, np.arange(2.0 * index, 2.0 * index + 2) + 10 * root)
+
+        gathered = [None] * world if index == root else None
+        compat.gather_object({"from": index}, gathered, group=group, **by("dst", root, by_group))
+        assert gathered is None or gathered == [{"from": 0}, {"from": 1}], gathered
+
+        received = [None]
+        sent = [("to", rank, root) for rank in range(world)] if index == root else None
+        compat.scatter_object_list(received, sent, group=group, **by("src", root, by_group))
+        assert received == [("to", index, root)], received
+
+        objects = [{"weights": root}, "v7"] if index == root else [None, None]
+        compat.broadcast_object_list(objects, group=group, **by("src", root, by_group))
+        assert objects == [{"weights": root}, "v7"], objects
+
+    for root in (1, 0):
+        # differentiable forms (global ranks only, as torch.distributed.nn.functional's)
+        x = torch.full((2,), index + 1.0, requires_grad=True)
+        got = compat.autograd.gather(x, dst=root, group=group)
+        expected = [[rank + 1.0] * 2 for rank in range(world)] if index == root else [[0.0] * 2] * 2
+        assert [part.tolist() for part in got] == expected, got
+        sum((part * (rank + 1)).sum() for rank, part in enumerate(got)).backward()
+        assert x.grad.tolist() == [index + 1.0] * 2, x.grad
+
+        tensors = [torch.full((2,), 10.0 * index + rank, requires_grad=True) for rank in range(2)]
+        got = compat.autograd.scatter(tensors, src=root, group=group)
+        assert got.tolist() == [10.0 * root + index] * 2, got
+        (got * (index + 1)).sum().backward()
+        for rank, item in enumerate(tensors):
+            grad = [rank + 1.0] * 2 if index == root else [0.0] * 2
+            assert item.grad.tolist() == grad, (rank, item.grad)
+
+        x = torch.full((2,), index + 1.0, requires_grad=True)
+        got = compat.autograd.reduce(x, dst=root, group=group)
+        assert got.tolist() == [3.0 if index == root else index + 1.0] * 2, got
+        (got * 5).sum().backward()
+        assert x.grad.tolist() == [5.0] * 2, x.grad
+
+        x = torch.full((2,), index + 1.0, requires_grad=True)
+        got = compat.autograd.broadcast(x, src=root, group=group)
+        assert got.tolist() == [root + 1.0] * 2, got
+        (got * (index + 1)).sum().backward()
+        assert x.grad.tolist() == [3.0 if index == root else 0.0] * 2, x.grad
+
+
+def main(process, ports):
+    trainer = process < 2
+    compat.init("torch", "gloo", init_method=f"tcp://127.0.0.1:{ports[1 if trainer else 2]}",
+                rank=process if trainer else 0, world_size=2 if trainer else 1)
+    if trainer:  # the trainers' world, on compat's own algorithms
+        x = torch.ones(2)
+        compat.all_reduce(x)
+        assert x.tolist() == [2.0, 2.0], x
+    if process == 0:
+        compat.barrier()  # the trainers leave together
+        compat.destroy()
+        print(f"process {process} OK", flush=True)
+        return
+    index = 0 if trainer else 1
+    group = foreign_group(index, 2, ports[0])
+    assert group.rank() == index and compat.get_rank() == (1 if trainer else 0)
+    rooted(index, group)
+    compat.monitored_barrier(group=group, timeout=60)  # its peers: the group's other member
+    compat.barrier(group=group)
+    compat.destroy_process_group(group)
+    if trainer:
+        compat.barrier()
+    compat.destroy()
+    print(f"process {process} OK", flush=True)
+
+
+if __name__ == "__main__":
+    import torch.multiprocessing as mp
+
+    mp.spawn(main, args=([int(port) for port in sys.argv[1:]],), nprocs=3)
+"""
+
+
+def test_rooted_calls_on_a_group_of_processes_of_other_worlds_match_torch(tmp_path: Path) -> None:
+    script = tmp_path / "foreign_group_rooted.py"
+    script.write_text(FOREIGN_GROUP_HELPERS + FOREIGN_GROUP_ROOTED)
     result = run_bounded(
         [sys.executable, str(script), *(str(free_port()) for _ in range(3))],
         timeout=180,

@@ -47,6 +47,9 @@ class _HostAdapter:
     def rank(self) -> int:
         return 0
 
+    def own_global_rank(self, group: object) -> int:
+        return 0
+
     def bytes_tensor(self, data: bytes) -> Array:
         return np.frombuffer(bytearray(data), dtype=np.uint8)
 

@@ -37,7 +37,7 @@ def padded_to(adapter: Adapter, tensor: Tensor, rows: int) -> Tensor:
 def members(adapter: Adapter, group: GroupHandle) -> tuple[int, int]:
     """(group size, this rank's index in the group)."""
     ranks = adapter.group_ranks(group)
-    return len(ranks), ranks.index(adapter.rank())
+    return len(ranks), ranks.index(adapter.own_global_rank(group))
 
 
 #: An all_gather called as the adapter's: (tensor_list, tensor, group, async_op).

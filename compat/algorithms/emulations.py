@@ -59,7 +59,7 @@ def padded_reduce_scatter(
     (``input_list[i]`` has rank i's output shape), so every rank pads alike.
     """
     ranks = adapter.group_ranks(group)
-    me = ranks.index(adapter.rank())
+    me = ranks.index(adapter.own_global_rank(group))
     sizes = [adapter.shape(item)[0] for item in input_list]
     rows = max(sizes)
     largest = input_list[sizes.index(rows)]
@@ -110,7 +110,7 @@ def all_gather_reduce_to_dst(
     gathered, pending = gathered_parts(adapter, tensor, group, async_op)
 
     def finish() -> None:
-        if adapter.rank() == dst:
+        if adapter.own_global_rank(group) == dst:
             adapter.copy_(tensor, adapter.reduce_local(gathered, op))
 
     return complete([pending], async_op, finish)
@@ -122,7 +122,7 @@ def gather_reduce_to_dst(
     """reduce as a gather to ``dst`` plus a local reduction there (into buffers of the scratch
     pool); the other ranks send their tensors as they are, so they stay unchanged without a
     copy."""
-    if adapter.rank() != dst:
+    if adapter.own_global_rank(group) != dst:
         return adapter.gather(tensor, None, dst, group, async_op)
     shape = adapter.shape(tensor)
     taken = [scratch.pool(adapter).take(shape, tensor) for _ in adapter.group_ranks(group)]
@@ -141,7 +141,7 @@ def reduce_keep_input(
 ) -> Handle | None:
     """reduce that leaves the other ranks' tensors unchanged: they reduce from a copy (in a
     scratch buffer reused across calls)."""
-    if adapter.rank() == dst:
+    if adapter.own_global_rank(group) == dst:
         return adapter.reduce(tensor, dst, op, group, async_op)
     pool = scratch.pool(adapter)
     copy, key = pool.take(adapter.shape(tensor), tensor)
@@ -164,7 +164,7 @@ def scatter_reduce(
     the largest, since a scatter moves equal-sized parts.
     """
     ranks = adapter.group_ranks(group)
-    me = ranks.index(adapter.rank())
+    me = ranks.index(adapter.own_global_rank(group))
     sizes = [adapter.shape(item)[0] for item in input_list]
     rows = max(sizes)
     even = len(set(sizes)) == 1

@@ -64,7 +64,7 @@ def reported_barrier_in_memory(
     destroy() (:meth:`compat.base.adapter.Adapter.keep_pending`). Where the bytes would not be
     in host memory (a GPU home device), :func:`reported_barrier` runs instead."""
     ranks = adapter.group_ranks(group)
-    me = adapter.rank()
+    me = adapter.own_global_rank(group)
     peers = [rank for rank in ranks if rank != me]
     if not peers:
         return
@@ -135,7 +135,7 @@ def _announced_barrier(
     adapter: Adapter, group: GroupHandle, timeout: float, past_silence: bool
 ) -> None:
     ranks = adapter.group_ranks(group)
-    me = adapter.rank()
+    me = adapter.own_global_rank(group)
     peers = [rank for rank in ranks if rank != me]
     if not peers:
         return

@@ -62,7 +62,7 @@ def all_gather_to_dst(
     gathered, pending = gathered_parts(adapter, tensor, group, async_op)
 
     def finish() -> None:
-        if adapter.rank() == dst and gather_list is not None:
+        if adapter.own_global_rank(group) == dst and gather_list is not None:
             for out, part in zip(gather_list, gathered, strict=True):
                 adapter.copy_(out, part)
 
@@ -81,7 +81,7 @@ def broadcast_scatter(
     own: every rank receives the whole list."""
     count, mine = members(adapter, group)
     shape = adapter.shape(tensor)
-    if adapter.rank() == src and scatter_list is not None:
+    if adapter.own_global_rank(group) == src and scatter_list is not None:
         whole = adapter.cat(scatter_list, 0)
     else:
         whole = adapter.empty((count * shape[0], *shape[1:]), tensor)

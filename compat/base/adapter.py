@@ -267,6 +267,12 @@ class Adapter(ABC):
         not for processes of other worlds."""
         return True
 
+    def own_global_rank(self, group: GroupHandle) -> int:
+        """This process's global rank as ``group``'s own rank map names it, which a rooted call's
+        ``src``/``dst`` is compared with: its world rank, except on a group made for processes of
+        other worlds (torch's _new_process_group_helper), whose map is its own."""
+        return self.rank()
+
     def own_group_rank(self, group: GroupHandle) -> int:
         """This process's rank in ``group`` as the backend numbers it (-1: not a member). Where
         groups are made from global ranks, its place among :meth:`group_ranks`."""

@@ -436,14 +436,21 @@ class Group:
     (a ProcessGroup for torch, a group name for MindSpore); ``None`` on ranks outside the group.
     ``size()`` and ``rank()`` answer as a torch ``ProcessGroup``'s do, so code written for
     torch's groups (``group.size() <= 1``, ``inputs[group.rank()]``) runs on compat's.
+
+    ``own``: this process's global rank as the group's own rank map names it, where that is not
+    its world rank (a torch group made for processes of other worlds, through
+    _new_process_group_helper); None: its world rank.
     """
 
-    __slots__ = ("destroyed", "handle", "name", "ranks")
+    __slots__ = ("destroyed", "handle", "name", "own", "ranks")
 
-    def __init__(self, ranks: Sequence[int], handle: object, name: str) -> None:
+    def __init__(
+        self, ranks: Sequence[int], handle: object, name: str, own: int | None = None
+    ) -> None:
         self.ranks = tuple(ranks)
         self.handle = handle
         self.name = name
+        self.own = own
         #: Set by compat.destroy(group): a later call on the group is refused, naming it.
         self.destroyed = False
 
@@ -452,9 +459,14 @@ class Group:
         return len(self.ranks)
 
     def rank(self) -> int:
-        """This process's rank in the group, or -1 if it is not a member (as
-        ``compat.get_rank(group)``)."""
-        return self.group_rank(whoami()[0])
+        """This process's rank in the group, or -1 if it is not a member (as the framework's
+        group answers it)."""
+        return self.group_rank(self.own_global_rank(whoami()[0]))
+
+    def own_global_rank(self, world_rank: int) -> int:
+        """This process's global rank as this group names it, given its ``world_rank``: what a
+        rooted call's src or dst is compared with, and what makes it a member."""
+        return world_rank if self.own is None else self.own
 
     def group_rank(self, global_rank: int) -> int:
         """The rank of ``global_rank`` inside this group, or -1 if it is not a member."""

@@ -272,7 +272,7 @@ class Checks:
                 self.like(item, f"{param}[{i}]", like, like_param, None)
                 if not any_shape:
                     self.trailing(item, f"{param}[{i}]", like, like_param)
-        me = group.group_rank(self.rank)
+        me = group.group_rank(group.own_global_rank(self.rank))
         if not even and not self._own_entry_fits(items[me], shape, any_shape):
             check_shape(
                 self.adapter.shape(items[me]), shape, f"{param}[{me}]",
@@ -303,8 +303,9 @@ class Checks:
     ) -> list[Tensor] | None:
         """scatter_list / gather_list: a list of tensors like ``tensor`` (of ``dtype`` and
         ``shape``) on the root, else absent."""
-        if self.rank != root:
-            check_absent(value, param, root_param, root, self.rank)
+        me = group.own_global_rank(self.rank)
+        if me != root:
+            check_absent(value, param, root_param, root, me)
             return None
         items = check_list(value, param, group.size())
         if self._all_like(items, dtype, shape, True) is None:
@@ -353,7 +354,7 @@ class Checks:
                 f"{param}: {resolved!r} was destroyed by compat.destroy(group); expected a group "
                 "that is alive (make a new one with compat.new_group)"
             )
-        if member and self.rank not in resolved:
+        if member and resolved.own_global_rank(self.rank) not in resolved:
             raise ValueError(
                 f"{param}: this rank ({self.rank}) is not a member of the group; expected a "
                 f"group containing it, got one with ranks {list(resolved.ranks)}"
@@ -416,7 +417,12 @@ class Checks:
                 f"{self.adapter.native_group_names}; got {describe(obj)}"
             )
         ranks, handle = found
-        group = self.world if handle is None else Group(ranks, handle, repr(obj)[:40])
+        if handle is None:
+            group = self.world
+        else:
+            # A group made for processes of other worlds numbers this process by its own map.
+            own = self.adapter.own_global_rank(handle)
+            group = Group(ranks, handle, repr(obj)[:40], None if own == self.rank else own)
         if len(self._native_groups) < 256:
             self._native_groups[obj] = group
         return group
@@ -578,7 +584,7 @@ class Checks:
                 for i, item in enumerate(items):
                     self.like(item, f"{param}[{i}]", first, first_param, None)
                     self.trailing(item, f"{param}[{i}]", first, first_param)
-        me = group.group_rank(self.rank)
+        me = group.group_rank(group.own_global_rank(self.rank))
         if not (inputs_even and outputs_even):
             if self.adapter.shape(outs[me]) != self.adapter.shape(ins[me]):
                 check_shape(
