@@ -380,22 +380,41 @@ def foreign_group(index, world, port):
         timeout=timeout, **{options: None})
     c10d._world.pg_group_ranks[group] = {i: i for i in range(world)}
     return group
+
+
+def start(process, ports, leaver):
+    # Processes 0 and 1 are a trainer world (checked on compat's own algorithms), process 2 a
+    # rollout world of one; the trainer `leaver` leaves at once. Whether this is a trainer, or
+    # None where it left.
+    trainer = process < 2
+    compat.init("torch", "gloo", init_method=f"tcp://127.0.0.1:{ports[1 if trainer else 2]}",
+                rank=process if trainer else 0, world_size=2 if trainer else 1)
+    if trainer:
+        x = torch.ones(2)
+        compat.all_reduce(x)
+        assert x.tolist() == [2.0, 2.0], x
+    if process != leaver:
+        return trainer
+    compat.barrier()  # the trainers leave together
+    compat.destroy()
+    print(f"process {process} OK", flush=True)
+    return None
+
+
+def finish(process, trainer, group):
+    compat.barrier(group=group)
+    compat.destroy_process_group(group)
+    if trainer:
+        compat.barrier()
+    compat.destroy()
+    print(f"process {process} OK", flush=True)
 """
 
 FOREIGN_GROUP = """
 
 def main(process, ports):
-    trainer = process < 2
-    compat.init("torch", "gloo", init_method=f"tcp://127.0.0.1:{ports[1 if trainer else 2]}",
-                rank=process if trainer else 0, world_size=2 if trainer else 1)
-    if trainer:  # the trainers' world, on compat's own algorithms
-        x = torch.ones(2)
-        compat.all_reduce(x)
-        assert x.tolist() == [2.0, 2.0], x
-    if process == 1:
-        compat.barrier()  # the trainers leave together
-        compat.destroy()
-        print(f"process {process} OK", flush=True)
+    trainer = start(process, ports, leaver=1)
+    if trainer is None:
         return
     world, index = 2, 0 if trainer else 1
     group = foreign_group(index, world, ports[0])
@@ -425,12 +444,7 @@ def main(process, ports):
     compat.all_to_all_single(out, torch.arange(4.0) + 10 * index, group=group)
     whole(base, [2 * index + 10 * rank + i for rank in range(world) for i in range(2)])
 
-    compat.barrier(group=group)
-    compat.destroy_process_group(group)
-    if trainer:
-        compat.barrier()
-    compat.destroy()
-    print(f"process {process} OK", flush=True)
+    finish(process, trainer, group)
 
 
 if __name__ == "__main__":
@@ -438,20 +452,6 @@ if __name__ == "__main__":
 
     mp.spawn(main, args=([int(port) for port in sys.argv[1:]],), nprocs=3)
 """
-
-
-def test_collectives_on_a_group_of_processes_of_other_worlds_match_torch(tmp_path: Path) -> None:
-    script = tmp_path / "foreign_group.py"
-    script.write_text(FOREIGN_GROUP_HELPERS + FOREIGN_GROUP)
-    result = run_bounded(
-        [sys.executable, str(script), *(str(free_port()) for _ in range(3))],
-        timeout=180,
-        env=_environment(),
-        cwd=str(tmp_path),
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-3000:]
-    assert all(f"process {process} OK" in result.stdout for process in range(3)), output[-3000:]
 
 
 # Rooted calls on such a group: src and dst are global ranks of the group's own map, and this
@@ -538,29 +538,15 @@ def rooted(index, group):
 
 
 def main(process, ports):
-    trainer = process < 2
-    compat.init("torch", "gloo", init_method=f"tcp://127.0.0.1:{ports[1 if trainer else 2]}",
-                rank=process if trainer else 0, world_size=2 if trainer else 1)
-    if trainer:  # the trainers' world, on compat's own algorithms
-        x = torch.ones(2)
-        compat.all_reduce(x)
-        assert x.tolist() == [2.0, 2.0], x
-    if process == 0:
-        compat.barrier()  # the trainers leave together
-        compat.destroy()
-        print(f"process {process} OK", flush=True)
+    trainer = start(process, ports, leaver=0)
+    if trainer is None:
         return
     index = 0 if trainer else 1
     group = foreign_group(index, 2, ports[0])
     assert group.rank() == index and compat.get_rank() == (1 if trainer else 0)
     rooted(index, group)
     compat.monitored_barrier(group=group, timeout=60)  # its peers: the group's other member
-    compat.barrier(group=group)
-    compat.destroy_process_group(group)
-    if trainer:
-        compat.barrier()
-    compat.destroy()
-    print(f"process {process} OK", flush=True)
+    finish(process, trainer, group)
 
 
 if __name__ == "__main__":
@@ -570,9 +556,13 @@ if __name__ == "__main__":
 """
 
 
-def test_rooted_calls_on_a_group_of_processes_of_other_worlds_match_torch(tmp_path: Path) -> None:
-    script = tmp_path / "foreign_group_rooted.py"
-    script.write_text(FOREIGN_GROUP_HELPERS + FOREIGN_GROUP_ROOTED)
+@pytest.mark.parametrize("calls", ["unrooted", "rooted"])
+def test_collectives_on_a_group_of_processes_of_other_worlds_match_torch(
+    calls: str, tmp_path: Path
+) -> None:
+    script = tmp_path / f"foreign_group_{calls}.py"
+    body = {"unrooted": FOREIGN_GROUP, "rooted": FOREIGN_GROUP_ROOTED}[calls]
+    script.write_text(FOREIGN_GROUP_HELPERS + body)
     result = run_bounded(
         [sys.executable, str(script), *(str(free_port()) for _ in range(3))],
         timeout=180,
