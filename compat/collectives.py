@@ -78,7 +78,7 @@ def _front(shape: tuple[int, ...], dim: int) -> tuple[int, ...]:
 
 def _gather_sizes(call: Call, sizes: object, rows: int, dim: int = 0) -> list[int]:
     """output_split_sizes: dim ``dim`` of each rank's tensor, this rank's equal to ``rows``."""
-    count, me = call.group.size(), call.group.rank()
+    count, me = call.group.size(), call.group.own_rank(call.state.rank)
     if sizes is None:
         return [rows] * count
     if not isinstance(sizes, Sequence) or isinstance(sizes, str):
@@ -322,7 +322,7 @@ def _reduce_scatter_tensor(
     )
     dtype = adapter.dtype(tensor)
     reduce_op = call.reduction(op, dtype, tensor_param)
-    me = call.group.rank()
+    me = call.group.own_rank(call.state.rank)
     result = checks.out(
         out, _with_dim(shape, axis, sizes[me]), tensor, dtype, tensor_param, out_param
     )

@@ -461,7 +461,12 @@ class Group:
     def rank(self) -> int:
         """This process's rank in the group, or -1 if it is not a member (as the framework's
         group answers it)."""
-        return self.group_rank(self.own_global_rank(whoami()[0]))
+        return self.own_rank(whoami()[0])
+
+    def own_rank(self, world_rank: int) -> int:
+        """This process's rank in the group given its ``world_rank``, or -1 if it is not a
+        member: :meth:`rank` without looking the world rank up."""
+        return self.group_rank(self.own_global_rank(world_rank))
 
     def own_global_rank(self, world_rank: int) -> int:
         """This process's global rank as this group names it, given its ``world_rank``: what a

@@ -272,7 +272,7 @@ class Checks:
                 self.like(item, f"{param}[{i}]", like, like_param, None)
                 if not any_shape:
                     self.trailing(item, f"{param}[{i}]", like, like_param)
-        me = group.group_rank(group.own_global_rank(self.rank))
+        me = group.own_rank(self.rank)
         if not even and not self._own_entry_fits(items[me], shape, any_shape):
             check_shape(
                 self.adapter.shape(items[me]), shape, f"{param}[{me}]",
@@ -584,7 +584,7 @@ class Checks:
                 for i, item in enumerate(items):
                     self.like(item, f"{param}[{i}]", first, first_param, None)
                     self.trailing(item, f"{param}[{i}]", first, first_param)
-        me = group.group_rank(group.own_global_rank(self.rank))
+        me = group.own_rank(self.rank)
         if not (inputs_even and outputs_even):
             if self.adapter.shape(outs[me]) != self.adapter.shape(ins[me]):
                 check_shape(
