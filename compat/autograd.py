@@ -14,6 +14,8 @@ the gradients of their losses with respect to its input, which is what data-para
   backward an all_reduce of the gradient (SUM for SUM, AVG for AVG; other ops raise).
 - ``all_to_all_single``: forward all_to_all_single (part i of dim 0 to group rank i); backward
   all_to_all_single of the gradient with the split sizes swapped (each part goes back).
+- ``permute_tensor``: funcol's permutation, an ``all_to_all_single`` in which each group rank
+  sends its whole tensor to one rank; backward the reverse permutation of the gradient.
 - ``all_to_all``: the list form, built on ``all_to_all_single`` of the flattened tensors; the
   results are written into ``output_tensor_list`` through the framework's differentiable copy.
 - ``broadcast``: forward a broadcast of a copy from ``src``; backward a SUM reduce of the
@@ -255,6 +257,46 @@ def all_to_all_single(
         lambda x: _exchange(x, receive, send, group),
         lambda grad: _exchange(grad, send, receive, group),
     )(tensor)
+
+
+def permute_tensor(tensor: Tensor, src_dst: Sequence[int], group: Group | None = None) -> Tensor:
+    """funcol's ``permute_tensor``: group rank m sends its ``tensor`` to group rank
+    ``src_dst[m]``, and each rank returns what was sent to it (the tensors of the ranks that
+    name it, in group-rank order); differentiable (each gradient goes back to its sender).
+
+    Whole tensors move along dim 0, where torch's split sizes are the tensor's element count
+    (so torch takes a 1-D tensor only; compat any shape, the same result for 1-D).
+
+    Examples
+    --------
+    A ring: each of ``n`` ranks passes its block to the next::
+
+        >>> n, me = compat.get_world_size(), compat.get_rank()
+        >>> mine = compat.autograd.permute_tensor(block, [(m + 1) % n for m in range(n)])
+    """
+    current = state.current()
+    checks = current.checks
+    checks.tensor(tensor, "tensor")
+    resolved = checks.group(group)
+    count, me = resolved.size(), resolved.own_rank(checks.rank)
+    rows = checks.dim0(tensor, "tensor")[0]
+    targets = _checked_targets(src_dst, count)
+    send = [rows if target == targets[me] else 0 for target in range(count)]
+    receive = [rows if target == me else 0 for target in targets]
+    return all_to_all_single(tensor, receive, send, group)
+
+
+def _checked_targets(src_dst: object, count: int) -> list[int]:
+    """``src_dst``: one group rank per group rank, each in ``range(count)``."""
+    if not isinstance(src_dst, Sequence) or isinstance(src_dst, str) or len(src_dst) != count:
+        raise TypeError(
+            f"src_dst: expected a list of {count} group ranks, the destination of each group "
+            f"rank's tensor; got {describe(src_dst)}"
+        )
+    targets = [check_int(target, f"src_dst[{i}]") for i, target in enumerate(src_dst)]
+    if any(not 0 <= target < count for target in targets):
+        raise ValueError(f"src_dst: expected group ranks in [0, {count}); got {targets}")
+    return targets
 
 
 def _checked_list(given: object, param: str, count: int) -> list[Tensor]:

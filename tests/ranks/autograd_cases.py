@@ -294,6 +294,31 @@ def case_all_to_all_single(kit: Any, uneven: bool, use_group: bool) -> None:
     check(kit, name, value, grad, float((mine * ws[me]).sum()), expected)
 
 
+def case_permute_tensor(kit: Any, shape: tuple[int, ...]) -> None:
+    """A ring (group rank m sends to m+1): rank r receives rank r-1's tensor; the gradient of
+    what rank me sent is the weights of the rank it went to. On torch, for a 1-D tensor (the
+    only shape funcol's takes), funcol's permute_tensor gives the same value."""
+    n, me = world(), rank()
+    targets = [(m + 1) % n for m in range(n)]
+    seed = f"permute-{len(shape)}"
+    xs = [random_floats(f"{seed}-x", r, shape) for r in range(n)]
+    ws = [random_floats(f"{seed}-w", r, shape) for r in range(n)]
+
+    def loss(x: Any) -> Any:
+        moved = compat.autograd.permute_tensor(x, targets)
+        return (moved * kit.tensor(ws[me], "float32")).sum()
+
+    value, grad = kit.value_and_grad(loss, xs[me])
+    check(kit, f"permute_tensor {shape}", value, grad,
+          float((xs[(me - 1) % n] * ws[me]).sum()), ws[targets[me]])  # fmt: skip
+    if kit.framework == "torch" and len(shape) == 1:
+        import torch.distributed as dist
+        import torch.distributed._functional_collectives as funcol
+
+        theirs = funcol.permute_tensor(kit.tensor(xs[me], "float32"), targets, dist.group.WORLD)
+        np.testing.assert_allclose(kit.numpy(theirs), xs[(me - 1) % n], **TOLERANCE)
+
+
 def case_all_to_all_list(kit: Any) -> None:
     """The list form with parts of different shapes per pair ((rows, 2 + receiver)): the loss
     reads output_tensor_list after the call (as torch's users do); the gradient of the part
@@ -429,6 +454,8 @@ def case_bad_exchange(kit: Any) -> None:
     _refused(lambda: compat.autograd.gather(x, -1), ValueError, "dst: expected a global rank")
     _refused(lambda: compat.autograd.reduce(x, 0, "max"), compat.UnsupportedError, "op: ")
     _refused(lambda: compat.autograd.scatter([x] * (n + 1)), ValueError, "tensors: expected")
+    _refused(lambda: compat.autograd.permute_tensor(x, [0] * (n + 1)), TypeError, "src_dst: ")
+    _refused(lambda: compat.autograd.permute_tensor(x, [n] * n), ValueError, "src_dst: expected")
     total = compat.autograd.all_reduce(kit.tensor(np.ones(2), "float32"))
     np.testing.assert_array_equal(kit.numpy(total), np.full(2, float(n)))
 
@@ -483,6 +510,8 @@ register("autograd[all_reduce-group-as-ranks]", case_all_reduce_group_as_ranks)
 register("autograd[clip]", case_clip)
 register("autograd[bad-exchange]", case_bad_exchange)
 register("autograd[all_to_all-list]", case_all_to_all_list)
+for _shape in ((5,), (3, 2)):
+    register(f"autograd[permute_tensor-{len(_shape)}d]", partial(case_permute_tensor, shape=_shape))
 for _flag in (False, True):
     _kind = "group" if _flag else "world"
     register(f"autograd[broadcast-{_kind}]", partial(case_broadcast, use_group=_flag))
