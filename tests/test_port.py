@@ -2430,3 +2430,30 @@ def test_a_shared_name_stays_where_its_values_may_reach_a_use_left_on_torch() ->
         "dist.all_reduce",
     }
     assert "`dist.ReduceOp` (line 12) would be compat's" in left["dist.all_reduce"]
+
+
+def test_unpacked_arguments_of_a_call_left_on_torch_reach_only_its_parameters() -> None:
+    """``new_group(**kwargs)`` stays on torch (its keys may be ones compat's function lacks), but
+    torch's new_group has no op or group parameter: nothing the file passes through ``**kwargs``
+    can be a ReduceOp it needs as torch's, so the file's members become compat's. A
+    ``barrier(group, **kwargs)`` left on torch still keeps them (its group may come through)."""
+    source = """
+        import torch.distributed as dist
+
+        def make(ranks, **kwargs):
+            return dist.new_group(ranks, **kwargs)
+
+        def top(x):
+            dist.all_reduce(x, op=dist.ReduceOp.MAX)
+        """
+    result = port_text(source)
+    left = {f.written: f.category for f in result.findings if not f.rewritten}
+    assert left == {"dist.new_group": "unpacked arguments"}
+    assert "compat.all_reduce(x, op=compat.ReduceOp.MAX)" in result.rewritten
+    assert "dist.new_group(ranks, **kwargs)" in result.rewritten
+
+    kept = port_text(
+        source.replace("dist.new_group(ranks, **kwargs)", "dist.barrier(ranks, **kwargs)")
+    )
+    kept_left = {f.written: f.category for f in kept.findings if not f.rewritten}
+    assert kept_left["dist.ReduceOp.MAX"] == "kept for torch"

@@ -11,6 +11,8 @@ Jobs (several fixtures each; starting ranks is the slow part):
 - neutral job: ``driver.py torchvision ...``: the ported torchvision helpers join and leave; the
   ported copy runs on torch and on MindSpore (torchrun's environment, ``COMPAT_FRAMEWORK``).
 - spawn_tcp: a ``torch.multiprocessing.spawn`` program, run as a process of its own.
+- weight_server: a server that makes and ends the process group once per update through prefix
+  stores of its own TCPStore, run as a job of its own (its ranks start no driver).
 """
 
 from __future__ import annotations
@@ -364,6 +366,30 @@ EXPECTED: dict[str, Expected] = {
             "get_rank": 1,
         }
     ),
+    # the communicator's barrier and new_group pass on **kwargs compat's may not take: they stay
+    # on torch, and so do its ReduceOp defaults (the one at module level is handed on to the
+    # instance's method) and the server's members passed to comm.py
+    "weight_server/comm.py": Expected(
+        {
+            "TCPStore": 1,
+            "init_process_group": 1,
+            "destroy_process_group": 1,
+            "is_initialized": 1,
+            "all_gather_object": 1,
+            "all_reduce": 1,
+            "broadcast": 1,
+        },
+        left={
+            "ReduceOp.RedOpType": 1,
+            "ReduceOp.SUM": 2,
+            "barrier": 1,
+            "new_group": 1,
+        },
+    ),
+    "weight_server/server.py": Expected(
+        {"TCPStore": 1, "PrefixStore": 1},
+        left={"_store_based_barrier": 1, "ReduceOp.MIN": 1, "ReduceOp.SUM": 1},
+    ),
 }
 
 
@@ -463,6 +489,13 @@ def run_spawn(name: str, root: Path) -> Run:
     except AssertionError as exc:  # it hung (e.g. ranks that never meet)
         return parse(name, None, str(exc))
     return parse(name, done.returncode, done.stdout + done.stderr)
+
+
+def run_weight_server(name: str, root: Path) -> Run:
+    sink = io.StringIO()
+    script = root / "port_fixtures" / "weight_server" / "server.py"
+    code = launch(2, [str(script)], "torch", timeout=TORCH_TIMEOUT, sink=sink)
+    return parse(name, code, sink.getvalue())
 
 
 def copy_fixtures(root: Path) -> Path:
@@ -582,6 +615,17 @@ def test_ported_gives_the_originals_results(runs: Runs, label: str) -> None:
 def test_ported_spawn_program_forms_one_world_of_two(runs: Runs) -> None:
     compare("spawn_tcp", runs.original_spawn, runs.ported_spawn)
     assert runs.ported_spawn.code == 0, runs.ported_spawn.tail()
+
+
+def test_ported_weight_server_makes_and_ends_the_group_per_update_as_torch(ported: Ported) -> None:
+    original = run_weight_server("original-weight-server", ported.original)
+    assert original.code == 0, original.tail()
+    updates = original.results["weight_server"][0]["updates"]
+    assert [u["ready"] for u in updates] == [[1], [2], [3]], original.tail()
+    assert updates[1]["world_after_subgroup"] == 2.0, original.tail()
+    ported_run = run_weight_server("ported-weight-server", ported.ported)
+    assert ported_run.code == 0, ported_run.tail()
+    compare("weight_server", original, ported_run)
 
 
 @pytest.mark.parametrize("label", NEUTRAL_STEPS)

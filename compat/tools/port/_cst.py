@@ -780,13 +780,17 @@ class Rewriter(cst.CSTTransformer):
         """Whether a variable may hand ``call`` (left on torch) a ReduceOp or a group: an
         argument other than a literal or torch's own object, at a parameter taking one (by
         torch's signature; without it, any keyword of that name or positional after the
-        first)."""
+        first). ``*args``/``**kwargs`` reach only the parameters torch's function has: into
+        ``new_group(**kwargs)``, which takes neither, nothing can be handed."""
         positional = (
             [] if params is None else [n for n in params.names if n not in params.keyword_only]
         )
+        takes_value = params is None or not _VALUE_PARAMS.isdisjoint(params.names)
         for index, arg in enumerate(call.args):
             if arg.star:
-                return True
+                if takes_value:
+                    return True
+                continue
             if not self._variable(arg.value):
                 continue
             if arg.keyword is not None:
