@@ -330,6 +330,13 @@ class Adapter(ABC):
         by compat), or None where the framework has none (compat then makes its own)."""
         return None
 
+    # -- DTensor and tensor parallel (compat.tensor) ----------------------------------------
+    def tensor_api(self, name: str, submodule: str = "") -> object | None:
+        """The framework's own object ``name`` of its DTensor package (torch's
+        ``torch.distributed.tensor``, or its ``submodule`` such as "parallel"), or None where
+        the framework has none: compat's own emulation serves. Default None."""
+        return None
+
     @abstractmethod
     def framework_group(self, group: GroupHandle, member: bool) -> object:
         """The framework's own object for ``group`` (a handle; None: the world, or a group
