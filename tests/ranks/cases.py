@@ -795,5 +795,6 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     shared_memory_cases,
     store_cases,
     torch_types_cases,
+    tensor_parallel_cases,
     wide_cases,
 )

@@ -1,0 +1,326 @@
+"""compat.tensor.parallel on real ranks: a 2-layer MLP (Colwise then Rowwise, torch's Megatron
+plan) and single layers in each layout, their outputs and every parameter's and the input's
+gradients compared with numpy's for the whole model (this rank's torch.chunk piece of each
+sharded gradient). On torch the names are torch's own objects, and the same expectations hold
+for torch's DTensor parameters (their local pieces); on MindSpore they are compat's emulation
+on nn.Dense / mint.nn.Linear Cells. Each rank starts from other weights, so the results also
+show that the weights of mesh rank ``src_data_rank`` are the ones kept."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import compat
+from tests.ranks.cases import random_floats, rank, register, world
+
+TOLERANCE = {"rtol": 2e-5, "atol": 2e-5}
+IN, HIDDEN, OUT = 5, 8, 6  # HIDDEN at 3 ranks: torch.chunk's pieces 3, 3, 2
+
+
+def _chunk(size: int, parts: int) -> list[slice]:
+    step = -(-size // parts)
+    return [slice(min(i * step, size), min((i + 1) * step, size)) for i in range(parts)]
+
+
+def _mine(size: int) -> slice:
+    return _chunk(size, world())[rank()]
+
+
+def _weights(seed: str, who: int) -> dict[str, np.ndarray]:
+    """Rank ``who``'s MLP weights (each rank's differ)."""
+    return {
+        name: random_floats(f"{seed}-{name}", who, shape)
+        for name, shape in (("w1", (HIDDEN, IN)), ("b1", (HIDDEN,)),
+                            ("w2", (OUT, HIDDEN)), ("b2", (OUT,)))
+    }  # fmt: skip
+
+
+def _kept(seed: str, src: int | None) -> dict[str, np.ndarray]:
+    """The weights the parallelized MLP computes with: mesh rank ``src``'s; for None, each
+    rank's own piece of the sharded ones (and this rank's own replicated bias b2)."""
+    if src is not None:
+        return _weights(seed, src)
+    kept = _weights(seed, rank())
+    for who, piece in enumerate(_chunk(HIDDEN, world())):
+        theirs = _weights(seed, who)
+        kept["w1"][piece], kept["b1"][piece] = theirs["w1"][piece], theirs["b1"][piece]
+        kept["w2"][:, piece] = theirs["w2"][:, piece]
+    return kept
+
+
+def _reference(p: dict[str, np.ndarray], x: np.ndarray, c: np.ndarray) -> dict[str, np.ndarray]:
+    """numpy's forward and backward of sum(mlp(x) * c), mlp = w2 relu(w1 x + b1) + b2."""
+    z = x @ p["w1"].T + p["b1"]
+    h = np.maximum(z, 0)
+    out = h @ p["w2"].T + p["b2"]
+    flat = (-1, out.shape[-1])
+    dz = (c @ p["w2"]) * (z > 0)
+    return {
+        "out": out,
+        "w1": dz.reshape(-1, HIDDEN).T @ x.reshape(-1, IN),
+        "b1": dz.reshape(-1, HIDDEN).sum(0),
+        "w2": c.reshape(flat).T @ h.reshape(-1, HIDDEN),
+        "b2": c.reshape(flat).sum(0),
+        "x": dz @ p["w1"],
+    }
+
+
+def _mlp(kit: Any, p: dict[str, np.ndarray], kinds: tuple[str, str]) -> Any:
+    """The framework's MLP with this rank's weights: torch nn.Linear layers, or MindSpore's
+    nn.Dense ("dense") / mint.nn.Linear ("linear") Cells."""
+    first = _linear(kit, p["w1"], p["b1"], kinds[0])
+    second = _linear(kit, p["w2"], p["b2"], kinds[1])
+    if kit.framework == "torch":
+        import torch
+
+        class TorchMLP(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w1, self.w2 = first, second
+
+            def forward(self, x: Any) -> Any:
+                return self.w2(torch.relu(self.w1(x)))
+
+        return TorchMLP()
+    import mindspore as ms
+
+    class MindSporeMLP(ms.nn.Cell):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.w1, self.w2 = first, second
+
+        def construct(self, x: Any) -> Any:
+            return self.w2(ms.mint.nn.functional.relu(self.w1(x)))
+
+    return MindSporeMLP()
+
+
+def _linear(kit: Any, weight: np.ndarray, bias: np.ndarray | None, kind: str) -> Any:
+    out, inputs = weight.shape
+    if kit.framework == "torch":
+        import torch
+
+        layer = torch.nn.Linear(inputs, out, bias=bias is not None)
+        with torch.no_grad():
+            layer.weight.copy_(torch.from_numpy(weight))
+            if bias is not None:
+                layer.bias.copy_(torch.from_numpy(bias))
+        return layer
+    import mindspore as ms
+
+    w = ms.Tensor(weight)
+    b = None if bias is None else ms.Tensor(bias)
+    if kind == "dense":
+        return ms.nn.Dense(inputs, out, weight_init=w, bias_init=b, has_bias=bias is not None)
+    return ms.mint.nn.Linear(inputs, out, bias=bias is not None, weight_init=w, bias_init=b)
+
+
+def _run(kit: Any, model: Any, x: np.ndarray, c: np.ndarray) -> dict[str, np.ndarray]:
+    """The model's output on ``x`` and the gradients of sum(output * c): this rank's pieces."""
+    names = [name for name, _ in _parameters(kit, model)]
+    if kit.framework == "torch":
+        tensor = kit.tensor(x, "float32").requires_grad_(True)
+        out = model(tensor)
+        (out * kit.tensor(c, "float32")).sum().backward()
+        grads = [_local(p.grad) for _, p in _parameters(kit, model)]
+        found = {"out": kit.numpy(_local(out).detach()), "x": kit.numpy(tensor.grad)}
+    else:
+        import mindspore as ms
+
+        weights = [p for _, p in _parameters(kit, model)]
+        target = kit.tensor(c, "float32")
+
+        def loss(t: Any) -> Any:
+            return (model(t) * target).sum()
+
+        out = model(kit.tensor(x, "float32"))
+        _, (grad_x, grads) = ms.value_and_grad(loss, 0, weights)(kit.tensor(x, "float32"))
+        found = {"out": kit.numpy(out), "x": kit.numpy(grad_x)}
+    found.update({name: kit.numpy(grad) for name, grad in zip(names, grads, strict=True)})
+    return found
+
+
+def _local(tensor: Any) -> Any:
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
+def _parameters(kit: Any, model: Any) -> list[tuple[str, Any]]:
+    """The parameters in the model's order, named w1, b1, w2, b2 (one layer: w, b)."""
+    if kit.framework == "torch":
+        named = list(model.named_parameters())
+    else:
+        named = [(p.name, p) for p in model.trainable_params()]
+    short = []
+    for name, parameter in named:
+        layer, _, kind = name.rpartition(".")
+        short.append((("w" if kind == "weight" else "b") + layer[1:], parameter))
+    return short
+
+
+def _agree(label: str, found: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    for name, value in expected.items():
+        np.testing.assert_allclose(
+            found[name], value, **TOLERANCE, err_msg=f"{label}: {name} (rank {rank()})"
+        )
+
+
+def _mesh() -> Any:
+    return compat.init_device_mesh("cpu", (world(),), mesh_dim_names=("tp",))
+
+
+def case_tp_names_are_the_frameworks(kit: Any) -> None:
+    """On torch the names are torch's own objects; on MindSpore compat's own."""
+    import compat.tensor.parallel as tp
+
+    if kit.framework == "torch":
+        import torch.distributed.tensor.parallel as theirs
+
+        for name in tp.__all__:
+            assert getattr(tp, name) is getattr(theirs, name), name
+    else:
+        from compat.tensor.parallel import api, style
+
+        assert tp.parallelize_module is api.parallelize_module
+        assert tp.ColwiseParallel is style.ColwiseParallel
+        assert issubclass(tp.RowwiseParallel, tp.ParallelStyle)
+
+
+def case_tp_mlp(kit: Any) -> None:
+    """The Megatron MLP (w1 Colwise, w2 Rowwise) on a 2-D and a 3-D input, with the weights of
+    mesh rank 0, of the last mesh rank, and (src_data_rank=None) each rank's own."""
+    from compat.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    kinds_by_framework = {"torch": [("", "")], "mindspore": [("dense", "linear"), ("linear", "dense")]}
+    for kinds in kinds_by_framework[kit.framework]:
+        for src in (0, world() - 1, None):
+            for shape in ((4, IN), (2, 3, IN)):
+                seed = f"tp-mlp-{kinds}-{src}-{shape}"
+                mine = _weights(seed, rank())
+                x = random_floats(f"{seed}-x", 0, shape)
+                c = random_floats(f"{seed}-c", 0, (*shape[:-1], OUT))
+                model = _mlp(kit, mine, kinds)
+                plan = {"w1": ColwiseParallel(), "w2": RowwiseParallel()}
+                assert parallelize_module(model, _mesh(), plan, src_data_rank=src) is model
+                found = _run(kit, model, x, c)
+                full = _reference(_kept(seed, src), x, c)
+                pieces = {**full, "w1": full["w1"][_mine(HIDDEN)], "b1": full["b1"][_mine(HIDDEN)],
+                          "w2": full["w2"][:, _mine(HIDDEN)]}  # fmt: skip
+                _agree(f"MLP {kinds} src_data_rank={src} input {shape}", found, pieces)
+
+
+def _one_layer(kit: Any, style: Any, seed: str, shape: tuple[int, ...], given: np.ndarray) -> Any:
+    """A model of one linear layer (HIDDEN -> OUT) parallelized with ``style``, its output and
+    gradients on this rank's input ``given`` (the loss: sum(out * c) of the full output)."""
+    from compat.tensor.parallel import parallelize_module
+
+    weight = random_floats(f"{seed}-w", 0, (OUT, HIDDEN))
+    bias = random_floats(f"{seed}-b", 0, (OUT,))
+    layer = _linear(kit, weight, bias, "dense" if kit.framework == "mindspore" else "")
+    parallelize_module(layer, _mesh(), style)
+    return layer, weight, bias
+
+
+def case_tp_layouts(kit: Any) -> None:
+    """One layer in each of the other layouts: Colwise with a Shard(0) input and a Replicate
+    output, Rowwise with a Replicate input and a Shard(0) / Shard(-1) output."""
+    from compat.tensor.parallel import ColwiseParallel, RowwiseParallel
+    from compat.tensor import Replicate, Shard
+
+    rows = 2 * world()
+    x = random_floats("tp-layouts-x", 0, (rows, HIDDEN))
+    cases: list[tuple[str, Any, np.ndarray, Callable[[np.ndarray], np.ndarray], Any]] = [
+        ("colwise S(0) in, R out", ColwiseParallel(input_layouts=Shard(0), output_layouts=Replicate()),
+         x[2 * rank(): 2 * rank() + 2], lambda o: o, slice(2 * rank(), 2 * rank() + 2)),
+        ("rowwise R in, S(0) out", RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(0)),
+         x, lambda o: o[_chunk(rows, world())[rank()]], slice(None)),
+        ("rowwise R in, S(-1) out", RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(-1)),
+         x, lambda o: o[:, _mine(OUT)], slice(None)),
+    ]  # fmt: skip
+    for label, style, given, local_out, x_rows in cases:
+        seed = f"tp-layouts-{label}"
+        layer, weight, bias = _one_layer(kit, style, seed, x.shape, given)
+        c = random_floats(f"{seed}-c", 0, (rows, OUT))
+        found = _run(kit, layer, given, local_out(c))
+        out = x @ weight.T + bias
+        dx = c @ weight
+        expected = {"out": local_out(out), "x": dx[x_rows]}
+        if isinstance(style, ColwiseParallel):
+            expected |= {"w": (c.T @ x)[_mine(OUT)], "b": c.sum(0)[_mine(OUT)]}
+        else:
+            expected |= {"w": (c.T @ x)[:, _mine(HIDDEN)], "b": c.sum(0)}
+        if isinstance(style, RowwiseParallel):
+            expected["x"] = dx  # the gradient of a Replicate input is replicated
+        _agree(label, found, expected)
+
+
+def case_tp_plan_paths(kit: Any) -> None:
+    """torch's plan walk: "*" wildcards in paths, "" for the module itself, a warning (and
+    nothing done) for a path that matches nothing; the styles' reprs are torch's."""
+    from compat.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    seed = "tp-paths"
+    weights = _weights(seed, 0)  # every rank's: src_data_rank 0 keeps rank 0's
+    model = _mlp(kit, weights, ("dense", "linear"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        parallelize_module(
+            model, _mesh(), {"w*1": ColwiseParallel(), "w2": RowwiseParallel(), "nowhere": ColwiseParallel()}
+        )  # fmt: skip
+    assert any("nowhere" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    x = random_floats(f"{seed}-x", 0, (3, IN))
+    c = random_floats(f"{seed}-c", 0, (3, OUT))
+    full = _reference(weights, x, c)
+    assert np.allclose(_run(kit, model, x, c)["out"], full["out"], **TOLERANCE)
+    assert repr(ColwiseParallel()) == (
+        "ColwiseParallel(input_layouts=(Replicate(),), output_layouts=(Shard(dim=-1),), "
+        "use_local_output=True)"
+    )
+
+
+def case_tp_bad_input(kit: Any) -> None:
+    """compat's own checks (MindSpore): each refused on the calling rank before any
+    communication, naming the parameter (the ranks then go on together)."""
+    from compat.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from compat.tensor import Partial
+    import mindspore as ms
+
+    mesh = _mesh()
+    embedding = ms.nn.Embedding(10, 4)
+    with pytest.raises(compat.UnsupportedError, match=r"^ColwiseParallel: compat's emulation parallelizes linear layers .* got mindspore\.nn\.layer\.embedding\.Embedding"):
+        parallelize_module(embedding, mesh, ColwiseParallel())
+    layer = ms.nn.Dense(HIDDEN, OUT, activation="relu")
+    with pytest.raises(compat.UnsupportedError, match=r"^RowwiseParallel: the layer applies ReLU"):
+        parallelize_module(layer, mesh, RowwiseParallel())
+    with pytest.raises(ValueError, match=r"^device_mesh: expected a 1-D DeviceMesh .*got DeviceMesh\(\(a=1, b="):
+        parallelize_module(layer, compat.init_device_mesh("cpu", (1, world()), mesh_dim_names=("a", "b")), ColwiseParallel())
+    with pytest.raises(ValueError, match=r"^device_mesh: expected a 1-D DeviceMesh .*got None"):
+        parallelize_module(layer, None, ColwiseParallel())
+    with pytest.raises(TypeError, match=r"^parallelize_plan: expected a ParallelStyle or a dict"):
+        parallelize_module(layer, mesh, [ColwiseParallel()])
+    with pytest.raises(ValueError, match=rf"^src_data_rank: expected None or a rank of the mesh, 0 to {world() - 1}; got {world()}"):
+        parallelize_module(layer, mesh, ColwiseParallel(), src_data_rank=world())
+    with pytest.raises(compat.UnsupportedError, match=r"^input_layouts: expected None, Shard\(dim\) or Replicate\(\)"):
+        ColwiseParallel(input_layouts=Partial())
+    with pytest.raises(TypeError, match=r"^output_layouts: expected None, Shard\(dim\) or Replicate\(\)"):
+        RowwiseParallel(output_layouts="replicate")  # type: ignore[arg-type]
+    with pytest.raises(compat.UnsupportedError, match=r"^ColwiseParallel: the weight's rows of 2 cut into 3"):
+        if world() < 3:
+            raise compat.UnsupportedError("ColwiseParallel: the weight's rows of 2 cut into 3")
+        parallelize_module(ms.nn.Dense(4, 2), mesh, ColwiseParallel())
+    # nothing was sharded: the layer's weight is whole, and the ranks still agree
+    assert tuple(layer.weight.shape) == (OUT, HIDDEN)
+    parallelize_module(layer, mesh, ColwiseParallel())
+    with pytest.raises(RuntimeError, match=r"^parallelize_module: a module is parallelized once"):
+        parallelize_module(layer, mesh, ColwiseParallel())
+
+
+register("tp-names", case_tp_names_are_the_frameworks)
+register("tp-mlp", case_tp_mlp, min_world=2)
+register("tp-layouts", case_tp_layouts, min_world=2)
+register("tp-plan_paths", case_tp_plan_paths, min_world=2)
+register("tp-bad_input", case_tp_bad_input, min_world=2, frameworks=("mindspore",))
