@@ -776,6 +776,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     bitwise_cases,
     coalescing_cases,
     complex_cases,
+    dtensor_cases,
     fast_path_cases,
     float8_cases,
     fuzz_cases,
