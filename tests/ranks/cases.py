@@ -795,7 +795,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     random_cases,
     shared_memory_cases,
     store_cases,
-    torch_types_cases,
     tensor_parallel_cases,
+    torch_types_cases,
     wide_cases,
 )

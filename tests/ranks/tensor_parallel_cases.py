@@ -57,13 +57,16 @@ def _kept(kit: Any, seed: str, src: int | None, hidden: int) -> dict[str, np.nda
     return kept
 
 
-def _reference(p: dict[str, np.ndarray], x: np.ndarray, c: np.ndarray) -> dict[str, np.ndarray]:
-    """numpy's forward and backward of sum(mlp(x) * c), mlp = w2 relu(w1 x + b1) + b2."""
+def _reference(
+    p: dict[str, np.ndarray], x: np.ndarray, c: np.ndarray, relu: bool = True
+) -> dict[str, np.ndarray]:
+    """numpy's forward and backward of sum(mlp(x) * c), mlp = w2 relu(w1 x + b1) + b2 (without
+    relu where ``relu`` is False)."""
     z = x @ p["w1"].T + p["b1"]
-    h = np.maximum(z, 0)
+    h = np.maximum(z, 0) if relu else z
     out = h @ p["w2"].T + p["b2"]
     flat = (-1, out.shape[-1])
-    dz = (c @ p["w2"]) * (z > 0)
+    dz = (c @ p["w2"]) * ((z > 0) if relu else 1)
     return {
         "out": out,
         "w1": dz.reshape(-1, dz.shape[-1]).T @ x.reshape(-1, IN),
@@ -74,9 +77,9 @@ def _reference(p: dict[str, np.ndarray], x: np.ndarray, c: np.ndarray) -> dict[s
     }
 
 
-def _mlp(kit: Any, p: dict[str, np.ndarray], kinds: tuple[str, str]) -> Any:
+def _mlp(kit: Any, p: dict[str, np.ndarray], kinds: tuple[str, str], relu: bool = True) -> Any:
     """The framework's MLP with this rank's weights: torch nn.Linear layers, or MindSpore's
-    nn.Dense ("dense") / mint.nn.Linear ("linear") Cells."""
+    nn.Dense ("dense") / mint.nn.Linear ("linear") Cells (``relu``: between them, else none)."""
     first = _linear(kit, p["w1"], p["b1"], kinds[0])
     second = _linear(kit, p["w2"], p["b2"], kinds[1])
     if kit.framework == "torch":
@@ -88,7 +91,8 @@ def _mlp(kit: Any, p: dict[str, np.ndarray], kinds: tuple[str, str]) -> Any:
                 self.w1, self.w2 = first, second
 
             def forward(self, x: Any) -> Any:
-                return self.w2(torch.relu(self.w1(x)))
+                hidden = self.w1(x)
+                return self.w2(torch.relu(hidden) if relu else hidden)
 
         return TorchMLP()
     import mindspore as ms
@@ -99,7 +103,8 @@ def _mlp(kit: Any, p: dict[str, np.ndarray], kinds: tuple[str, str]) -> Any:
             self.w1, self.w2 = first, second
 
         def construct(self, x: Any) -> Any:
-            return self.w2(ms.mint.nn.functional.relu(self.w1(x)))
+            hidden = self.w1(x)
+            return self.w2(ms.mint.nn.functional.relu(hidden) if relu else hidden)
 
     return MindSporeMLP()
 
@@ -129,7 +134,7 @@ def _run(kit: Any, model: Any, x: np.ndarray, c: np.ndarray) -> dict[str, np.nda
     names = [name for name, _ in _parameters(kit, model)]
     if kit.framework == "torch":
         tensor = kit.tensor(x, "float32").requires_grad_(True)
-        out = model(tensor)
+        out = _local(model(tensor))
         (out * kit.tensor(c, "float32")).sum().backward()
         grads = [_local(p.grad) for _, p in _parameters(kit, model)]
         found = {"out": kit.numpy(_local(out).detach()), "x": kit.numpy(tensor.grad)}
@@ -140,9 +145,9 @@ def _run(kit: Any, model: Any, x: np.ndarray, c: np.ndarray) -> dict[str, np.nda
         target = kit.tensor(c, "float32")
 
         def loss(t: Any) -> Any:
-            return (model(t) * target).sum()
+            return (_local(model(t)) * target).sum()
 
-        out = model(kit.tensor(x, "float32"))
+        out = _local(model(kit.tensor(x, "float32")))
         _, (grad_x, grads) = ms.value_and_grad(loss, 0, weights)(kit.tensor(x, "float32"))
         found = {"out": kit.numpy(out), "x": kit.numpy(grad_x)}
     found.update({name: kit.numpy(grad) for name, grad in zip(names, grads, strict=True)})
@@ -199,8 +204,9 @@ def _hiddens(kit: Any) -> list[int]:
     torch.chunk's uneven ones (3, 3, 2). torch's RowwiseParallel takes a local Shard(-1) input
     as an even piece (DTensor.from_local's global shape is local x n) and its matmul then
     refuses uneven ones; compat's emulation computes them."""
-    even = [6] if world() == 3 else [8]
-    return even + [8] if kit.framework == "mindspore" and world() == 3 else even
+    if world() == 3:
+        return [6, 8] if kit.framework == "mindspore" else [6]
+    return [8]
 
 
 def case_tp_mlp(kit: Any) -> None:
@@ -226,6 +232,37 @@ def case_tp_mlp(kit: Any) -> None:
                     _agree(label, _run(kit, model, x, c), pieces)
 
 
+def case_tp_dtensor(kit: Any) -> None:
+    """use_local_output=False: each layer returns a DTensor (Colwise: Shard(-1) of the global
+    hidden size; Rowwise: Replicate), and Rowwise takes the DTensor as its input by its own
+    placements; inside 'with mesh:' parallelize_module takes that mesh."""
+    from compat.tensor import DTensor, Replicate, Shard
+    from compat.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    hidden = _hiddens(kit)[0]
+    label = f"tp-dtensor-{hidden}"
+    weights = _weights(label, 0, hidden)
+    model = _mlp(kit, weights, ("linear", "dense"), relu=False)
+    mesh = _mesh()
+    with mesh:
+        parallelize_module(model, None, {
+            "w1": ColwiseParallel(use_local_output=False),
+            "w2": RowwiseParallel(use_local_output=False),
+        })  # fmt: skip
+    x = random_floats(f"{label}-x", 0, (4, IN))
+    c = random_floats(f"{label}-c", 0, (4, OUT))
+    inner = model.w1(kit.tensor(x, "float32"))
+    assert isinstance(inner, DTensor) and inner.placements == (Shard(1),), inner  # -1 made 1
+    assert tuple(inner.shape) == (4, hidden) and inner.device_mesh == mesh
+    outer = model(kit.tensor(x, "float32"))
+    assert isinstance(outer, DTensor) and outer.placements == (Replicate(),), outer
+    assert tuple(outer.shape) == (4, OUT)
+    full = _reference(weights, x, c, relu=False)
+    mine = _mine(hidden)
+    pieces = {**full, "w1": full["w1"][mine], "b1": full["b1"][mine], "w2": full["w2"][:, mine]}
+    _agree(label, _run(kit, model, x, c), pieces)
+
+
 def _one_layer(kit: Any, style: Any, seed: str, shape: tuple[int, ...], given: np.ndarray) -> Any:
     """A model of one linear layer (HIDDEN -> OUT) parallelized with ``style``, its output and
     gradients on this rank's input ``given`` (the loss: sum(out * c) of the full output)."""
@@ -241,17 +278,21 @@ def _one_layer(kit: Any, style: Any, seed: str, shape: tuple[int, ...], given: n
 def case_tp_layouts(kit: Any) -> None:
     """One layer in each of the other layouts: Colwise with a Shard(0) input and a Replicate
     output, Rowwise with a Replicate input and a Shard(0) / Shard(-1) output."""
-    from compat.tensor.parallel import ColwiseParallel, RowwiseParallel
     from compat.tensor import Replicate, Shard
+    from compat.tensor.parallel import ColwiseParallel, RowwiseParallel
 
     rows = 2 * world()
     x = random_floats("tp-layouts-x", 0, (rows, HIDDEN))
+    mine = slice(2 * rank(), 2 * rank() + 2)
     cases: list[tuple[str, Any, np.ndarray, Callable[[np.ndarray], np.ndarray], Any]] = [
-        ("colwise S(0) in, R out", ColwiseParallel(input_layouts=Shard(0), output_layouts=Replicate()),
-         x[2 * rank(): 2 * rank() + 2], lambda o: o, slice(2 * rank(), 2 * rank() + 2)),
-        ("rowwise R in, S(0) out", RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(0)),
+        ("colwise S(0) in, R out",
+         ColwiseParallel(input_layouts=Shard(0), output_layouts=Replicate()),
+         x[mine], lambda o: o, mine),
+        ("rowwise R in, S(0) out",
+         RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(0)),
          x, lambda o: o[_chunk(rows, world())[rank()]], slice(None)),
-        ("rowwise R in, S(-1) out", RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(-1)),
+        ("rowwise R in, S(-1) out",
+         RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(-1)),
          x, lambda o: o[:, _mine(OUT)], slice(None)),
     ]  # fmt: skip
     for label, style, given, local_out, x_rows in cases:
@@ -281,9 +322,8 @@ def case_tp_plan_paths(kit: Any) -> None:
     model = _mlp(kit, weights, ("dense", "linear"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        parallelize_module(
-            model, _mesh(), {"w*1": ColwiseParallel(), "w2": RowwiseParallel(), "nowhere": ColwiseParallel()}
-        )  # fmt: skip
+        plan = {"w*1": ColwiseParallel(), "w2": RowwiseParallel(), "nowhere": ColwiseParallel()}
+        parallelize_module(model, _mesh(), plan)
     assert any("nowhere" in str(w.message) for w in caught), [str(w.message) for w in caught]
     x = random_floats(f"{seed}-x", 0, (3, IN))
     c = random_floats(f"{seed}-c", 0, (3, OUT))
@@ -295,45 +335,64 @@ def case_tp_plan_paths(kit: Any) -> None:
     )
 
 
+def _refused(kind: type[Exception], message: str, call: Callable[[], object]) -> None:
+    with pytest.raises(kind, match=message):
+        call()
+
+
 def case_tp_bad_input(kit: Any) -> None:
     """compat's own checks (MindSpore): each refused on the calling rank before any
     communication, naming the parameter (the ranks then go on together)."""
-    from compat.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-    from compat.tensor import Partial
     import mindspore as ms
 
+    from compat.tensor import Partial
+    from compat.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
     mesh = _mesh()
-    embedding = ms.nn.Embedding(10, 4)
-    with pytest.raises(compat.UnsupportedError, match=r"^ColwiseParallel: compat's emulation parallelizes linear layers .* got mindspore\.nn\.layer\.embedding\.Embedding"):
-        parallelize_module(embedding, mesh, ColwiseParallel())
     layer = ms.nn.Dense(HIDDEN, OUT, activation="relu")
-    with pytest.raises(compat.UnsupportedError, match=r"^RowwiseParallel: the layer applies ReLU"):
-        parallelize_module(layer, mesh, RowwiseParallel())
-    with pytest.raises(ValueError, match=r"^device_mesh: expected a 1-D DeviceMesh .*got DeviceMesh\(\(a=1, b="):
-        parallelize_module(layer, compat.init_device_mesh("cpu", (1, world()), mesh_dim_names=("a", "b")), ColwiseParallel())
-    with pytest.raises(ValueError, match=r"^device_mesh: expected a 1-D DeviceMesh .*got None"):
-        parallelize_module(layer, None, ColwiseParallel())
-    with pytest.raises(TypeError, match=r"^parallelize_plan: expected a ParallelStyle or a dict"):
-        parallelize_module(layer, mesh, [ColwiseParallel()])
-    with pytest.raises(ValueError, match=rf"^src_data_rank: expected None or a rank of the mesh, 0 to {world() - 1}; got {world()}"):
-        parallelize_module(layer, mesh, ColwiseParallel(), src_data_rank=world())
-    with pytest.raises(compat.UnsupportedError, match=r"^input_layouts: expected None, Shard\(dim\) or Replicate\(\)"):
-        ColwiseParallel(input_layouts=Partial())
-    with pytest.raises(TypeError, match=r"^output_layouts: expected None, Shard\(dim\) or Replicate\(\)"):
-        RowwiseParallel(output_layouts="replicate")  # type: ignore[arg-type]
-    with pytest.raises(compat.UnsupportedError, match=r"^ColwiseParallel: the weight's rows of 2 cut into 3"):
-        if world() < 3:
-            raise compat.UnsupportedError("ColwiseParallel: the weight's rows of 2 cut into 3")
-        parallelize_module(ms.nn.Dense(4, 2), mesh, ColwiseParallel())
+    square = compat.init_device_mesh("cpu", (1, world()), mesh_dim_names=("a", "b"))
+    unsupported = compat.UnsupportedError
+    for kind, message, call in [
+        (unsupported, r"^ColwiseParallel: compat's emulation parallelizes linear layers "
+         r"\(mindspore.nn.Dense, mindspore.mint.nn.Linear\); got mindspore.nn.layer.embedding"
+         r".Embedding",
+         lambda: parallelize_module(ms.nn.Embedding(10, 4), mesh, ColwiseParallel())),
+        (unsupported, r"^RowwiseParallel: the layer applies ReLU to its partial sums",
+         lambda: parallelize_module(layer, mesh, RowwiseParallel())),
+        (unsupported, rf"^ColwiseParallel: the weight's rows of 1 cut into {world()} pieces",
+         lambda: parallelize_module(ms.nn.Dense(4, 1), mesh, ColwiseParallel())),
+        (ValueError, r"^device_mesh: expected a 1-D DeviceMesh \(slice one dim first, as "
+         r"mesh\['tp'\]\); got DeviceMesh\(\(a=1, b=",
+         lambda: parallelize_module(layer, square, ColwiseParallel())),
+        (RuntimeError, r"^device_mesh: expected a DeviceMesh, or a call inside 'with mesh:'",
+         lambda: parallelize_module(layer, None, ColwiseParallel())),
+        (TypeError, r"^parallelize_plan: expected a ParallelStyle or a dict of module paths",
+         lambda: parallelize_module(layer, mesh, [ColwiseParallel()])),
+        (TypeError, r"^parallelize_plan: expected str module paths mapped to ParallelStyles",
+         lambda: parallelize_module(layer, mesh, {"": "colwise"})),
+        (TypeError, r"^module: expected a mindspore module \(a Cell\); got",
+         lambda: parallelize_module(kit.tensor([1.0], "float32"), mesh, ColwiseParallel())),
+        (ValueError, rf"^src_data_rank: expected None or a rank of the mesh, 0 to {world() - 1}; "
+         rf"got {world()}",
+         lambda: parallelize_module(layer, mesh, ColwiseParallel(), src_data_rank=world())),
+        (unsupported, r"^input_layouts: expected None, Shard\(dim\) or Replicate\(\)",
+         lambda: ColwiseParallel(input_layouts=Partial())),
+        (TypeError, r"^output_layouts: expected None, Shard\(dim\) or Replicate\(\)",
+         lambda: RowwiseParallel(output_layouts="replicate")),
+    ]:  # fmt: skip
+        _refused(kind, message, call)
     # nothing was sharded: the layer's weight is whole, and the ranks still agree
     assert tuple(layer.weight.shape) == (OUT, HIDDEN)
     parallelize_module(layer, mesh, ColwiseParallel())
-    with pytest.raises(RuntimeError, match=r"^parallelize_module: a module is parallelized once"):
-        parallelize_module(layer, mesh, ColwiseParallel())
+    rows = _mine(OUT)
+    assert tuple(layer.weight.shape) == (rows.stop - rows.start, HIDDEN)  # this rank's rows
+    _refused(RuntimeError, r"^parallelize_module: a module is parallelized once",
+             lambda: parallelize_module(layer, mesh, ColwiseParallel()))  # fmt: skip
 
 
 register("tp-names", case_tp_names_are_the_frameworks)
 register("tp-mlp", case_tp_mlp, min_world=2)
 register("tp-layouts", case_tp_layouts, min_world=2)
+register("tp-dtensor", case_tp_dtensor, min_world=2)
 register("tp-plan_paths", case_tp_plan_paths, min_world=2)
 register("tp-bad_input", case_tp_bad_input, min_world=2, frameworks=("mindspore",))

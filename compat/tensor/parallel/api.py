@@ -12,7 +12,7 @@ from typing import Any
 
 from compat.core import state
 from compat.core.values import check_int, describe
-from compat.mesh import DeviceMesh
+from compat.mesh import DeviceMesh, current_mesh
 from compat.tensor.parallel.style import APPLIED, ParallelStyle
 
 
@@ -36,17 +36,7 @@ def parallelize_module(
             stacklevel=2,
         )
         return module
-    adapter = state.checked().adapter
-    if adapter.module_children(module) is None:
-        raise TypeError(f"module: expected a {adapter.framework} module (a Cell); got "
-                        f"{describe(module)}")  # fmt: skip
-    if src_data_rank is not None:
-        rank = check_int(src_data_rank, "src_data_rank")
-        if not 0 <= rank < mesh.size():
-            raise ValueError(
-                f"src_data_rank: expected None or a rank of the mesh, 0 to {mesh.size() - 1}; "
-                f"got {rank}"
-            )
+    _check_arguments(module, mesh, src_data_rank)
     targets = _targets(module, parallelize_plan)
     _check_targets(targets, mesh)
     for target, style in targets:
@@ -56,12 +46,24 @@ def parallelize_module(
     return module
 
 
+def _check_arguments(module: object, mesh: DeviceMesh, src_data_rank: object) -> None:
+    adapter = state.checked().adapter
+    if adapter.module_children(module) is None:
+        raise TypeError(
+            f"module: expected a {adapter.framework} module (a Cell); got {describe(module)}"
+        )
+    if src_data_rank is not None:
+        rank = check_int(src_data_rank, "src_data_rank")
+        if not 0 <= rank < mesh.size():
+            raise ValueError(
+                f"src_data_rank: expected None or a rank of the mesh, 0 to {mesh.size() - 1}; "
+                f"got {rank}"
+            )
+
+
 def _checked_mesh(device_mesh: object) -> DeviceMesh:
     if device_mesh is None:
-        raise ValueError(
-            "device_mesh: expected a 1-D DeviceMesh (compat keeps no current mesh to default "
-            "to); got None"
-        )
+        device_mesh = current_mesh()  # the mesh of 'with mesh:', as torch's
     if not isinstance(device_mesh, DeviceMesh):
         raise TypeError(f"device_mesh: expected a 1-D DeviceMesh; got {describe(device_mesh)}")
     if device_mesh.ndim != 1:

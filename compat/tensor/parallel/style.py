@@ -13,6 +13,7 @@ torch's DTensor parameter reports the global one.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -23,6 +24,7 @@ from compat.base.types import Group
 from compat.core import state
 from compat.core.values import describe
 from compat.mesh import DeviceMesh
+from compat.tensor.dtensor import DTensor
 from compat.tensor.parallel import _regions
 from compat.tensor.placements import Placement, Replicate, Shard
 
@@ -106,12 +108,28 @@ def _repr(style: Any) -> str:
     )
 
 
-def _local_output(style: Any, output: Tensor, mesh: DeviceMesh, placement: Placement) -> Any:
+def _local_output(
+    style: Any, output: Tensor, mesh: DeviceMesh, placement: Placement, shape: tuple[int, ...]
+) -> Any:
+    """The module's output: the local tensor, or (use_local_output=False) compat's DTensor of
+    global ``shape`` around it."""
     if style.use_local_output:
         return output
-    from compat.tensor.dtensor import DTensor  # H34's; imported where a DTensor is asked for
+    stride = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    return DTensor.from_local(output, mesh, [placement], shape=shape, stride=stride)
 
-    return DTensor.from_local(output, mesh, [placement], run_check=False)
+
+def _input(tensor: Any, layout: Placement, mesh: DeviceMesh) -> tuple[Tensor, Placement]:
+    """The local input and its layout: a DTensor's own (as torch's styles take it), else the
+    style's ``input_layouts``."""
+    if not isinstance(tensor, DTensor):
+        return tensor, layout
+    if tensor.device_mesh != mesh or not isinstance(tensor.placements[0], (Shard, Replicate)):
+        raise UnsupportedError(
+            f"input: expected a tensor, or a DTensor on the layer's mesh {mesh!r} placed Shard "
+            f"or Replicate; got a DTensor on {tensor.device_mesh!r} placed {tensor.placements}"
+        )
+    return tensor.to_local(), tensor.placements[0]
 
 
 class ColwiseParallel(ParallelStyle):
@@ -148,9 +166,9 @@ class ColwiseParallel(ParallelStyle):
                 piece = _distributed(value, group, self.src_data_rank, 0)
                 adapter.replace_parameter(module, attribute, piece)
 
-    def _prepare_input(self, tensor: Tensor, device_mesh: DeviceMesh) -> Tensor:
+    def _prepare_input(self, given: Any, device_mesh: DeviceMesh) -> Tensor:
         group = _group(device_mesh)
-        layout = self.input_layouts[0]
+        tensor, layout = _input(given, self.input_layouts[0], device_mesh)
         if isinstance(layout, Shard):
             from compat import autograd
 
@@ -170,7 +188,7 @@ class ColwiseParallel(ParallelStyle):
         if isinstance(placement, Replicate):
             sizes = _regions.chunk_sizes(rows, device_mesh.size())
             output = _regions.gather_shards(output, _group(device_mesh), len(shape) - 1, sizes)
-        return _local_output(self, output, device_mesh, placement)
+        return _local_output(self, output, device_mesh, placement, (*shape[:-1], rows))
 
     def _apply(self, module: Any, device_mesh: DeviceMesh) -> Any:
         self._check(module, device_mesh)
@@ -228,8 +246,8 @@ class RowwiseParallel(ParallelStyle):
             bias = _distributed(layer.bias, group, self.src_data_rank, None)
             adapter.replace_parameter(module, "bias", bias)
 
-    def _prepare_input(self, tensor: Tensor, device_mesh: DeviceMesh, columns: int) -> Tensor:
-        layout = self.input_layouts[0]
+    def _prepare_input(self, given: Any, device_mesh: DeviceMesh, columns: int) -> Tensor:
+        tensor, layout = _input(given, self.input_layouts[0], device_mesh)
         shape = state.current().adapter.shape(tensor)
         sizes = _regions.chunk_sizes(columns, device_mesh.size())
         if isinstance(layout, Replicate):
@@ -254,11 +272,11 @@ class RowwiseParallel(ParallelStyle):
         # The layer added the whole bias to its partial sum: taken out, added after the sum.
         partial = output if bias is None else output - bias
         group = _group(device_mesh)
+        shape = state.current().adapter.shape(output)
         if isinstance(placement, Replicate):
             result = _regions.reduce_partial(partial, group)
-            return _local_output(self, result if bias is None else result + bias, device_mesh, placement)
-        adapter = state.current().adapter
-        shape = adapter.shape(output)
+            result = result if bias is None else result + bias
+            return _local_output(self, result, device_mesh, placement, shape)
         dim = placement.dim % len(shape)  # type: ignore[attr-defined]
         sizes = _regions.chunk_sizes(shape[dim], device_mesh.size())
         result = _regions.reduce_scatter_partial(partial, group, dim, sizes)
@@ -270,7 +288,7 @@ class RowwiseParallel(ParallelStyle):
                 start = sum(sizes[:me])
                 bias = bias[start : start + sizes[me]]
             result = result + bias
-        return _local_output(self, result, device_mesh, placement)
+        return _local_output(self, result, device_mesh, placement, shape)
 
     def _apply(self, module: Any, device_mesh: DeviceMesh) -> Any:
         self._check(module, device_mesh)

@@ -1,0 +1,90 @@
+"""compat.tensor.parallel: tests/ranks/tensor_parallel_cases.py on real ranks (Gloo and MCCL at 2
+and 3 ranks), read from the collective jobs that run them; and what needs no ranks: the names'
+resolution per framework, compat's styles' arguments and reprs (torch's)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import compat
+from compat.tensor.parallel import style
+from compat.tensor.placements import Partial, Replicate, Shard
+from tests.jobs import BACKGROUND, collective_job
+
+
+@pytest.mark.parametrize(
+    ("framework", "world"),
+    [
+        pytest.param(framework, world, marks=pytest.mark.job(collective_job(framework, world)))
+        for framework, world in (("torch", 2), ("torch", 3), ("mindspore", 2), ("mindspore", 3))
+    ],
+)
+def test_tensor_parallel_on_real_ranks(framework: str, world: int) -> None:
+    job = collective_job(framework, world)
+    names = [name for name in job.cases if name.startswith("tp-")]
+    assert len(names) == (5 if framework == "torch" else 6), names
+    result = BACKGROUND.result(job)
+    failures = [failure for name in names if (failure := result.failure(name)) is not None]
+    assert not failures, "\n\n".join(failures)
+
+
+def _run(script: str) -> str:
+    """What ``script`` prints in a fresh process (imports decide compat.tensor's names)."""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_names_are_the_imported_frameworks() -> None:
+    """torch: torch's own objects; MindSpore: compat's emulation."""
+    names = ("parallelize_module", "ParallelStyle", "ColwiseParallel", "RowwiseParallel")
+    on_torch = (
+        "import torch.distributed.tensor.parallel as native, compat.tensor.parallel as tp\n"
+        f"print(all(getattr(tp, n) is getattr(native, n) for n in {names}))"
+    )
+    assert _run(on_torch) == "True"
+    on_mindspore = (
+        "import mindspore, compat.tensor.parallel as tp\n"
+        f"print([getattr(tp, n).__module__ for n in {names}])"
+    )
+    own = ["compat.tensor.parallel.api"] + ["compat.tensor.parallel.style"] * 3
+    assert _run(on_mindspore) == str(own)
+
+
+def test_reprs_and_defaults_are_torchs() -> None:
+    import torch.distributed.tensor as theirs
+    import torch.distributed.tensor.parallel as native
+
+    for ours, torchs in [
+        ({}, {}),
+        ({"input_layouts": Shard(0), "output_layouts": Replicate()},
+         {"input_layouts": theirs.Shard(0), "output_layouts": theirs.Replicate()}),
+        ({"use_local_output": False}, {"use_local_output": False}),
+    ]:  # fmt: skip
+        for name in ("ColwiseParallel", "RowwiseParallel"):
+            assert repr(getattr(style, name)(**ours)) == repr(getattr(native, name)(**torchs))
+    assert style.ParallelStyle.src_data_rank == native.ParallelStyle.src_data_rank == 0
+    assert style.ColwiseParallel().desired_input_layouts == (Replicate(),)
+
+
+def test_bad_layouts_refused_when_the_style_is_made() -> None:
+    with pytest.raises(compat.UnsupportedError, match=r"^input_layouts: expected None, Shard"):
+        style.ColwiseParallel(input_layouts=Partial())
+    with pytest.raises(TypeError, match=r"^output_layouts: expected None, Shard\(dim\) or Repl"):
+        style.RowwiseParallel(output_layouts="replicate")  # type: ignore[arg-type]
+
+
+def test_chunk_sizes_are_torch_chunks() -> None:
+    import torch
+
+    from compat.tensor.parallel._regions import chunk_sizes
+
+    for size in range(0, 12):
+        for parts in range(1, 5):
+            pieces = [len(c) for c in torch.arange(size).chunk(parts)]
+            expected = pieces + [0] * (parts - len(pieces))
+            assert chunk_sizes(size, parts) == expected, (size, parts)
