@@ -17,6 +17,8 @@ where nothing decides, that is :func:`compat.init`'s ValueError naming the choic
 
 from __future__ import annotations
 
+import importlib
+
 from compat.mesh import DeviceMesh as DeviceMesh
 from compat.mesh import init_device_mesh as init_device_mesh
 from compat.tensor._resolve import resolver
@@ -50,6 +52,16 @@ _resolve_name, _resolved_names = resolver(__name__, "", _OWN)
 
 def __getattr__(name: str) -> object:
     return _resolve_name(name)
+
+
+def own_object(name: str) -> object:
+    """compat's own object for ``name`` (the emulation MindSpore programs get), whatever the
+    framework: for tools that must not choose or import one (compat port, the tables' checks)."""
+    if name == "parallel":  # the subpackage, whose own_object answers for its names
+        return importlib.import_module(f"{__name__}.parallel")
+    if name not in _OWN:
+        raise AttributeError(f"module {__name__!r} has no own object {name!r}")
+    return getattr(importlib.import_module(_OWN[name]), name)
 
 
 def __dir__() -> list[str]:

@@ -15,6 +15,8 @@ The names are resolved on first use (PEP 562), once per framework, as :mod:`comp
 
 from __future__ import annotations
 
+import importlib
+
 from compat.tensor._resolve import resolver
 
 _STYLE = "compat.tensor.parallel.style"
@@ -34,6 +36,14 @@ _resolve_name, _resolved_names = resolver(__name__, "parallel", _OWN)
 
 def __getattr__(name: str) -> object:
     return _resolve_name(name)
+
+
+def own_object(name: str) -> object:
+    """compat's own object for ``name`` (the emulation MindSpore programs get), whatever the
+    framework: for tools that must not choose or import one (compat port, the tables' checks)."""
+    if name not in _OWN:
+        raise AttributeError(f"module {__name__!r} has no own object {name!r}")
+    return getattr(importlib.import_module(_OWN[name]), name)
 
 
 def __dir__() -> list[str]:
