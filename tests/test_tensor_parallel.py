@@ -88,3 +88,24 @@ def test_chunk_sizes_are_torch_chunks() -> None:
             pieces = [len(c) for c in torch.arange(size).chunk(parts)]
             expected = pieces + [0] * (parts - len(pieces))
             assert chunk_sizes(size, parts) == expected, (size, parts)
+
+
+def test_capability_records_name_the_emulation_that_runs() -> None:
+    """capabilities.toml's emulated_apis on MindSpore's backends: each names the compat object
+    that runs (the one compat.tensor.parallel gives on MindSpore); MCCL's is measured here."""
+    import importlib
+
+    import compat.tensor.parallel as tp
+    from compat.base import tables
+
+    found = 0
+    for backend in ("mccl", "hccl", "mindspore_nccl"):
+        entry = tables.lookup("capabilities", backend)
+        assert entry["framework"] == "mindspore"
+        for name, api in entry["emulated_apis"].items():
+            module, _, attribute = api["implementation"].partition(":")
+            runs = getattr(importlib.import_module(module), attribute)
+            assert runs is tp.own_object(name.removeprefix("tensor.parallel.")), (backend, name)
+            assert api.get("verified", "measured") == ("measured" if backend == "mccl" else "read")
+            found += 1
+    assert found == 9
