@@ -21,6 +21,7 @@ import importlib
 
 from compat.mesh import DeviceMesh as DeviceMesh
 from compat.mesh import init_device_mesh as init_device_mesh
+from compat.tensor import parallel as parallel
 from compat.tensor._resolve import resolver
 
 _PLACEMENTS = "compat.tensor.placements"
