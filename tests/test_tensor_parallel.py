@@ -1,11 +1,9 @@
 """compat.tensor.parallel: tests/ranks/tensor_parallel_cases.py on real ranks (Gloo and MCCL at 2
-and 3 ranks), read from the collective jobs that run them; and what needs no ranks: the names'
-resolution per framework, compat's styles' arguments and reprs (torch's)."""
+and 3 ranks), read from the collective jobs that run them (the names' resolution per framework
+among them: case_tp_names_are_the_frameworks); and what needs no ranks: compat's styles'
+arguments and reprs (torch's), torch.chunk's sizes, the capability records."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
@@ -29,30 +27,6 @@ def test_tensor_parallel_on_real_ranks(framework: str, world: int) -> None:
     result = BACKGROUND.result(job)
     failures = [failure for name in names if (failure := result.failure(name)) is not None]
     assert not failures, "\n\n".join(failures)
-
-
-def _run(script: str) -> str:
-    """What ``script`` prints in a fresh process (imports decide compat.tensor's names)."""
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
-    )
-    return done.stdout.strip()
-
-
-def test_names_are_the_imported_frameworks() -> None:
-    """torch: torch's own objects; MindSpore: compat's emulation."""
-    names = ("parallelize_module", "ParallelStyle", "ColwiseParallel", "RowwiseParallel")
-    on_torch = (
-        "import torch.distributed.tensor.parallel as native, compat.tensor.parallel as tp\n"
-        f"print(all(getattr(tp, n) is getattr(native, n) for n in {names}))"
-    )
-    assert _run(on_torch) == "True"
-    on_mindspore = (
-        "import mindspore, compat.tensor.parallel as tp\n"
-        f"print([getattr(tp, n).__module__ for n in {names}])"
-    )
-    own = ["compat.tensor.parallel.api"] + ["compat.tensor.parallel.style"] * 3
-    assert _run(on_mindspore) == str(own)
 
 
 def test_reprs_and_defaults_are_torchs() -> None:

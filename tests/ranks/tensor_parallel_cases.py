@@ -345,7 +345,7 @@ def case_tp_bad_input(kit: Any) -> None:
     communication, naming the parameter (the ranks then go on together)."""
     import mindspore as ms
 
-    from compat.tensor import Partial
+    from compat.tensor import Partial, Replicate
     from compat.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     mesh = _mesh()
@@ -388,6 +388,16 @@ def case_tp_bad_input(kit: Any) -> None:
     assert tuple(layer.weight.shape) == (rows.stop - rows.start, HIDDEN)  # this rank's rows
     _refused(RuntimeError, r"^parallelize_module: a module is parallelized once",
              lambda: parallelize_module(layer, mesh, ColwiseParallel()))  # fmt: skip
+    # an input of the wrong size: refused in the forward pre-hook, before its collectives
+    whole = kit.tensor(np.ones((2, HIDDEN)), "float32")
+    row = ms.nn.Dense(HIDDEN, OUT)
+    parallelize_module(row, mesh, RowwiseParallel())
+    _refused(ValueError, r"^input: expected this rank's Shard\(-1\) piece of the layer's 8 input "
+             r"features", lambda: row(whole))  # fmt: skip
+    cut = ms.nn.Dense(HIDDEN, OUT)
+    parallelize_module(cut, mesh, RowwiseParallel(input_layouts=Replicate()))
+    _refused(ValueError, r"^input: expected a Replicate input with the layer's 8 input features",
+             lambda: cut(whole[:, :-1]))  # fmt: skip
 
 
 register("tp-names", case_tp_names_are_the_frameworks)

@@ -251,6 +251,11 @@ class RowwiseParallel(ParallelStyle):
         shape = state.current().adapter.shape(tensor)
         sizes = _regions.chunk_sizes(columns, device_mesh.size())
         if isinstance(layout, Replicate):
+            if not shape or shape[-1] != columns:
+                raise ValueError(
+                    f"input: expected a Replicate input with the layer's {columns} input "
+                    f"features on the last dim; got {describe(tensor)}"
+                )
             return _regions.take_shard(tensor, _group(device_mesh), len(shape) - 1, sizes)
         if not _last_dim(layout, len(shape)):
             raise UnsupportedError(
