@@ -83,3 +83,34 @@ def test_capability_records_name_the_emulation_that_runs() -> None:
             assert api.get("verified", "measured") == ("measured" if backend == "mccl" else "read")
             found += 1
     assert found == 9
+
+
+def test_port_rewrites_the_covered_names_and_keeps_torchs_other_styles() -> None:
+    """The covered names, from torch.distributed.tensor.parallel or the modules that define
+    them, become compat.tensor.parallel's; a mixed import is split, torch's other styles stay."""
+    from compat.tools.port import port_source
+
+    source = (
+        "import torch.distributed.tensor.parallel as tp\n"
+        "from torch.distributed.tensor.parallel import ColwiseParallel, SequenceParallel\n"
+        "from torch.distributed.tensor.parallel.style import RowwiseParallel\n"
+        "from torch.distributed.tensor.parallel.api import parallelize_module\n"
+        "\n"
+        "\n"
+        "def plan(model, mesh):\n"
+        '    tp.parallelize_module(model, mesh, {"norm": SequenceParallel(), "w": tp.PrepareModuleInput()})\n'  # noqa: E501
+        '    return parallelize_module(model, mesh, {"a": ColwiseParallel(), "b": RowwiseParallel()})\n'  # noqa: E501
+    )  # fmt: skip
+    result = port_source(source, "plan.py")
+    assert result.rewritten == (
+        "import torch.distributed.tensor.parallel as tp\n"
+        "from torch.distributed.tensor.parallel import SequenceParallel\n"
+        "import compat\n"
+        "\n"
+        "\n"
+        "def plan(model, mesh):\n"
+        '    compat.tensor.parallel.parallelize_module(model, mesh, {"norm": SequenceParallel(), "w": tp.PrepareModuleInput()})\n'  # noqa: E501
+        '    return compat.tensor.parallel.parallelize_module(model, mesh, {"a": compat.tensor.parallel.ColwiseParallel(), "b": compat.tensor.parallel.RowwiseParallel()})\n'  # noqa: E501
+    )  # fmt: skip
+    assert all(finding.rewritten for finding in result.findings)
+    assert len(result.findings) == 4

@@ -2,12 +2,13 @@
 parallelized by its own ``distribute(device_mesh)`` method (attention's wq/wk/wv column-wise, wo
 row-wise; the feed-forward's w1/w3 column-wise, w2 row-wise), the model's output layer
 column-wise with a replicated output (``Replicate`` from the old ``torch.distributed._tensor``),
-and a second model parallelized at once by a plan with ``*`` paths. Heads are split across the
-tensor-parallel ranks as the local head count says."""
+and a second model parallelized at once by a plan with ``*`` paths, whose output layer takes a
+subclass of ColwiseParallel overriding its private partition method (diffusers' pattern). Heads
+are split across the tensor-parallel ranks as the local head count says."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
@@ -17,11 +18,24 @@ from torch.distributed._tensor import Replicate
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
+    ParallelStyle,
     RowwiseParallel,
     parallelize_module,
 )
 
 DIM, HEADS, HIDDEN, VOCAB = 8, 4, 12, 6
+
+
+class CheckedColwiseParallel(ColwiseParallel):
+    """Refuses what is not a linear layer before torch's own partitioning, and counts them."""
+
+    partitioned: ClassVar[list[str]] = []
+
+    def _partition_linear_fn(self, name: str, module: nn.Module, device_mesh: DeviceMesh) -> None:
+        if not isinstance(module, nn.Linear):
+            raise TypeError(f"expected nn.Linear, got {type(module).__name__}")
+        self.partitioned.append(f"{type(module).__name__}({module.in_features})")
+        super()._partition_linear_fn(name, module, device_mesh)
 
 
 class Attention(nn.Module):
@@ -130,9 +144,11 @@ def run() -> dict[str, Any]:
         "layers.*.feed_forward.w1": ColwiseParallel(),
         "layers.*.feed_forward.w2": RowwiseParallel(),
         "layers.*.feed_forward.w3": ColwiseParallel(),
-        "output": ColwiseParallel(output_layouts=Replicate()),
+        "output": CheckedColwiseParallel(output_layouts=Replicate()),
     }
+    assert all(isinstance(style, ParallelStyle) for style in plan.values())
     for block in planned.layers:
         block.attention.n_local_heads = HEADS // tp_mesh.size()
     parallelize_module(planned, tp_mesh, plan, src_data_rank=0)
-    return {"distribute": _step(model), "plan": _step(planned)}
+    steps = {"distribute": _step(model), "plan": _step(planned)}
+    return {**steps, "partitioned": CheckedColwiseParallel.partitioned}
