@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, cast
 
-from compat import collectives, lifecycle
+from compat import autograd, collectives, lifecycle
 from compat.base.adapter import LinearLayer
 from compat.base.errors import UnsupportedError
 from compat.base.types import Group
@@ -170,8 +170,6 @@ class ColwiseParallel(ParallelStyle):
         group = _group(device_mesh)
         tensor, layout = _input(given, self.input_layouts[0], device_mesh)
         if isinstance(layout, Shard):
-            from compat import autograd
-
             ndim = len(state.current().adapter.shape(tensor))
             return autograd.all_gather(tensor, group, dim=layout.dim % ndim)
         return _regions.enter_replicated(tensor, group)
@@ -282,7 +280,7 @@ class RowwiseParallel(ParallelStyle):
             result = _regions.reduce_partial(partial, group)
             result = result if bias is None else result + bias
             return _local_output(self, result, device_mesh, placement, shape)
-        dim = placement.dim % len(shape)  # type: ignore[attr-defined]
+        dim = cast(Shard, placement).dim % len(shape)  # _layout admits Shard or Replicate
         sizes = _regions.chunk_sizes(shape[dim], device_mesh.size())
         result = _regions.reduce_scatter_partial(partial, group, dim, sizes)
         if bias is not None:
