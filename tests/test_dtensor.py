@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from compat.tensor import dtensor, placements
-from tests.jobs import BACKGROUND, collective_job
+from tests.jobs import BACKGROUND, JOB_TIMEOUT, JobSpec, collective_job
+from tests.ranks.cases import CASES
 
 
 @pytest.mark.parametrize(
@@ -26,6 +27,20 @@ def test_dtensor_on_real_ranks(framework: str, world: int) -> None:
     names = [name for name in job.cases if name.startswith("dtensor-")]
     assert len(names) == (11 if framework == "torch" else 7), names
     result = BACKGROUND.result(job)
+    failures = [failure for name in names if (failure := result.failure(name)) is not None]
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("framework", ["torch", "mindspore"])
+def test_dtensor_on_a_two_by_two_mesh(framework: str) -> None:
+    """The rank cases at 4 ranks, where the (2, 2) mesh shards one tensor dim on both mesh
+    dims: every layout to every other, compared with numpy (and, on torch, torch's own)."""
+    names = tuple(
+        name for name, case in CASES.items()
+        if name.startswith("dtensor-") and framework in case.frameworks
+    )  # fmt: skip
+    result = JobSpec(framework, 4, "tests.ranks.cases", names, JOB_TIMEOUT[framework]).run()
     failures = [failure for name in names if (failure := result.failure(name)) is not None]
     assert not failures, "\n\n".join(failures)
 

@@ -56,13 +56,15 @@ def __getattr__(name: str) -> object:
 
 
 def own_object(name: str) -> object:
-    """compat's own object for ``name`` (the emulation MindSpore programs get), whatever the
-    framework: for tools that must not choose or import one (compat port, the tables' checks)."""
-    if name == "parallel":  # the subpackage, whose own_object answers for its names
-        return importlib.import_module(f"{__name__}.parallel")
-    if name not in _OWN:
-        raise AttributeError(f"module {__name__!r} has no own object {name!r}")
-    return getattr(importlib.import_module(_OWN[name]), name)
+    """compat's own object for ``name`` (the emulation MindSpore programs get), or the
+    submodule ``name`` (``parallel``), whatever the framework: for tools that must not choose or
+    import one (compat port, the tables' checks)."""
+    if name in _OWN:
+        return getattr(importlib.import_module(_OWN[name]), name)
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError:
+        raise AttributeError(f"module {__name__!r} has no own object {name!r}") from None
 
 
 def __dir__() -> list[str]:
