@@ -2467,7 +2467,7 @@ def test_dtensor_names_become_compat_tensor_names_and_the_rest_is_counted_apart(
         import torch.distributed._tensor as dt
         from torch.distributed.tensor.placement_types import Shard
         from torch.distributed.tensor import DTensor, ones
-        from torch.distributed.tensor.parallel import ColwiseParallel
+        from torch.distributed.tensor.parallel import SequenceParallel
 
 
         class Rows(Shard):
@@ -2476,7 +2476,7 @@ def test_dtensor_names_become_compat_tensor_names_and_the_rest_is_counted_apart(
 
         make = DTensor.from_local
         layout = [dt.Shard(0), dt.Replicate()]
-        ready = isinstance(make, DTensor) and ones(2) and ColwiseParallel()
+        ready = isinstance(make, DTensor) and ones(2) and SequenceParallel()
         """
     )
     assert all(f.rewritten for f in result.findings), [f.text() for f in result.findings]
