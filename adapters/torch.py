@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import threading
@@ -332,6 +333,10 @@ class TorchAdapter(Adapter):
             mesh_dim_names=mesh_dim_names,
             backend_override=backend_override,  # type: ignore[arg-type]
         )
+
+    def tensor_api(self, name: str, submodule: str = "") -> object | None:
+        package = "torch.distributed.tensor" + (f".{submodule}" if submodule else "")
+        return getattr(importlib.import_module(package), name, None)
 
     def framework_group(self, group: GroupHandle, member: bool) -> object:
         if group is not None:

@@ -29,6 +29,7 @@ imports only the layers below it (``tests/test_layers.py`` says so)::
 
 from compat import autograd as autograd
 from compat import comm as comm
+from compat import tensor as tensor
 from compat import trace as trace
 from compat.base.errors import (
     AlreadyInitializedError,

@@ -504,7 +504,8 @@ class DeviceMesh(metaclass=_MeshKind):
         return self.get_group(0 if mesh_dim is None else self._dim_index(mesh_dim, param))
 
     def __enter__(self) -> DeviceMesh:
-        return self  # torch's makes the mesh DTensor's current one; MindSpore has no DTensor
+        _ACTIVE.append(self)  # as torch's: the mesh compat.tensor's calls take by default
+        return self
 
     def __exit__(
         self,
@@ -512,7 +513,7 @@ class DeviceMesh(metaclass=_MeshKind):
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        return None
+        _ACTIVE.pop()
 
     def __repr__(self) -> str:
         sizes = self.shape
@@ -556,6 +557,21 @@ class DeviceMesh(metaclass=_MeshKind):
         raise UnknownDimError(
             f"{param}: expected a dim name of the mesh, one of {known}; got {mesh_dim!r}"
         )
+
+
+#: The meshes entered with ``with mesh:``, innermost last.
+_ACTIVE: list[DeviceMesh] = []
+
+
+def current_mesh() -> DeviceMesh:
+    """The innermost mesh entered with ``with mesh:`` (what torch's DTensor calls take when no
+    ``device_mesh`` is given)."""
+    if not _ACTIVE:
+        raise RuntimeError(
+            "device_mesh: expected a DeviceMesh, or a call inside 'with mesh:'; got None and no "
+            "device mesh is currently active"
+        )
+    return _ACTIVE[-1]
 
 
 class UnknownDimError(KeyError, ValueError):

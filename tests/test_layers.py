@@ -1,7 +1,8 @@
 """The package's layers import downward only, and no module imports itself back through others
 (imports under ``TYPE_CHECKING`` and inside functions count too). The layers, from the bottom:
 compat/base, adapters/ (installed as compat.adapters), compat/transport, compat/algorithms,
-compat/core, the modules at compat/'s top level (what users call), compat/tools."""
+compat/core, the modules at compat/'s top level and compat/tensor (what users call),
+compat/tools."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ LAYERS = [
     ("transport", ("compat.transport",)),
     ("algorithms", ("compat.algorithms",)),
     ("core", ("compat.core",)),
-    ("api", ("compat",)),
+    ("api", ("compat", "compat.tensor")),  # compat.tensor: torch.distributed.tensor's namesake
     ("tools", ("compat.tools", "compat.__main__")),
 ]
 

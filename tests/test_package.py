@@ -95,6 +95,9 @@ def test_wheel_ships_adapters_and_tables(tmp_path: Path) -> None:
     assert "compat/tools/bench_cases/torch.py" in names
     assert "compat/py.typed" in names
     assert "compat/tools/cli.py" in names and "compat/tools/port/_cst.py" in names
+    # every module of the package (a new folder must be listed in pyproject's packages)
+    for module in (ROOT / "compat").rglob("*.py"):
+        assert f"compat/{module.relative_to(ROOT / 'compat').as_posix()}" in names, module
     for table in (ROOT / "mapping_tables").glob("*.toml"):
         assert f"compat/mapping_tables/{table.name}" in names
     assert not any(name.startswith("adapters/") for name in names), "adapters must not be top-level"

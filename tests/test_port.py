@@ -955,11 +955,11 @@ def test_uses_of_torch_distributed_packages_compat_does_not_cover_are_counted_ap
     result = port_text(
         """
         import torch.distributed as dist
-        from torch.distributed.tensor import DTensor
+        from torch.distributed.tensor import zeros
 
-        def f(t: DTensor):
+        def f(t, mesh):
             dist.all_reduce(t)
-            return dist.tensor.distribute_tensor(t)
+            return dist.tensor.randn(t, device_mesh=mesh), zeros
         """
     )
     assert [f.torch for f in result.findings] == ["torch.distributed.all_reduce"]
@@ -2143,21 +2143,36 @@ def test_a_mesh_built_trainer_is_ported_and_runs_as_before(tmp_path: Path) -> No
         assert on_mindspore and on_mindspore.result() == expected
 
 
-# On torch the ported mesh is torch's own: DTensor and funcol, which stay on torch or take a
-# mesh as their group, accept it as before.
+# On torch the ported mesh is torch's own, and so are compat.tensor's DTensor names: DTensor,
+# placements and funcol accept it as before; a name compat.tensor does not cover (zeros) stays
+# torch's, split out of the mixed import.
 MESH_DTENSOR = textwrap.dedent(
     """
     import torch
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
     from torch.distributed import init_device_mesh
-    from torch.distributed.tensor import Shard, distribute_tensor
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor, zeros
+    from torch.distributed._tensor import Partial, Placement
+
+
+    def layout(placements: tuple[Placement, ...]) -> str:
+        return "".join(str(p) for p in placements)
+
 
     dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("dp",))
-    sharded = distribute_tensor(torch.arange(8.0).reshape(4, 2), mesh, [Shard(0)])
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+    sharded = distribute_tensor(torch.arange(10.0).reshape(5, 2), mesh, [Shard(0)])
     print("RESULT local", rank, sharded.to_local().tolist(), sharded.full_tensor().tolist())
+    piece = torch.full((2, 3), rank + 1.0)
+    made = DTensor.from_local(piece, mesh, [Shard(1)], run_check=True)
+    moved = made.redistribute(mesh, [Shard(0)])
+    print("RESULT moved", rank, layout(moved.placements), moved.shape, moved.to_local().tolist())
+    summed = DTensor.from_local(piece, mesh, [Partial("sum")]).redistribute(mesh, [Replicate()])
+    print("RESULT summed", rank, isinstance(summed, DTensor), summed.to_local().tolist())
+    weight = torch.nn.Parameter(DTensor.from_local(piece, mesh, [Replicate()]))
+    print("RESULT parameter", rank, type(weight).__name__, zeros(2, device_mesh=mesh).shape)
     total = funcol.all_reduce(torch.full((2,), rank + 1.0), "sum", mesh)
     print("RESULT funcol", rank, total.tolist())
     x = torch.full((3,), rank + 1.0)
@@ -2168,17 +2183,27 @@ MESH_DTENSOR = textwrap.dedent(
 )
 
 
-def test_a_ported_mesh_is_torchs_own_for_dtensor_and_funcol(tmp_path: Path) -> None:
+def test_a_ported_mesh_and_dtensor_are_torchs_own(tmp_path: Path) -> None:
     original, ported = tmp_path / "dtensor.py", tmp_path / "ported_dtensor.py"
     original.write_text(MESH_DTENSOR)
     result = port.port_source(MESH_DTENSOR, str(ported))
+    assert all(f.rewritten for f in result.findings), [f.text() for f in result.findings]
     text = result.rewritten
-    assert 'mesh = compat.init_device_mesh("cpu", (compat.get_world_size(),)' in text, text
-    assert "distribute_tensor(torch.arange(8.0).reshape(4, 2), mesh, [Shard(0)])" in text
+    assert 'mesh = compat.init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))' in text
+    assert (
+        "compat.tensor.distribute_tensor(torch.arange(10.0).reshape(5, 2), mesh, "
+        "[compat.tensor.Shard(0)])" in text
+    )
+    assert "compat.tensor.DTensor.from_local(piece, mesh, [compat.tensor.Shard(1)]" in text
+    assert 'compat.tensor.DTensor.from_local(piece, mesh, [compat.tensor.Partial("sum")])' in text
+    assert "def layout(placements: tuple[compat.tensor.Placement, ...]) -> str:" in text
+    assert "isinstance(summed, compat.tensor.DTensor)" in text
+    assert "from torch.distributed.tensor import zeros\n" in text
+    assert "torch.distributed._tensor" not in text and "Replicate, Shard" not in text
     assert 'compat.all_reduce(x, group=mesh.get_group("dp"))' in text
     ported.write_text(text)
     expected = run_job("torch", [str(original)], 120)
-    assert len(expected) == 2 * 3 and expected == run_job("torch", [str(ported)], 120)
+    assert len(expected) == 2 * 6 and expected == run_job("torch", [str(ported)], 120)
 
 
 # -- a name bound to torch.distributed or to another torch-shaped library by a flag -------------
@@ -2457,3 +2482,37 @@ def test_unpacked_arguments_of_a_call_left_on_torch_reach_only_its_parameters() 
     )
     kept_left = {f.written: f.category for f in kept.findings if not f.rewritten}
     assert kept_left["dist.ReduceOp.MAX"] == "kept for torch"
+
+
+def test_dtensor_names_become_compat_tensor_names_and_the_rest_is_counted_apart() -> None:
+    """torch.distributed.tensor's and torch.distributed._tensor's DTensor names (by any module
+    that defines them) become compat.tensor's, torch's own objects on torch, so subclasses,
+    isinstance and stored references keep working; the names compat.tensor lacks stay torch's
+    and the report counts them apart."""
+    result = port_text(
+        """
+        import torch.distributed._tensor as dt
+        from torch.distributed.tensor.placement_types import Shard
+        from torch.distributed.tensor import DTensor, ones
+        from torch.distributed.tensor.parallel import SequenceParallel
+
+
+        class Rows(Shard):
+            pass
+
+
+        make = DTensor.from_local
+        layout = [dt.Shard(0), dt.Replicate()]
+        ready = isinstance(make, DTensor) and ones(2) and SequenceParallel()
+        """
+    )
+    assert all(f.rewritten for f in result.findings), [f.text() for f in result.findings]
+    assert len(result.findings) == 5
+    text = result.rewritten
+    assert "class Rows(compat.tensor.Shard):" in text
+    assert "make = compat.tensor.DTensor.from_local\n" in text
+    assert "layout = [compat.tensor.Shard(0), compat.tensor.Replicate()]" in text
+    assert "isinstance(make, compat.tensor.DTensor) and ones(2)" in text
+    assert "from torch.distributed.tensor import ones\n" in text
+    assert "_tensor" not in text.replace("compat.tensor", "")
+    assert any("2 uses of torch.distributed.tensor" in note for note in result.notes), result.notes

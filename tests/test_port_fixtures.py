@@ -58,6 +58,7 @@ TORCH_JOB = [
     "weight_sync",
     "context_parallel",
     "uneven_join",
+    "tensor_parallel",
 ]
 NEUTRAL_JOB = [
     "timm_distributed",
@@ -353,6 +354,20 @@ EXPECTED: dict[str, Expected] = {
             "get_world_size": 2,
             "get_rank": 2,
             "new_group": 1,
+        }
+    ),
+    "tensor_parallel.py": Expected(
+        # torchchat's pattern: every torch.distributed.tensor.parallel name (and Replicate from
+        # the old torch.distributed._tensor) becomes compat.tensor's, torch's own objects on torch
+        {
+            "tensor.parallel.parallelize_module": 9,
+            "tensor.parallel.ColwiseParallel": 12,  # one the base of a subclass
+            "tensor.parallel.ParallelStyle": 1,  # isinstance
+            "tensor.parallel.RowwiseParallel": 4,
+            "tensor.Replicate": 2,
+            "DeviceMesh": 5,
+            "init_device_mesh": 1,
+            "get_world_size": 1,
         }
     ),
     "torchrec_groups.py": Expected(

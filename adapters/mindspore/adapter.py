@@ -29,6 +29,7 @@ from mindspore.graph.api import _pynative_executor
 from compat.base import tables
 from compat.base.adapter import (
     GroupHandle,
+    LinearLayer,
     P2PSpec,
     Rendezvous,
     StoreAddress,
@@ -41,7 +42,7 @@ from compat.base.errors import CollectiveTimeout, UnsupportedError
 from compat.base.timing import completes_within
 from compat.base.types import Handle, ReduceOp
 
-from . import startup
+from . import cells, startup
 from .tensors import MindSporeTensors, dtype_of, from_c_contiguous, shape_of
 
 Writeback = Callable[[], None]
@@ -319,6 +320,24 @@ class MindSporeAdapter(MindSporeTensors):
 
     def collective_timeout(self) -> float:
         return MCCL_TIMEOUT_SECONDS
+
+    # -- Cells (compat.tensor.parallel) -------------------------------------------------------
+    def module_children(self, module: object) -> list[tuple[str, object]] | None:
+        return cells.children(module)
+
+    def linear_layer(self, module: object) -> LinearLayer | None:
+        return cells.linear_layer(module)
+
+    def replace_parameter(self, module: object, name: str, value: ms.Tensor) -> None:
+        cells.replace_parameter(module, name, value)
+
+    def add_forward_hooks(
+        self,
+        module: object,
+        before: Callable[[ms.Tensor], ms.Tensor],
+        after: Callable[[ms.Tensor], ms.Tensor],
+    ) -> None:
+        cells.add_forward_hooks(module, before, after)
 
     def differentiable(
         self, forward: Callable[[ms.Tensor], ms.Tensor], backward: Callable[[ms.Tensor], ms.Tensor]

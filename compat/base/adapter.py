@@ -57,6 +57,17 @@ class StoreClient(Protocol):
 
 
 @dataclass(frozen=True)
+class LinearLayer:
+    """One of the framework's linear layers (``y = x @ weight.T + bias``, weight shaped
+    (out, in)) as compat's tensor-parallel emulation sees it: its parameters by attribute name,
+    and the activation it applies after the bias, by name (MindSpore's Dense), or None."""
+
+    weight: Any
+    bias: Any | None
+    activation: str | None
+
+
+@dataclass(frozen=True)
 class Rendezvous:
     """How this process joins the job: ``torch.distributed.init_process_group``'s arguments, as
     compat.init checked them. All None: a launcher's environment, else a world of one."""
@@ -329,6 +340,39 @@ class Adapter(ABC):
         """The framework's own device mesh, made by its ``init_device_mesh`` (arguments checked
         by compat), or None where the framework has none (compat then makes its own)."""
         return None
+
+    # -- DTensor and tensor parallel (compat.tensor) ----------------------------------------
+    def tensor_api(self, name: str, submodule: str = "") -> object | None:
+        """The framework's own object ``name`` of its DTensor package (torch's
+        ``torch.distributed.tensor``, or its ``submodule`` such as "parallel"), or None where
+        the framework has none: compat's own emulation serves. Default None."""
+        return None
+
+    # -- modules (compat.tensor.parallel's emulation, where the framework has no DTensor) -----
+    def module_children(self, module: object) -> list[tuple[str, object]] | None:
+        """The direct submodules of ``module`` by attribute name, in order, if it is one of the
+        framework's modules (MindSpore's Cell), else None. Default None."""
+        return None
+
+    def linear_layer(self, module: object) -> LinearLayer | None:
+        """``module``'s parameters if it is one of the framework's linear layers the
+        emulation shards, else None. Default None."""
+        return None
+
+    def replace_parameter(self, module: object, name: str, value: Tensor) -> None:
+        """Make ``value`` the module's parameter ``name`` (keeping its name and whether it
+        takes gradients)."""
+        raise UnsupportedError(f"{self.framework}: compat replaces no module parameters")
+
+    def add_forward_hooks(
+        self,
+        module: object,
+        before: Callable[[Tensor], Tensor],
+        after: Callable[[Tensor], Tensor],
+    ) -> None:
+        """Run ``before`` on the module's first input before its forward and ``after`` on its
+        output after it, in the framework's autograd (PyNative forward hooks on MindSpore)."""
+        raise UnsupportedError(f"{self.framework}: compat hooks no modules")
 
     @abstractmethod
     def framework_group(self, group: GroupHandle, member: bool) -> object:

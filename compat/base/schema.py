@@ -236,6 +236,14 @@ BEFORE = Record(
     },
 )
 
+#: A compat API the framework has no counterpart of (torch's tensor parallelism on MindSpore),
+#: which compat emulates on the backend's collectives: ``implementation`` is the compat object
+#: that runs (``module:name``), ``reason`` what it does and what differs from torch's.
+EMULATED_API = Record(
+    required={"implementation": TEXT, "reason": TEXT, "source": TEXT},
+    optional={"verified": Scalar(str, VERIFIED)},
+)
+
 CAPABILITIES = MapOf(
     Record(
         required={
@@ -263,6 +271,8 @@ CAPABILITIES = MapOf(
             "emulate": ArrayOf(EMULATION),
             # facts of the framework's older releases, newest boundary first
             "before": ArrayOf(BEFORE),
+            # compat APIs the framework lacks, emulated on the backend's collectives
+            "emulated_apis": MapOf(EMULATED_API),
         },
     )
 )
@@ -495,6 +505,8 @@ def _check_capabilities(where: _Where, table: dict[str, Any]) -> None:
                 raise where.fail(f"{key}.reason", f"missing (required when impl = {cap['impl']!r})")
             _check_verified(where, key, cap)
             _check_choices(where, key, cap.get("choose", []), dtypes)
+        for name, api in entry.get("emulated_apis", {}).items():
+            _check_verified(where, f"{backend}.emulated_apis.{name}", api)
         for rule_index, rule in enumerate(entry.get("emulate", [])):
             key = f"{backend}.emulate[{rule_index}].ops"
             _check_subset(where, key, rule["ops"], set(entry["reduce_ops"]), "ReduceOps")

@@ -612,6 +612,11 @@ def _backend_lines(name: str, entry: Table) -> list[str]:
         for choice in cap.get("choose", []):
             lines.append(f"  - {_choice_text(choice)}: {choice['reason']}")
     lines += [f"- {_emulation_text(rule)}" for rule in entry.get("emulate", ())]
+    lines += [
+        f"- compat.{api}: emulated ({facts['implementation']}). {facts['reason']} "
+        f"({facts['source']})"
+        for api, facts in entry.get("emulated_apis", {}).items()
+    ]
     lines += _older_releases(entry)
     lines.append("")
     return lines

@@ -776,6 +776,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     bitwise_cases,
     coalescing_cases,
     complex_cases,
+    dtensor_cases,
     fast_path_cases,
     float8_cases,
     fuzz_cases,
@@ -794,6 +795,7 @@ from tests.ranks import (  # noqa: E402,F401  (register cases)
     random_cases,
     shared_memory_cases,
     store_cases,
+    tensor_parallel_cases,
     torch_types_cases,
     wide_cases,
 )

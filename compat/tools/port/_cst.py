@@ -213,23 +213,39 @@ def _has_comment(comma: cst.Comma | cst.MaybeSentinel) -> bool:
     return isinstance(after, cst.ParenthesizedWhitespace) and after.first_line.comment is not None
 
 
-def _is_type(compat_name: str) -> bool:
-    """Whether compat's object of that name is a class (used in annotations, not as a value)."""
+def _compat_object(compat_name: str) -> object:
+    """compat's object of that name; in a module that resolves its names per framework
+    (compat.tensor), compat's own object, so the port neither chooses nor imports one."""
     target: object = compat
     for part in compat_name.split("."):
-        target = getattr(target, part, None)
-    return isinstance(target, type)
+        own = getattr(target, "own_object", None)
+        target = own(part) if callable(own) else getattr(target, part, None)
+    return target
+
+
+def _is_type(compat_name: str) -> bool:
+    """Whether compat's object of that name is a class (used in annotations, not as a value)."""
+    return isinstance(_compat_object(compat_name), type)
 
 
 def _answers_isinstance(compat_name: str) -> bool:
     """Whether compat's class answers ``isinstance`` for the framework's own objects too (its
     metaclass says so: compat.Store and its kinds), so it can stand in for torch's there."""
-    target: object = compat
-    for part in compat_name.split("."):
-        target = getattr(target, part, None)
+    target = _compat_object(compat_name)
     return isinstance(target, type) and type(target).__instancecheck__ is not (
         type.__instancecheck__
     )
+
+
+def _torchs_own(compat_name: str) -> bool:
+    """Whether compat's name is torch's own object on torch (compat.tensor's names): then it
+    stands for torch's everywhere (isinstance, subclasses, attributes, values)."""
+    target: object = compat
+    for part in compat_name.split(".")[:-1]:
+        if callable(getattr(target, "own_object", None)):
+            return True
+        target = getattr(target, part, None)
+    return callable(getattr(target, "own_object", None))
 
 
 class Rewriter(cst.CSTTransformer):
@@ -819,6 +835,8 @@ class Rewriter(cst.CSTTransformer):
 
     def _why_not_replaced(self, original: cst.CSTNode, api: Api) -> str | None:
         """Why compat's object cannot replace this reference to torch's (None: it can)."""
+        if _torchs_own(api.compat):
+            return None
         if _answers_isinstance(api.compat):
             if self._in_annotation(original) or self._isinstance_class(original):
                 return None
@@ -1600,8 +1618,12 @@ def _known(name: str) -> bool:
 
 
 def _outside_scope(name: str) -> bool:
+    """A name of a package compat does not cover, except the names the tables pair (DTensor's
+    in torch.distributed.tensor)."""
     rest = name.removeprefix("torch.distributed.")
-    return rest != name and any(rest == p or rest.startswith(p + ".") for p in OUTSIDE_SCOPE)
+    if rest == name or name in candidates():
+        return False
+    return any(rest == p or rest.startswith(p + ".") for p in OUTSIDE_SCOPE)
 
 
 def _modules() -> set[str]:

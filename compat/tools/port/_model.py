@@ -23,6 +23,16 @@ ALIASES = {
     "torch.distributed.nn.functional.": "torch.distributed.nn.functional.",
     "torch.distributed.nn.api.": "torch.distributed.nn.functional.",
     "torch.distributed.nn.": "torch.distributed.nn.functional.",
+    # DTensor's names compat.tensor has, by their other spellings (torch's old _tensor package,
+    # the modules that define them); the rest of torch.distributed.tensor stays outside scope
+    "torch.distributed._tensor.placement_types.": "torch.distributed.tensor.",
+    "torch.distributed._tensor.api.": "torch.distributed.tensor.",
+    "torch.distributed._tensor.": "torch.distributed.tensor.",
+    "torch.distributed.tensor.placement_types.": "torch.distributed.tensor.",
+    "torch.distributed.tensor._api.": "torch.distributed.tensor.",
+    # tensor parallelism's names compat.tensor.parallel has, by the modules that define them
+    "torch.distributed.tensor.parallel.api.": "torch.distributed.tensor.parallel.",
+    "torch.distributed.tensor.parallel.style.": "torch.distributed.tensor.parallel.",
     # the mesh's two names compat has (the rest of device_mesh stays outside compat's scope)
     "torch.distributed.device_mesh.init_device_mesh": "torch.distributed.init_device_mesh",
     "torch.distributed.device_mesh.DeviceMesh": "torch.distributed.DeviceMesh",
