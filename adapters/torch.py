@@ -338,6 +338,13 @@ class TorchAdapter(Adapter):
         package = "torch.distributed.tensor" + (f".{submodule}" if submodule else "")
         return getattr(importlib.import_module(package), name, None)
 
+    def framework_device_mesh_of(
+        self, device_type: str, ranks: list[Any], mesh_dim_names: tuple[str, ...] | None
+    ) -> object | None:
+        from torch.distributed.device_mesh import DeviceMesh
+
+        return DeviceMesh(device_type, torch.tensor(ranks), mesh_dim_names=mesh_dim_names)
+
     def framework_group(self, group: GroupHandle, member: bool) -> object:
         if group is not None:
             return group

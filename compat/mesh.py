@@ -164,9 +164,8 @@ def _backend_name(value: object) -> str:
     return value
 
 
-def _row_major_shape(mesh: object) -> tuple[int, ...]:
-    """The shape of ``mesh`` (nested lists, a numpy array or a tensor of global ranks) whose
-    ranks are 0, 1, ... in row-major order: the one layout compat's meshes have."""
+def _ranks(mesh: object) -> NDArray[np.int64]:
+    """``mesh`` (nested lists, a numpy array or a tensor of global ranks) as an int array."""
     values = mesh.tolist() if hasattr(mesh, "tolist") else mesh
     try:
         array = np.asarray(values)
@@ -176,13 +175,17 @@ def _row_major_shape(mesh: object) -> tuple[int, ...]:
         raise TypeError(
             f"mesh: expected an n-dimensional array of global ranks; got {describe(mesh)}"
         )
-    if not np.array_equal(array, np.arange(array.size).reshape(array.shape)):
+    return array.astype(np.int64)
+
+
+def _require_row_major(ranks: NDArray[np.int64]) -> None:
+    """compat's own meshes have one layout: ranks 0, 1, ... in row-major order."""
+    if not np.array_equal(ranks, np.arange(ranks.size).reshape(ranks.shape)):
         raise UnsupportedError(
             "mesh: compat lays a mesh's ranks out as init_device_mesh does (0, 1, ... in "
-            f"row-major order); got {array.tolist()} (make groups of other ranks with "
+            f"row-major order); got {ranks.tolist()} (make groups of other ranks with "
             "compat.new_group)"
         )
-    return tuple(int(size) for size in array.shape)
 
 
 def _slices(root_shape: tuple[int, ...], axis: Axis) -> NDArray[np.int64]:
@@ -220,16 +223,24 @@ class DeviceMesh(metaclass=_MeshKind):
     slice for a submesh, as torch's. Groups are compat.Group objects, which every compat call
     takes; a dim whose slice is the whole world has the world's group.
 
-    ``compat.DeviceMesh(device_type, mesh, *, mesh_dim_names=None)``, as torch's constructor,
-    takes a mesh whose ranks are 0, 1, ... in row-major order (the layout init_device_mesh makes)
-    and returns :func:`init_device_mesh` of its shape (torch's own mesh on torch); another layout
-    is an UnsupportedError."""
+    ``compat.DeviceMesh(device_type, mesh, *, mesh_dim_names=None)`` is torch's constructor: on
+    torch, torch's own DeviceMesh of that array of global ranks (any layout, as torch takes it);
+    on MindSpore, a mesh whose ranks are 0, 1, ... in row-major order (the layout
+    init_device_mesh makes), :func:`init_device_mesh` of its shape; another layout there is an
+    UnsupportedError. Initialises compat first if nothing is."""
 
     def __new__(
         cls, device_type: str, mesh: object, *, mesh_dim_names: Sequence[str] | None = None
     ) -> Any:
-        shape = _row_major_shape(mesh)
-        return init_device_mesh(device_type, shape, mesh_dim_names=mesh_dim_names)
+        ranks = _ranks(mesh)
+        device, shape, names = _check_mesh_arguments(device_type, ranks.shape, mesh_dim_names)
+        if not lifecycle.is_initialized():
+            lifecycle.init()
+        native = state.checked().adapter.framework_device_mesh_of(device, ranks.tolist(), names)
+        if native is not None:
+            return native
+        _require_row_major(ranks)
+        return init_device_mesh(device, shape, mesh_dim_names=names)
 
     @classmethod
     def _made(

@@ -89,14 +89,14 @@ def test_isinstance_answers_for_torchs_mesh_type_only() -> None:
     assert isinstance(stand_in, compat.DeviceMesh)
 
 
-def test_the_constructor_takes_the_row_major_layout_only() -> None:
-    """compat.DeviceMesh(device_type, mesh) as torch's constructor: a mesh of any other layout
-    than init_device_mesh's is refused, naming it, before compat is initialised."""
-    with pytest.raises(compat.UnsupportedError, match=r"^mesh: compat lays a mesh's ranks out"):
-        compat.DeviceMesh("cpu", [[1, 0]])
-    with pytest.raises(compat.UnsupportedError, match=r"got \[0, 2\]"):
-        compat.DeviceMesh("cpu", [0, 2])
+def test_the_constructor_refuses_a_mesh_that_is_no_array_of_ranks() -> None:
+    """compat.DeviceMesh(device_type, mesh) as torch's constructor: a mesh that is not an
+    n-dimensional array of ints, or names that do not fit it, are refused, naming the
+    parameter, before compat is initialised (the layouts each framework takes:
+    tests/ranks/mesh_cases.py::case_mesh_constructor)."""
     for bad in ("01", [], [[0, 1], [2]], 3, [0.0, 1.0]):
         with pytest.raises(TypeError, match=r"^mesh: expected an n-dimensional array of global"):
             compat.DeviceMesh("cpu", bad)
+    with pytest.raises(ValueError, match=r"^mesh_dim_names: expected 2 distinct names"):
+        compat.DeviceMesh("cpu", [[0], [1]], mesh_dim_names=("dp",))
     assert not compat.is_initialized()

@@ -2516,3 +2516,24 @@ def test_dtensor_names_become_compat_tensor_names_and_the_rest_is_counted_apart(
     assert "from torch.distributed.tensor import ones\n" in text
     assert "_tensor" not in text.replace("compat.tensor", "")
     assert any("2 uses of torch.distributed.tensor" in note for note in result.notes), result.notes
+
+
+def test_a_device_mesh_built_by_its_constructor_becomes_compats() -> None:
+    """HSDP's mesh of a submesh's ranks reshaped (prime-rl's and torchtitan's pattern): torch's
+    constructor becomes compat.DeviceMesh's, torch's own mesh of that layout on torch; a call
+    passing what compat lacks (backend_override) stays torch's."""
+    result = port_text(
+        """
+        from torch.distributed.device_mesh import DeviceMesh
+
+        def hsdp(device_type, parent, replicas):
+            ranks = parent.mesh.reshape(replicas, -1)
+            return DeviceMesh(device_type, ranks, mesh_dim_names=("dp_replicate", "dp_shard"))
+
+        def tuned(ranks):
+            return DeviceMesh("cuda", ranks, backend_override=(("nccl", None),))
+        """
+    )
+    assert "return compat.DeviceMesh(device_type, ranks, mesh_dim_names=(" in result.rewritten
+    left = {f.written: f.category for f in result.findings if not f.rewritten}
+    assert left == {"DeviceMesh": "argument"}, left

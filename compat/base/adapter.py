@@ -341,6 +341,13 @@ class Adapter(ABC):
         by compat), or None where the framework has none (compat then makes its own)."""
         return None
 
+    def framework_device_mesh_of(
+        self, device_type: str, ranks: list[Any], mesh_dim_names: tuple[str, ...] | None
+    ) -> object | None:
+        """The framework's own device mesh of that explicit array of global ranks (nested
+        lists), made by its DeviceMesh constructor, or None where the framework has none."""
+        return None
+
     # -- DTensor and tensor parallel (compat.tensor) ----------------------------------------
     def tensor_api(self, name: str, submodule: str = "") -> object | None:
         """The framework's own object ``name`` of its DTensor package (torch's

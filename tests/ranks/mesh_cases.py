@@ -89,6 +89,30 @@ def case_mesh_shapes(kit: Any) -> None:
     follow_up(kit)
 
 
+def case_mesh_constructor(kit: Any) -> None:
+    """torch's constructor with a layout init_device_mesh does not make (prime-rl's and
+    torchtitan's HSDP mesh: a submesh's ranks reshaped), here the world's ranks reversed: on
+    torch, torch's own mesh of exactly those ranks (its group sums what numpy says); on
+    MindSpore, whose meshes are compat's (row-major only), an UnsupportedError naming mesh
+    before any group is made (each rank alone; then a collective runs)."""
+    n, me = world(), rank()
+    layout = np.arange(n)[::-1].reshape(1, n)
+    if kit.framework != "torch":
+        with pytest.raises(compat.UnsupportedError, match=r"^mesh: compat lays a mesh's ranks"):
+            compat.DeviceMesh("cpu", layout, mesh_dim_names=("dp", "tp"))
+        follow_up(kit)
+        return
+    from torch.distributed.device_mesh import DeviceMesh
+
+    made = compat.DeviceMesh("cpu", layout, mesh_dim_names=("dp", "tp"))
+    assert type(made) is DeviceMesh, type(made)
+    assert made.mesh.tolist() == layout.tolist() and made.mesh_dim_names == ("dp", "tp")
+    assert tuple(made.get_coordinate()) == (0, n - 1 - me)
+    total = kit.tensor(np.full(3, float(me + 1)), "float32")
+    compat.all_reduce(total, group=made.get_group("tp"))
+    np.testing.assert_array_equal(kit.numpy(total), np.full(3, n * (n + 1) / 2))
+
+
 def case_mesh_bad_arguments(kit: Any) -> None:
     """Bad arguments: a clear error on the calling rank, naming the parameter, before any group
     is made (only rank 0 calls, so a group made would leave the others waiting); the next
@@ -186,6 +210,7 @@ def case_mesh_unflatten(kit: Any) -> None:
 
 
 register("mesh-shapes", case_mesh_shapes)
+register("mesh-constructor", case_mesh_constructor)
 register("mesh-unflatten", case_mesh_unflatten)
 register("mesh-as_group", case_mesh_as_group)
 register("mesh-bad_arguments", case_mesh_bad_arguments)
