@@ -2537,3 +2537,24 @@ def test_a_device_mesh_built_by_its_constructor_becomes_compats() -> None:
     assert "return compat.DeviceMesh(device_type, ranks, mesh_dim_names=(" in result.rewritten
     left = {f.written: f.category for f in result.findings if not f.rewritten}
     assert left == {"DeviceMesh": "argument"}, left
+
+
+def test_dtensor_names_in_a_file_that_sets_torchs_names() -> None:
+    """A file that sets one of torch.distributed's names keeps references to torch's functions;
+    compat.tensor's names are torch's own objects, so their references are rewritten there,
+    except the very name the file sets (compat.tensor would have resolved it once)."""
+    result = port_text(
+        """
+        import torch.distributed as dist
+        import torch.distributed.tensor as dt
+        from torch.distributed.tensor import DTensor, Shard
+
+        dist.get_rank = lambda group=None: 0
+        dt.Shard = type("Shard", (Shard,), {})
+        kinds = (DTensor, Shard)
+        """
+    )
+    by_name = {f.torch: f for f in result.findings}
+    assert by_name["torch.distributed.tensor.DTensor"].rewritten
+    assert by_name["torch.distributed.tensor.Shard"].category == "patched"
+    assert "kinds = (compat.tensor.DTensor, Shard)" in result.rewritten

@@ -292,6 +292,7 @@ class Rewriter(cst.CSTTransformer):
         self.outside_calls: dict[str, int] = {}
         #: the first assignment to a name of torch.distributed (`dist.get_rank = wrap(...)`)
         self._patch: str | None = None
+        self._patched_names: set[str] = set()  # every torch name the file sets
         #: the ReduceOp members the file names anywhere (`ReduceOp.BAND`, `RedOpType.MAX`)
         self._named_ops: set[str] = set()
         #: names bound to torch.distributed and to another library's module, whose torch uses
@@ -567,6 +568,8 @@ class Rewriter(cst.CSTTransformer):
                 target.target, cst.Attribute
             ):  # `name = ...` rebinds a name of the file's, never torch's
                 name = self._name_of(target.target)
+                if name is not None and name not in _modules():
+                    self._patched_names.add(name)
                 if name is not None and name not in _modules() and self._patch is None:
                     line = self.get_metadata(PositionProvider, target).start.line
                     self._patch = f"{_code(target.target)} (line {line})"
@@ -721,7 +724,8 @@ class Rewriter(cst.CSTTransformer):
             return self._reduce_op(original, updated, member)
         written = _code(original)
         options = candidates().get(name, ())
-        if self._patch is not None and options and not self._in_annotation(original):
+        patched = self._patch is not None and not self._in_annotation(original)
+        if patched and options and not self._stays_torchs_own(name, options[0]):
             if options[0].params is not None or _is_type(options[0].compat):
                 found = self._finding(original, name, written, left=("patched", self._patched()))
                 self.receivers.append(found)
@@ -772,6 +776,14 @@ class Rewriter(cst.CSTTransformer):
         if options[0].params is not None:
             self.receivers.append(attempts[0])  # a torch function stored: any call may follow
         return updated
+
+    def _stays_torchs_own(self, name: str, api: Api) -> bool:
+        """Whether a reference in a file that sets torch's names can still be rewritten: to
+        compat.tensor's name (torch's own object) where the file does not set that name itself
+        (compat.tensor resolves it once)."""
+        return _torchs_own(api.compat) and not any(
+            patched == name or patched.startswith(name + ".") for patched in self._patched_names
+        )
 
     def _assigned(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is what an assignment binds, or the object it sets an attribute or
