@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
 from compat import algorithms
-from compat.base import tables
+from compat.base import net, tables
 from compat.base.adapter import Adapter, Rendezvous
 from compat.base.errors import AlreadyInitializedError, CollectiveTimeout
 from compat.base.types import WORLD, Backend, Group
@@ -240,6 +241,22 @@ def _host_port(url: str) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"init_method: expected tcp://host:port; got {url!r}")
     return host, int(port)
+
+
+def get_free_port() -> int:
+    """A TCP port on this host that is free now, to pass as ``MASTER_PORT`` or in
+    ``init_method`` (torch elastic's ``get_free_port``): free until someone binds it. Taken
+    below the range Linux draws outgoing connections' local ports from, where it can tell, so
+    that a rendezvous server binding it seconds later (MindSpore's scheduler) does not find it
+    taken by a connection meanwhile."""
+    return net.free_port()
+
+
+def get_socket_with_port() -> socket.socket:
+    """A TCP socket bound to a free port on localhost and listening, which holds the port
+    until it is closed (torch elastic's ``get_socket_with_port``): read the port with
+    ``sock.getsockname()[1]``, close the socket just before handing the port on."""
+    return net.listening_socket()
 
 
 def is_available() -> bool:

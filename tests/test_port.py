@@ -2558,3 +2558,29 @@ def test_dtensor_names_in_a_file_that_sets_torchs_names() -> None:
     assert by_name["torch.distributed.tensor.DTensor"].rewritten
     assert by_name["torch.distributed.tensor.Shard"].category == "patched"
     assert "kinds = (compat.tensor.DTensor, Shard)" in result.rewritten
+
+
+def test_elastics_port_helpers_become_compats() -> None:
+    """torch elastic's port helpers, as fairchem, torchtnt and torchsnapshot choose a rendezvous
+    port before init, become compat's; the rest of torch.distributed.elastic (the record
+    decorator) stays torch's and is counted apart."""
+    result = port_text(
+        """
+        import os
+        from torch.distributed.elastic.utils.distributed import get_free_port, get_socket_with_port
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        @record
+        def main():
+            os.environ["MASTER_PORT"] = str(get_free_port())
+            sock = get_socket_with_port()
+            return sock.getsockname()[1]
+        """
+    )
+    text = result.rewritten
+    assert 'os.environ["MASTER_PORT"] = str(compat.get_free_port())' in text
+    assert "sock = compat.get_socket_with_port()" in text
+    assert "from torch.distributed.elastic.multiprocessing.errors import record\n" in text
+    assert "elastic.utils" not in text
+    assert all(f.rewritten for f in result.findings), [f.text() for f in result.findings]
+    assert any("torch.distributed.elastic" in note for note in result.notes), result.notes

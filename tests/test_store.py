@@ -5,6 +5,7 @@ tests/ranks/store_cases.py (run by the collective jobs)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -223,3 +224,22 @@ def test_mindspore_server_process_leaving_first_ends_a_waiting_get_with_an_error
     assert client.returncode == 0, client.stderr[-3000:]
     assert client.stdout.startswith(("StoreTimeout after", "RuntimeError after")), client.stdout
     assert float(client.stdout.split()[2]) < 30, client.stdout
+
+
+def test_a_free_port_and_a_socket_that_holds_one() -> None:
+    """torch elastic's port helpers: compat.get_free_port() gives a port a server can bind
+    (then a client connect to); compat.get_socket_with_port() a listening socket whose port a
+    client reaches and no one else can bind until it is closed."""
+    port = compat.get_free_port()
+    assert isinstance(port, int) and 0 < port < 65536
+    with socket.create_server(("127.0.0.1", port)), socket.create_connection(("127.0.0.1", port)):
+        pass
+    held = compat.get_socket_with_port()
+    host, taken = held.getsockname()[:2]
+    with socket.create_connection((host, taken)):
+        pass
+    with pytest.raises(OSError), socket.socket(held.family) as other:
+        other.bind((host, taken))
+    held.close()
+    with socket.socket(held.family) as again:
+        again.bind((host, taken))

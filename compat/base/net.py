@@ -44,3 +44,19 @@ def _bindable(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def listening_socket() -> socket.socket:
+    """A TCP socket bound to a port the OS chose on localhost and listening: the port stays
+    this process's until the socket is closed (torch elastic's ``get_socket_with_port``)."""
+    failures: list[OSError] = []
+    for family, kind, proto, _, _ in socket.getaddrinfo("localhost", None, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.bind(("localhost", 0))
+            sock.listen(0)
+            return sock
+        except OSError as error:
+            sock.close()
+            failures.append(error)
+    raise RuntimeError(f"no TCP socket could be bound on localhost: {failures}")
