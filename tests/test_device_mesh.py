@@ -27,7 +27,7 @@ def _mesh_cases(framework: str, world: int) -> tuple[str, ...]:
 )
 def test_meshes_on_real_ranks(framework: str, world: int) -> None:
     names = _mesh_cases(framework, world)
-    assert len(names) == 5, names
+    assert len(names) == 6, names
     result = BACKGROUND.result(collective_job(framework, world))
     failures = [failure for name in names if (failure := result.failure(name)) is not None]
     assert not failures, "\n\n".join(failures)

@@ -30,7 +30,11 @@ from tests.test_collectives import primitives_job
 #: Public callables with nothing to fuzz: init cannot run twice in a process (its arguments
 #: are tests/test_init_args.py's), the others take no arguments; classes are not functions
 #: (but P2POp, whose constructor checks its op, is fuzzed).
-NOT_FUZZED = {"init", "is_available", "is_backend_available", "is_initialized", "get_framework"}
+#: Functions without arguments to fuzz (init's are bad_input_cases.py's).
+NOT_FUZZED = {
+    "init", "is_available", "is_backend_available", "is_initialized", "get_framework",
+    "get_free_port", "get_socket_with_port",
+}  # fmt: skip
 COLUMNS = (
     "tried", "raised", "accepted", "unexpected", "modified", "control_failed",
     "generator_failed", "skipped", "controls",

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import compat
+from compat.base import net
 from compat.base.adapter import StoreAddress
 from compat.base.environment import environment
 from compat.base.net import free_port
@@ -234,6 +235,8 @@ def test_a_free_port_and_a_socket_that_holds_one() -> None:
     assert isinstance(port, int) and 0 < port < 65536
     with socket.create_server(("127.0.0.1", port)), socket.create_connection(("127.0.0.1", port)):
         pass
+    with socket.create_server(("127.0.0.1", 0)) as loopback:  # held on one interface only
+        assert not net._bindable(loopback.getsockname()[1])
     held = compat.get_socket_with_port()
     host, taken = held.getsockname()[:2]
     with socket.create_connection((host, taken)):

@@ -12,7 +12,7 @@ _EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now (free until someone binds it).
+    """A TCP port free now on every IPv4 address of this host (free until someone binds it).
 
     Taken below the range the OS draws the local ports of outgoing connections from, where it
     can tell that range (Linux): a job's server binds its port seconds after the launcher chose
@@ -30,7 +30,7 @@ def free_port() -> int:
             if _bindable(port):
                 return port
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("", 0))
         chosen: int = sock.getsockname()[1]
         return chosen
 
@@ -38,9 +38,11 @@ def free_port() -> int:
 def _bindable(port: int) -> bool:
     # Without SO_REUSEADDR, unlike the MindSpore adapter's check of a port already chosen: a
     # port a closed connection still holds (TIME_WAIT) is passed over here, where another will do.
+    # On every address, as the rendezvous servers bind it: a port another process holds on any
+    # one interface is passed over too.
     with socket.socket() as sock:
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind(("", port))
         except OSError:
             return False
         return True

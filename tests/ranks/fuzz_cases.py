@@ -1559,6 +1559,14 @@ def good_autograd(
     return _group(ctx, args)
 
 
+def good_permute(ctx: Ctx) -> dict[str, Any]:
+    """compat.autograd.permute_tensor: a float tensor of any shape with a dim 0 and a
+    permutation of the group's ranks."""
+    args = good_autograd(ctx, zero_d=False)
+    args["src_dst"] = [int(i) for i in ctx.rng.permutation(ctx.n)]
+    return args
+
+
 def good_autograd_rooted(ctx: Ctx, root: str, op: bool = False) -> dict[str, Any]:
     """compat.autograd's broadcast / reduce / gather: a tensor and a global root of the group."""
     args = good_autograd(ctx, op=op)
@@ -2170,6 +2178,20 @@ def _specs() -> list[Spec]:
                 indivisible("tensor"),
                 unsupported_dtype("tensor"),
                 bad_group(),
+            ],
+        ),
+        Spec(
+            "autograd.permute_tensor",
+            ag.permute_tensor,
+            good_permute,
+            [
+                not_tensor("tensor"),
+                zero_d("tensor"),
+                unsupported_dtype("tensor"),
+                bad_group(),
+                fixed("src_dst", lambda ctx: list(range(ctx.n + 1))),
+                fixed("src_dst", lambda ctx: [ctx.n] * ctx.n),
+                fixed("src_dst", lambda ctx: "0" * ctx.n),
             ],
         ),
         Spec(
