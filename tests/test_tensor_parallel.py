@@ -52,18 +52,6 @@ def test_bad_layouts_refused_when_the_style_is_made() -> None:
         style.RowwiseParallel(output_layouts="replicate")  # type: ignore[arg-type]
 
 
-def test_chunk_sizes_are_torch_chunks() -> None:
-    import torch
-
-    from compat.tensor.parallel._regions import chunk_sizes
-
-    for size in range(0, 12):
-        for parts in range(1, 5):
-            pieces = [len(c) for c in torch.arange(size).chunk(parts)]
-            expected = pieces + [0] * (parts - len(pieces))
-            assert chunk_sizes(size, parts) == expected, (size, parts)
-
-
 def test_capability_records_name_the_emulation_that_runs() -> None:
     """capabilities.toml's emulated_apis on MindSpore's backends: each names the compat object
     that runs (the one compat.tensor.parallel gives on MindSpore); MCCL's is measured here."""

@@ -26,13 +26,6 @@ from compat.core import state
 Tensor = Any
 
 
-def chunk_sizes(size: int, parts: int) -> list[int]:
-    """The sizes ``torch.chunk`` cuts a dim of ``size`` into for ``parts`` ranks (DTensor's
-    Shard): pieces of ceil(size / parts), the trailing ones shorter or empty."""
-    step = -(-size // parts)
-    return [max(0, min(step, size - index * step)) for index in range(parts)]
-
-
 def _uneven(sizes: list[int]) -> list[int] | None:
     """``sizes`` for a collective's split sizes, None where they are equal (the even path)."""
     return None if len(set(sizes)) == 1 else sizes

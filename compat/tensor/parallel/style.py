@@ -24,7 +24,7 @@ from compat.base.types import Group
 from compat.core import state
 from compat.core.values import describe
 from compat.mesh import DeviceMesh
-from compat.tensor.dtensor import DTensor
+from compat.tensor.dtensor import DTensor, chunk_sizes
 from compat.tensor.parallel import _regions
 from compat.tensor.placements import Placement, Replicate, Shard
 
@@ -78,7 +78,7 @@ def _linear(style: str, module: Any) -> LinearLayer:
 
 
 def _shard_sizes(style: str, size: int, parts: int, what: str) -> list[int]:
-    sizes = _regions.chunk_sizes(size, parts)
+    sizes = chunk_sizes(size, parts)
     if 0 in sizes:
         raise UnsupportedError(
             f"{style}: {what} of {size} cut into {parts} pieces as torch.chunk cuts it gives "
@@ -97,7 +97,7 @@ def _distributed(value: Tensor, group: Group, src: int | None, dim: int | None) 
         collectives.broadcast(whole, group=group, group_src=src)
     if dim is None:
         return whole
-    sizes = _regions.chunk_sizes(adapter.shape(whole)[dim], lifecycle.get_world_size(group))
+    sizes = chunk_sizes(adapter.shape(whole)[dim], lifecycle.get_world_size(group))
     return adapter.clone(adapter.split(whole, sizes, dim)[lifecycle.get_rank(group)])
 
 
@@ -184,7 +184,7 @@ class ColwiseParallel(ParallelStyle):
                 f"{placement!r}"
             )
         if isinstance(placement, Replicate):
-            sizes = _regions.chunk_sizes(rows, device_mesh.size())
+            sizes = chunk_sizes(rows, device_mesh.size())
             output = _regions.gather_shards(output, _group(device_mesh), len(shape) - 1, sizes)
         return _local_output(self, output, device_mesh, placement, (*shape[:-1], rows))
 
@@ -247,7 +247,7 @@ class RowwiseParallel(ParallelStyle):
     def _prepare_input(self, given: Any, device_mesh: DeviceMesh, columns: int) -> Tensor:
         tensor, layout = _input(given, self.input_layouts[0], device_mesh)
         shape = state.current().adapter.shape(tensor)
-        sizes = _regions.chunk_sizes(columns, device_mesh.size())
+        sizes = chunk_sizes(columns, device_mesh.size())
         if isinstance(layout, Replicate):
             if not shape or shape[-1] != columns:
                 raise ValueError(
@@ -281,7 +281,7 @@ class RowwiseParallel(ParallelStyle):
             result = result if bias is None else result + bias
             return _local_output(self, result, device_mesh, placement, shape)
         dim = cast(Shard, placement).dim % len(shape)  # _layout admits Shard or Replicate
-        sizes = _regions.chunk_sizes(shape[dim], device_mesh.size())
+        sizes = chunk_sizes(shape[dim], device_mesh.size())
         result = _regions.reduce_scatter_partial(partial, group, dim, sizes)
         if bias is not None:
             # Each rank adds the bias to its own rows or columns: its gradient is a partial sum.
