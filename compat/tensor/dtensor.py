@@ -27,7 +27,7 @@ from compat import collectives, objects
 from compat.base.adapter import Adapter
 from compat.base.errors import UnsupportedError
 from compat.core import dispatch, state
-from compat.core.values import check_int, describe
+from compat.core.values import check_bool, check_int, describe
 from compat.mesh import DeviceMesh, current_mesh
 from compat.tensor.placements import Partial, Placement, Replicate, Shard
 
@@ -106,7 +106,7 @@ class DTensor:
         chosen = _placements(placements, mesh, rank_count)
         _no_gradients(grad_placements)
         given = _given_shape(shape, stride)
-        _check_bool(run_check, "run_check")
+        check_bool(run_check, "run_check")
         local = local_tensor
         if mesh.get_coordinate() is None:
             local = adapter.empty([0], local_tensor)  # a rank outside the mesh holds nothing
@@ -155,7 +155,7 @@ class DTensor:
                     f"placements[{index}]: can not redistribute from {now} to {goal}: "
                     "redistributing to Partial is for internal use only (as torch's)"
                 )
-        _check_bool(async_op, "async_op")
+        check_bool(async_op, "async_op")
         local = self._local_tensor
         if mesh.get_coordinate() is not None:
             local = _redistributed(self, target)
@@ -345,11 +345,6 @@ def _given_shape(shape: object, stride: object) -> Shape | None:
     if any(size < 0 for size in sizes):
         raise ValueError(f"shape: expected sizes of at least 0; got {sizes}")
     return sizes
-
-
-def _check_bool(value: object, param: str) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{param}: expected a bool; got {describe(value)}")
 
 
 def _check_source(src_data_rank: object, mesh: DeviceMesh) -> None:
